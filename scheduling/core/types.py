@@ -1,0 +1,264 @@
+"""Immutable data that every scheduling policy sees and returns.
+
+This module is the contract between the two drivers of a policy (the trace-driven simulator in
+``scheduling.sim`` and the live service in ``scheduling.services``) and the policies in
+``scheduling.core.policies``. It is pure Python: no Django, no I/O, no clock, no randomness.
+
+Units everywhere: time in seconds (s), memory in megabytes (MB), GPU counts in GPUs, progress in
+training iterations. Model: Luo et al., "Scheduling Deep Learning Jobs in Multi-Tenant GPU
+Clusters via Wise Resource Sharing", IWQoS 2024, §1 of ``docs/MODEL.md`` (shared docs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+JobId = int
+
+
+@dataclass(frozen=True, slots=True)
+class GPU:
+    """One physical GPU.
+
+    ``id`` is the cluster-wide index (0 … N−1, dense, unique); ``node`` the node's name;
+    ``index`` the GPU's index on its node; ``memory_mb`` its memory (MB).
+    """
+
+    id: int
+    node: str
+    index: int
+    memory_mb: int
+    gpu_type: str = "v100"
+    healthy: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    """The GPUs of a cluster, ordered by node then index (``gpus[i].id == i``).
+
+    Raises ``ValueError`` from :meth:`uniform` for a shape with no GPU or no memory.
+    """
+
+    gpus: tuple[GPU, ...]
+
+    @classmethod
+    def uniform(
+        cls, nodes: int, gpus_per_node: int, memory_mb: int = 49_140, gpu_type: str = "v100"
+    ) -> Cluster:
+        """``nodes`` × ``gpus_per_node`` identical GPUs; nodes are named ``node-00``, ``node-01``…"""
+        if nodes < 1 or gpus_per_node < 1:
+            raise ValueError(f"a cluster needs at least one node and one GPU per node, got {nodes}x{gpus_per_node}")
+        if memory_mb < 1:
+            raise ValueError(f"GPU memory must be a positive number of MB, got {memory_mb}")
+        width = max(2, len(str(nodes - 1)))
+        return cls(
+            tuple(
+                GPU(n * gpus_per_node + i, f"node-{n:0{width}d}", i, memory_mb, gpu_type)
+                for n in range(nodes)
+                for i in range(gpus_per_node)
+            )
+        )
+
+    @property
+    def size(self) -> int:
+        """Number of GPUs (healthy or not)."""
+        return len(self.gpus)
+
+    @property
+    def healthy_gpus(self) -> int:
+        """Number of healthy GPUs: the largest gang the cluster can ever hold."""
+        return sum(1 for g in self.gpus if g.healthy)
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A training job: a gang of ``gpus`` GPUs training ``model`` with global batch ``batch_size``.
+
+    - ``iter_time_s``: exclusive time of one iteration at the full global batch, ``t_j(B_j)`` (s),
+      on the job's ``gpus`` GPUs.
+    - ``memory_mb``: memory per GPU at the full global batch (MB); ``None`` → from the profile.
+    - ``iterations_done``: progress so far (may be fractional in the simulator).
+    - ``attained_gpu_s``: GPU-seconds of service received so far (Tiresias' LAS key).
+    - ``queued_since``: when the job last entered the queue (submit or preemption), s.
+    ``P_j`` = :attr:`remaining_time_s` is the SJF key (MODEL.md §1).
+    """
+
+    id: JobId
+    tenant: str
+    model: str
+    batch_size: int
+    gpus: int
+    iterations: int
+    submit_time: float
+    iter_time_s: float
+    memory_mb: float | None = None
+    iterations_done: float = 0.0
+    attained_gpu_s: float = 0.0
+    queued_since: float | None = None
+    priority: int = 0
+
+    @property
+    def remaining_iterations(self) -> float:
+        """``R_j`` (iterations), never negative."""
+        return max(0.0, self.iterations - self.iterations_done)
+
+    @property
+    def remaining_time_s(self) -> float:
+        """``P_j = R_j · t_j(B_j)``: remaining exclusive time at the full batch (s)."""
+        return self.remaining_iterations * self.iter_time_s
+
+    @property
+    def waiting_since(self) -> float:
+        """When the current wait began (s): ``queued_since`` or the submit time."""
+        return self.submit_time if self.queued_since is None else self.queued_since
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a running job runs: distinct GPU ids, the sub-batch it uses, when it started (s).
+
+    ``accum_steps = batch_size // sub_batch`` micro-steps make one iteration (gradient
+    accumulation keeps the global batch).
+    """
+
+    job_id: JobId
+    gpu_ids: tuple[int, ...]
+    sub_batch: int
+    start_time: float
+
+
+@dataclass(frozen=True, slots=True)
+class RunningJob:
+    """A job and its current placement."""
+
+    job: Job
+    placement: Placement
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    """Knobs shared by all policies.
+
+    - ``memory_reserve_mb``: memory kept free on every shared GPU (MB) **(ours)**.
+    - ``min_sub_batch``: smallest sub-batch size SJF-BSBF tries (MODEL.md §2 "down to a floor").
+    - ``max_jobs_per_gpu``: 2, the paper's pairs.
+    """
+
+    memory_reserve_mb: int = 1024
+    min_sub_batch: int = 1
+    max_jobs_per_gpu: int = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything a policy may look at in one round.
+
+    ``pending``: jobs waiting for GPUs (any order; the policy sorts). ``running``: jobs holding
+    GPUs. ``tenant_quotas``: guaranteed GPUs per tenant (empty: no quotas).
+    """
+
+    now: float
+    cluster: Cluster
+    pending: tuple[Job, ...]
+    running: tuple[RunningJob, ...]
+    config: SchedulerConfig = field(default_factory=SchedulerConfig)
+    tenant_quotas: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Share:
+    """Why a job was co-located with ``partner_id`` (MODEL.md §2, the pairwise rule).
+
+    ``xi_self``/``xi_partner``: slowdowns (shared ÷ exclusive iteration time, ≥ 1 normally);
+    ``t_seq_s``/``t_con_s``: predicted mean completion time of the pair run one after the other
+    vs. shared now (s); ``gpu_ids``: the partner's GPUs this job takes.
+    """
+
+    partner_id: JobId
+    gpu_ids: tuple[int, ...]
+    xi_self: float
+    xi_partner: float
+    t_seq_s: float
+    t_con_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """Start ``job_id`` on ``gpu_ids`` with sub-batch ``sub_batch`` (``accum_steps`` micro-steps)."""
+
+    job_id: JobId
+    gpu_ids: tuple[int, ...]
+    sub_batch: int
+    accum_steps: int
+    shares: tuple[Share, ...] = ()
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """``job_id`` stays pending this round, and why (shown on the dashboard)."""
+
+    job_id: JobId
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    """Stop a running job and put it back in the queue (preemptive baselines only)."""
+
+    job_id: JobId
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RoundDecisions:
+    """A policy's output for one round.
+
+    Preemptions are applied before starts (a start may use GPUs freed by a preemption in the same
+    round). ``waits`` may be empty when the policy was called with ``explain=False``.
+    """
+
+    policy: str
+    now: float
+    starts: tuple[Start, ...] = ()
+    preemptions: tuple[Preempt, ...] = ()
+    waits: tuple[Wait, ...] = ()
+
+
+class Profile(Protocol):
+    """Performance model of jobs: what a policy and the simulator ask about speed and memory.
+
+    Implemented by ``scheduling.core.profiles.TableProfile``. All times are for the whole
+    global batch of one iteration, on the job's own GPUs.
+    """
+
+    def iter_time_s(self, job: Job, sub_batch: int) -> float:
+        """``t_j(b)``: exclusive time (s) of one iteration done as ``B_j/b`` micro-steps of ``b``."""
+        ...
+
+    def memory_mb(self, job: Job, sub_batch: int) -> float:
+        """``mem_j(b)``: memory per GPU (MB) when running micro-batches of ``sub_batch``."""
+        ...
+
+    def sub_batches(self, job: Job, min_sub_batch: int = 1) -> tuple[int, ...]:
+        """Feasible sub-batch sizes, largest (``B_j``) first: powers of two dividing ``B_j``."""
+        ...
+
+    def slowdown(self, a: Job, sub_a: int, b: Job, sub_b: int) -> tuple[float, float]:
+        """``(ξ_a, ξ_b)`` when ``a`` (at ``sub_a``) and ``b`` (at ``sub_b``) share GPUs."""
+        ...
+
+
+class Policy(Protocol):
+    """A scheduling policy: a pure function of a snapshot.
+
+    ``name`` is its registry name; ``preemptive`` says whether it may return preemptions.
+    """
+
+    name: str
+    preemptive: bool
+
+    def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:
+        """Decisions for this round. Must not mutate anything; deterministic."""
+        ...

@@ -1,0 +1,33 @@
+"""Shared test fixtures.
+
+Tests that need a real service or the public data skip with a visible reason when it is absent,
+except under ``SHAREWISE_REQUIRE_SERVICES=1`` (set by ``.ci/run``), where a missing service is a
+failure, not a skip.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from scheduling.datapaths import shared_data_dir
+
+REQUIRE_SERVICES = os.environ.get("SHAREWISE_REQUIRE_SERVICES") == "1"
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip with ``reason``, or fail when services are required (CI)."""
+    if REQUIRE_SERVICES:
+        pytest.fail(f"SHAREWISE_REQUIRE_SERVICES=1 but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The public data folder (``../shared/data``); skips with a reason when it is absent."""
+    path = shared_data_dir()
+    if not (path / "traces").is_dir():
+        pytest.skip(f"public data folder not found at {path} (set SHAREWISE_DATA_DIR)")
+    return path
