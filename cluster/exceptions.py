@@ -1,0 +1,51 @@
+"""One error shape for the whole API: ``{"error": "<message>", ...}`` with a 4xx status.
+
+Deleting a row still referenced (a GPU with placements) is 409. Validation errors add
+``"fields"`` (field name → list of messages); throttling adds ``"retry_after"`` (s). Anything DRF does not handle stays a 500 (and is logged by Django).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db.models import ProtectedError, RestrictedError
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler
+
+
+def _first_message(data: Any) -> str:
+    """The first human-readable message in a DRF error structure (dict, list or string)."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            message = _first_message(value)
+            return message if key == "non_field_errors" else f"{key}: {message}"
+        return "invalid input"
+    if isinstance(data, list):
+        return _first_message(data[0]) if data else "invalid input"
+    return str(data)
+
+
+def api_exception_handler(exc: Exception, context: dict) -> Response | None:
+    """DRF ``EXCEPTION_HANDLER``: the standard handling, reshaped to ``{"error": ...}``."""
+    if isinstance(exc, DjangoValidationError):
+        exc = exceptions.ValidationError(exc.messages)
+    elif isinstance(exc, ProtectedError | RestrictedError):
+        return Response(
+            {"error": f"still in use, cannot delete: {exc.args[0]}"}, status=status.HTTP_409_CONFLICT
+        )
+    response = exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, exceptions.ValidationError):
+        fields = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
+        response.data = {"error": f"invalid input: {_first_message(fields)}", "fields": fields}
+    elif isinstance(exc, exceptions.APIException):
+        body: dict[str, Any] = {"error": _first_message(exc.detail)}
+        if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
+            body["retry_after"] = round(exc.wait, 3)
+        response.data = body
+    else:  # Http404 and PermissionDenied from Django
+        response.data = {"error": _first_message(response.data.get("detail", "error"))}
+    return response

@@ -1,0 +1,306 @@
+"""Request and response shapes of the REST API, with explicit types and bounds.
+
+Numbers must be JSON numbers and strings JSON strings (no coercion of ``"4"`` to 4); fields a
+client may not write (``status``, ``tenant``, ...) and unknown fields are rejected by name.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from django.db import IntegrityError
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from cluster import models
+from cluster.models import GPU, Job, Node, Placement, Quota, Tenant
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """An integer that must be a JSON integer (not a string, float or boolean)."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictFloatField(serializers.FloatField):
+    """A finite number that must be a JSON number (not a string or boolean)."""
+
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool) or not isinstance(data, int | float) or not math.isfinite(data):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictCharField(serializers.CharField):
+    """A string that must be a JSON string (no numbers or booleans turned into text)."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class RejectUnknownFieldsMixin:
+    """Reject request keys that are not writable fields of the serializer, naming each one."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            writable = {name for name, field in self.fields.items() if not field.read_only}
+            unknown = sorted(set(data) - writable)
+            if unknown:
+                raise serializers.ValidationError(
+                    {key: ["unknown or read-only field"] for key in unknown[:20]}
+                )
+        return super().to_internal_value(data)
+
+
+class PlacementSerializer(serializers.ModelSerializer):
+    """One GPU of a running job: node, index on the node, UUID, slot, sub-batch, generation."""
+
+    node = serializers.CharField(source="gpu.node.name", read_only=True)
+    gpu_index = serializers.IntegerField(source="gpu.index", read_only=True)
+    gpu_uuid = serializers.CharField(source="gpu.uuid", read_only=True)
+
+    class Meta:
+        model = Placement
+        fields = ["node", "gpu_index", "gpu_uuid", "slot", "sub_batch", "generation"]
+        read_only_fields = fields
+
+
+class JobSerializer(RejectUnknownFieldsMixin, serializers.ModelSerializer):
+    """A job as a tenant submits it (writable fields) and sees it (plus status and placement).
+
+    Bounds: ``gpus`` 1…healthy GPUs registered (the largest gang the cluster can hold);
+    ``batch_size`` 1…2^20 samples; ``iterations`` 1…10^8; ``gpu_memory_mb`` 1…2^20 MB;
+    ``iteration_time_s`` in (0, 86400] s; ``priority`` −100…100; ``command`` ≤ 4096 characters.
+    """
+
+    name = StrictCharField(
+        max_length=64,
+        validators=[models.name_validator],
+        help_text="1-64 lowercase letters, digits and inner hyphens.",
+    )
+    model = StrictCharField(
+        max_length=64,
+        validators=[
+            models.RegexValidator(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", "letters, digits, '.', '_', '-'")
+        ],
+        help_text="Model name, e.g. resnet50 (matched against the profiles).",
+    )
+    batch_size = StrictIntegerField(
+        min_value=1, max_value=models.MAX_BATCH_SIZE, help_text="Global batch (samples)."
+    )
+    iterations = StrictIntegerField(
+        min_value=1, max_value=models.MAX_ITERATIONS, help_text="Training iterations."
+    )
+    gpus = StrictIntegerField(min_value=1, help_text="GPUs of the gang (at most the cluster's healthy GPUs).")
+    gpu_memory_mb = StrictIntegerField(
+        min_value=1,
+        max_value=models.MAX_GPU_MEMORY_MB,
+        required=False,
+        allow_null=True,
+        help_text="Memory per GPU at the full batch (MB); default from the profile.",
+    )
+    iteration_time_s = StrictFloatField(
+        min_value=0.0,
+        max_value=models.MAX_ITERATION_TIME_S,
+        required=False,
+        allow_null=True,
+        help_text="Measured exclusive time per iteration at the full batch (s, > 0).",
+    )
+    command = StrictCharField(max_length=models.MAX_COMMAND_LENGTH, required=False, allow_blank=True)
+    priority = StrictIntegerField(min_value=-100, max_value=100, required=False)
+    placement = PlacementSerializer(source="current_placement", many=True, read_only=True)
+
+    class Meta:
+        model = Job
+        fields = [
+            "id",
+            "name",
+            "model",
+            "batch_size",
+            "iterations",
+            "gpus",
+            "gpu_memory_mb",
+            "iteration_time_s",
+            "command",
+            "priority",
+            "status",
+            "iterations_done",
+            "failure_reason",
+            "submitted_at",
+            "started_at",
+            "finished_at",
+            "placement",
+        ]
+        read_only_fields = [
+            "id",
+            "status",
+            "iterations_done",
+            "failure_reason",
+            "submitted_at",
+            "started_at",
+            "finished_at",
+        ]
+
+    def validate_gpus(self, value: int) -> int:
+        """Bound the gang by the healthy GPUs registered; none registered is a clear error."""
+        largest = models.largest_gang()
+        if largest == 0:
+            raise serializers.ValidationError(
+                "no healthy GPUs are registered yet; an admin must add nodes first"
+            )
+        if value > largest:
+            raise serializers.ValidationError(
+                f"at most {largest} GPUs (the healthy GPUs of the cluster), got {value}"
+            )
+        return value
+
+    def validate_iteration_time_s(self, value: float | None) -> float | None:
+        """Iteration time must be strictly positive."""
+        if value is not None and value <= 0:
+            raise serializers.ValidationError("must be greater than 0 s")
+        return value
+
+
+class QuotaSerializer(serializers.ModelSerializer):
+    """A tenant's quota: guaranteed GPUs, optional borrowing limit, optional GPU type."""
+
+    class Meta:
+        model = Quota
+        fields = ["id", "tenant", "guaranteed_gpus", "borrow_limit", "gpu_type"]
+
+
+class TenantQuotaSerializer(QuotaSerializer):
+    """A quota as its own tenant sees it (no tenant id)."""
+
+    class Meta(QuotaSerializer.Meta):
+        fields = ["guaranteed_gpus", "borrow_limit", "gpu_type"]
+
+
+class TenantUsageSerializer(serializers.Serializer):
+    """What a tenant uses now: GPUs held by running jobs and job counts per status."""
+
+    gpus_in_use = serializers.IntegerField()
+    guaranteed_gpus = serializers.IntegerField()
+    jobs = serializers.DictField(child=serializers.IntegerField())
+
+
+class TenantSerializer(serializers.ModelSerializer):
+    """The caller's tenant: name, quotas and current usage."""
+
+    quotas = TenantQuotaSerializer(many=True, read_only=True)
+    usage = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Tenant
+        fields = ["name", "created_at", "quotas", "usage"]
+
+    @extend_schema_field(TenantUsageSerializer)
+    def get_usage(self, tenant: Tenant) -> dict[str, Any]:
+        return TenantUsageSerializer(
+            {
+                "gpus_in_use": tenant.gpus_in_use(),
+                "guaranteed_gpus": tenant.guaranteed_gpus(),
+                "jobs": tenant.job_counts(),
+            }
+        ).data
+
+
+class AdminTenantSerializer(RejectUnknownFieldsMixin, serializers.ModelSerializer):
+    """A tenant as admins manage it."""
+
+    name = StrictCharField(max_length=64, validators=[models.name_validator])
+    quotas = TenantQuotaSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Tenant
+        fields = ["id", "name", "created_at", "quotas"]
+        read_only_fields = ["id", "created_at"]
+
+    def validate_name(self, value: str) -> str:
+        clash = Tenant.objects.filter(name=value)
+        if self.instance is not None:
+            clash = clash.exclude(pk=self.instance.pk)
+        if clash.exists():
+            raise serializers.ValidationError(f"a tenant named {value!r} already exists")
+        return value
+
+
+class AdminQuotaSerializer(RejectUnknownFieldsMixin, serializers.ModelSerializer):
+    """A quota as admins manage it (non-negative GPU counts; one quota per tenant and GPU type)."""
+
+    guaranteed_gpus = StrictIntegerField(min_value=0, max_value=1_000_000)
+    borrow_limit = StrictIntegerField(min_value=0, max_value=1_000_000, required=False, allow_null=True)
+    gpu_type = StrictCharField(max_length=32, required=False, allow_blank=True)
+
+    class Meta:
+        model = Quota
+        fields = ["id", "tenant", "guaranteed_gpus", "borrow_limit", "gpu_type"]
+        validators = []  # the unique (tenant, gpu_type) check is validate()'s, with a clear message
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        tenant = attrs.get("tenant", getattr(self.instance, "tenant", None))
+        gpu_type = attrs.get("gpu_type", getattr(self.instance, "gpu_type", ""))
+        clash = Quota.objects.filter(tenant=tenant, gpu_type=gpu_type)
+        if self.instance is not None:
+            clash = clash.exclude(pk=self.instance.pk)
+        if clash.exists():
+            raise serializers.ValidationError(
+                f"tenant {tenant} already has a quota for GPU type {gpu_type or 'any'!r}"
+            )
+        return attrs
+
+
+class GPUSerializer(RejectUnknownFieldsMixin, serializers.ModelSerializer):
+    """A GPU as admins see it; only ``healthy`` may be changed."""
+
+    node = serializers.CharField(source="node.name", read_only=True)
+
+    class Meta:
+        model = GPU
+        fields = ["id", "node", "index", "uuid", "gpu_type", "memory_mb", "healthy"]
+        read_only_fields = ["id", "node", "index", "uuid", "gpu_type", "memory_mb"]
+
+
+class NodeSerializer(RejectUnknownFieldsMixin, serializers.ModelSerializer):
+    """A node as admins see it; ``status`` may be changed (e.g. to drain it)."""
+
+    gpus = GPUSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Node
+        fields = ["id", "name", "status", "last_heartbeat", "created_at", "gpus"]
+        read_only_fields = ["id", "name", "last_heartbeat", "created_at"]
+
+
+class NodeCreateSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
+    """Register a node with identical GPUs; the response carries its agent token, shown once."""
+
+    name = StrictCharField(max_length=64, validators=[models.name_validator])
+    gpus = StrictIntegerField(min_value=1, max_value=64, write_only=True)
+    gpu_memory_mb = StrictIntegerField(min_value=1, max_value=models.MAX_GPU_MEMORY_MB, write_only=True)
+    gpu_type = StrictCharField(min_length=1, max_length=32, write_only=True)
+    agent_token = serializers.CharField(read_only=True)
+
+    def create(self, validated_data: dict[str, Any]) -> Node:
+        try:
+            node, token = Node.register(
+                validated_data["name"],
+                validated_data["gpus"],
+                validated_data["gpu_memory_mb"],
+                validated_data["gpu_type"],
+            )
+        except (ValueError, IntegrityError) as exc:
+            raise serializers.ValidationError({"name": [str(exc)]}) from None
+        node.agent_token = token
+        return node
+
+    def to_representation(self, instance: Node) -> dict[str, Any]:
+        data = NodeSerializer(instance).data
+        data["agent_token"] = getattr(instance, "agent_token", None)
+        return data

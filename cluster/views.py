@@ -1,0 +1,220 @@
+"""REST API views: the tenant API (jobs, own tenant), the admin API, health checks.
+
+Tenant scoping lives in ``get_queryset()``: a tenant's member reaches only the tenant's jobs, so
+another tenant's job is a 404, in lists and by id alike. The tenant of a new job comes from the
+caller's membership, never from the payload.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import DatabaseError, connection
+from django.db.models import Prefetch, QuerySet
+from django.http import HttpRequest, JsonResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import generics, mixins, permissions, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from cluster.models import GPU, IdempotencyConflict, Job, Node, Placement, Quota, Tenant
+from cluster.permissions import IsTenantMember, tenant_of
+from cluster.serializers import (
+    AdminQuotaSerializer,
+    AdminTenantSerializer,
+    GPUSerializer,
+    JobSerializer,
+    NodeCreateSerializer,
+    NodeSerializer,
+    TenantSerializer,
+)
+from cluster.throttles import SubmissionThrottle
+
+#: Idempotency keys: 1-128 visible ASCII characters (a UUID fits).
+MAX_IDEMPOTENCY_KEY = 128
+
+ErrorSerializer = inline_serializer(
+    "Error",
+    {
+        "error": serializers.CharField(),
+        "fields": serializers.DictField(required=False),
+        "retry_after": serializers.FloatField(required=False),
+    },
+)
+ID_PATTERN = r"[0-9]{1,18}"
+
+
+def _errors(*codes: int) -> dict[int, OpenApiResponse]:
+    """Schema entries for error responses with the ``{"error": ...}`` body."""
+    return {code: OpenApiResponse(ErrorSerializer) for code in codes}
+
+
+def idempotency_key(request: Request) -> str | None:
+    """The request's ``Idempotency-Key`` header, or ``None``; raises ``ValidationError`` if malformed."""
+    key = request.headers.get("Idempotency-Key")
+    if key is None:
+        return None
+    if not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY or not all(" " < ch < "\x7f" for ch in key):
+        raise ValidationError(
+            {"Idempotency-Key": [f"must be 1-{MAX_IDEMPOTENCY_KEY} visible ASCII characters"]}
+        )
+    return key
+
+
+class JobViewSet(
+    mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+):
+    """The caller's tenant's jobs: submit, list (newest first), get, cancel."""
+
+    serializer_class = JobSerializer
+    permission_classes = [permissions.IsAuthenticated, IsTenantMember]
+    lookup_value_regex = ID_PATTERN
+
+    def get_queryset(self) -> QuerySet[Job]:
+        active = (
+            Placement.objects.filter(active=True)
+            .select_related("gpu__node")
+            .order_by("gpu__node__name", "gpu__index")
+        )
+        jobs = Job.objects.filter(tenant=tenant_of(self.request)).prefetch_related(
+            Prefetch("placements", queryset=active, to_attr="active_placements")
+        )
+        wanted = self.request.query_params.get("status")
+        if self.action == "list" and wanted is not None:
+            if wanted not in Job.Status.values:
+                raise ValidationError({"status": [f"must be one of {', '.join(Job.Status.values)}"]})
+            jobs = jobs.filter(status=wanted)
+        return jobs
+
+    def get_throttles(self) -> list[Any]:
+        return [SubmissionThrottle()] if self.action == "create" else []
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "status", OpenApiTypes.STR, enum=Job.Status.values, description="Only jobs in this status."
+            )
+        ],
+        responses={200: JobSerializer(many=True), **_errors(400, 401, 403)},
+    )
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().list(request, *args, **kwargs)
+
+    @extend_schema(responses={200: JobSerializer, **_errors(401, 403, 404)})
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().retrieve(request, *args, **kwargs)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                OpenApiTypes.STR,
+                OpenApiParameter.HEADER,
+                description="Same key and body: the same job (200). Same key, other body: 422.",
+            )
+        ],
+        responses={
+            201: JobSerializer,
+            200: OpenApiResponse(JobSerializer, description="Replay of an earlier submission with this key."),
+            **_errors(400, 401, 403, 413, 415, 422, 429),
+        },
+    )
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        key = idempotency_key(request)
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            job, created = Job.submit(tenant_of(request), request.user, serializer.validated_data, key)
+        except IdempotencyConflict as exc:
+            return Response({"error": str(exc)}, status=status.HTTP_422_UNPROCESSABLE_ENTITY)
+        job.active_placements = []
+        headers = {"Location": f"{request.path}{job.pk}/"} if created else {"Idempotent-Replayed": "true"}
+        return Response(
+            self.get_serializer(job).data,
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+            headers=headers,
+        )
+
+    @extend_schema(request=None, responses={200: JobSerializer, **_errors(401, 403, 404, 409)})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str | None = None) -> Response:
+        """Cancel a pending or running job (repeating it is harmless); a finished job gives 409."""
+        job = self.get_object()
+        if (
+            not job.cancel(by=f"cancelled by {request.user.get_username()}")
+            and job.status != Job.Status.CANCELLED
+        ):
+            return Response({"error": f"job {job.pk} already {job.status}"}, status=status.HTTP_409_CONFLICT)
+        job.active_placements = []
+        return Response(self.get_serializer(job).data)
+
+
+class TenantView(generics.RetrieveAPIView):
+    """The caller's tenant: quotas and usage."""
+
+    serializer_class = TenantSerializer
+    permission_classes = [permissions.IsAuthenticated, IsTenantMember]
+
+    def get_object(self) -> Tenant:
+        return tenant_of(self.request)
+
+
+class AdminTenantViewSet(viewsets.ModelViewSet):
+    """Admins: create, list, rename and delete tenants."""
+
+    queryset = Tenant.objects.prefetch_related("quotas")
+    serializer_class = AdminTenantSerializer
+    permission_classes = [permissions.IsAdminUser]
+    lookup_value_regex = ID_PATTERN
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+
+class AdminQuotaViewSet(viewsets.ModelViewSet):
+    """Admins: tenants' quotas."""
+
+    queryset = Quota.objects.select_related("tenant").order_by("tenant__name", "gpu_type")
+    serializer_class = AdminQuotaSerializer
+    permission_classes = [permissions.IsAdminUser]
+    lookup_value_regex = ID_PATTERN
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+
+class AdminNodeViewSet(viewsets.ModelViewSet):
+    """Admins: register nodes (the response shows the agent token once), drain or delete them."""
+
+    queryset = Node.objects.prefetch_related(Prefetch("gpus", queryset=GPU.objects.select_related("node")))
+    permission_classes = [permissions.IsAdminUser]
+    lookup_value_regex = ID_PATTERN
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def get_serializer_class(self) -> type[serializers.BaseSerializer]:
+        return NodeCreateSerializer if self.action == "create" else NodeSerializer
+
+
+class AdminGPUViewSet(mixins.UpdateModelMixin, viewsets.ReadOnlyModelViewSet):
+    """Admins: list GPUs and mark them healthy or not."""
+
+    queryset = GPU.objects.select_related("node")
+    serializer_class = GPUSerializer
+    permission_classes = [permissions.IsAdminUser]
+    lookup_value_regex = ID_PATTERN
+    http_method_names = ["get", "patch", "head", "options"]
+
+
+def healthz(request: HttpRequest) -> JsonResponse:
+    """Liveness: the process answers."""
+    return JsonResponse({"status": "ok"})
+
+
+def readyz(request: HttpRequest) -> JsonResponse:
+    """Readiness: the database answers ``SELECT 1``; 503 with the reason otherwise."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+    except DatabaseError as exc:
+        return JsonResponse({"status": "unavailable", "error": f"database unreachable: {exc}"}, status=503)
+    return JsonResponse({"status": "ok", "database": connection.vendor})

@@ -1,0 +1,150 @@
+"""Sharewise settings, read from environment variables (django-environ).
+
+Every setting has a default that lets ``manage.py runserver`` on 127.0.0.1 work with no
+configuration: a SQLite file ``db.sqlite3`` beside ``manage.py``, no broker (Celery tasks run
+in-process), DEBUG off. Production (docker-compose) sets ``DATABASE_URL`` (PostgreSQL),
+``REDIS_URL``, ``CACHE_URL``, ``SECRET_KEY`` and ``ALLOWED_HOSTS``; see ``.env.example``.
+"""
+
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+# A local .env (never committed) is read when present; real environment variables win.
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+DEBUG = env.bool("DEBUG", default=False)
+# The default key is only good for a laptop; `manage.py check --deploy` warns while it is in use.
+SECRET_KEY = env("SECRET_KEY", default="django-insecure-sharewise-local-development-only-change-me")
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "cluster",
+    "scheduling",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
+# Keep connections open between requests (s); 0 closes after each request.
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://sharewise")}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = env("STATIC_ROOT", default=str(BASE_DIR / "var" / "static"))
+
+# Request bodies larger than this (bytes) are refused with 413 before parsing; a job is < 2 KB.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=64 * 1024)
+DATA_UPLOAD_MAX_NUMBER_FIELDS = 200
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": ["cluster.parsers.BoundedJSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PAGINATION_CLASS": "cluster.pagination.JobPagination",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "cluster.exceptions.api_exception_handler",
+    "DEFAULT_THROTTLE_RATES": {
+        # Job submissions per tenant; the benchmark raises it (e.g. "100000/s").
+        "job_submit": env("SHAREWISE_SUBMIT_RATE", default="600/min"),
+    },
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Sharewise API",
+    "DESCRIPTION": "Submit and follow deep-learning training jobs on a shared multi-tenant GPU cluster.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    # Separate request/response components, so read-only fields never appear in request bodies.
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "JobStatusEnum": "cluster.models.Job.Status",
+        "NodeStatusEnum": "cluster.models.Node.Status",
+    },
+}
+
+# --- Celery (read by config/celery.py with namespace="CELERY") ---
+REDIS_URL = env("REDIS_URL", default="")
+# Redis carries round triggers and per-node placement queues; empty means no broker.
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+# Results are not needed by callers: rounds persist their own outcome in the database.
+CELERY_TASK_IGNORE_RESULT = True
+# Without a broker (embedded default) tasks run in-process, synchronously.
+CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
+# Eager tasks re-raise errors so a failing round is seen at once, not swallowed.
+CELERY_TASK_EAGER_PROPAGATES = True
+# Acknowledge after the task ran, so a worker killed mid-round leaves the message for another.
+CELERY_TASK_ACKS_LATE = True
+# One message at a time per worker process: rounds are long, fairness beats throughput.
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# JSON only: no pickled payloads from the broker.
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_SERIALIZER = "json"
+# Timestamps in UTC, like the database.
+CELERY_TIMEZONE = "UTC"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="WARNING")},
+}

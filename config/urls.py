@@ -1,0 +1,16 @@
+"""Top-level URLs: admin, REST API v1, OpenAPI schema and docs, health checks."""
+
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from cluster import views as cluster_views
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("api/v1/", include("cluster.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("healthz", cluster_views.healthz, name="healthz"),
+    path("readyz", cluster_views.readyz, name="readyz"),
+]
