@@ -1,0 +1,181 @@
+"""Command line: ``python -m agent --node NAME --api URL --token T [--emulate] [--speedup X]``.
+
+``--fleet NODESxGPUS`` emulates many nodes in one process (demos and tests): nodes
+``<NAME>-00``, ``<NAME>-01``… (the names of ``Cluster.uniform`` when NAME is ``node``), each
+with GPUS declared GPUs. Bad arguments print a message and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+from agent import __version__
+from agent.core import Agent
+from agent.executors import EmulatedExecutor, ExecutorFactory, SubprocessExecutor
+from agent.gpus import discover_gpus, nvml_gpus
+from agent.reporter import HttpTransport, Reporter
+from agent.runner import Runner
+
+log = logging.getLogger("agent")
+
+_FLEET = re.compile(r"^(\d+)x(\d+)$")
+_NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+
+
+def _positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
+    """An argparse ``type`` accepting finite numbers > 0 of ``kind``."""
+
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not value > 0 or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        return value
+
+    return parse
+
+
+def parser() -> argparse.ArgumentParser:
+    """The agent's argument parser."""
+    p = argparse.ArgumentParser(prog="python -m agent", description=__doc__.split("\n\n")[0])
+    p.add_argument("--node", help="node name (with --fleet: prefix of the node names, default 'node')")
+    p.add_argument(
+        "--api", required=True, help="base URL of the Sharewise server, e.g. http://127.0.0.1:8000"
+    )
+    p.add_argument(
+        "--token",
+        default=os.environ.get("SHAREWISE_NODE_TOKEN"),
+        help="node token (default: $SHAREWISE_NODE_TOKEN)",
+    )
+    p.add_argument(
+        "--broker", default=os.environ.get("REDIS_URL"), help="Celery broker URL (default: $REDIS_URL)"
+    )
+    p.add_argument(
+        "--emulate", action="store_true", help="emulate jobs from their profile instead of running them"
+    )
+    p.add_argument(
+        "--speedup",
+        type=_positive(float),
+        default=1.0,
+        help="with --emulate: job seconds per wall second (default 1)",
+    )
+    p.add_argument(
+        "--fleet", metavar="NODESxGPUS", help="emulate NODES nodes of GPUS GPUs each (implies --emulate)"
+    )
+    p.add_argument("--gpus", type=_positive(int), help="declare N GPUs instead of discovering them with NVML")
+    p.add_argument(
+        "--gpu-memory-mb",
+        type=_positive(int),
+        default=49_140,
+        help="memory of each declared GPU, MB (default 49140, the paper's testbed)",
+    )
+    p.add_argument("--heartbeat-s", type=_positive(float), default=5.0, help="seconds between heartbeats")
+    p.add_argument("--progress-s", type=_positive(float), default=5.0, help="seconds between progress events")
+    p.add_argument("--tick-s", type=_positive(float), default=0.5, help="seconds between steps of the jobs")
+    p.add_argument(
+        "--stop-grace-s",
+        type=_positive(float),
+        default=10.0,
+        help="seconds a stopped job gets between SIGTERM and SIGKILL",
+    )
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.add_argument("--version", action="version", version=f"sharewise-agent {__version__}")
+    return p
+
+
+@dataclass
+class Setup:
+    """What ``main`` runs: the agents, their runner, and the broker to consume from."""
+
+    agents: list[Agent]
+    runner: Runner
+    broker: str
+
+
+def fleet_names(prefix: str, nodes: int) -> list[str]:
+    """``prefix-00``, ``prefix-01``… (two digits at least, like ``Cluster.uniform``)."""
+    width = max(2, len(str(nodes - 1)))
+    return [f"{prefix}-{n:0{width}d}" for n in range(nodes)]
+
+
+def build(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setup:
+    """Check ``args`` (``p.error`` exits with status 2 on a bad one) and build the agents."""
+    if not args.token:
+        p.error("a node token is required: --token T or $SHAREWISE_NODE_TOKEN")
+    if not args.broker:
+        p.error("a broker is required: --broker redis://HOST:6379/0 or $REDIS_URL")
+    if not args.api.startswith(("http://", "https://")):
+        p.error(f"--api must be an http:// or https:// URL, got {args.api!r}")
+    if args.fleet:
+        match = _FLEET.match(args.fleet)
+        if not match or int(match[1]) < 1 or int(match[2]) < 1:
+            p.error(f"--fleet must look like 4x8 (nodes x GPUs, both >= 1), got {args.fleet!r}")
+        if int(match[1]) > 1000:
+            p.error(f"--fleet emulates at most 1000 nodes, got {match[1]}")
+        names = fleet_names(args.node or "node", int(match[1]))
+        declared: int | None = int(match[2])
+        emulate = True
+    else:
+        if not args.node:
+            p.error("--node NAME is required (or --fleet NODESxGPUS)")
+        names, declared, emulate = [args.node], args.gpus, args.emulate
+        if emulate and declared is None:
+            declared = 8
+    for name in names:
+        if not _NODE.match(name):
+            p.error(f"node name {name!r} must be 1-63 letters, digits, '.', '_' or '-'")
+    if args.speedup != 1.0 and not emulate:
+        p.error("--speedup only applies to emulated jobs (--emulate or --fleet)")
+    factory: ExecutorFactory = (
+        partial(EmulatedExecutor, speedup=args.speedup)
+        if emulate
+        else partial(SubprocessExecutor, stop_grace_s=args.stop_grace_s)
+    )
+    agents = []
+    for name in names:
+        try:
+            gpus = discover_gpus(name, declared, args.gpu_memory_mb)
+        except ValueError as exc:
+            p.error(str(exc))
+        agents.append(Agent(name, gpus, factory, progress_every_s=args.progress_s))
+    reporters = [Reporter(HttpTransport(args.api, args.token)) for _ in agents]
+    probe = nvml_gpus if declared is None else None
+    runner = Runner(
+        agents, reporters, heartbeat_every_s=args.heartbeat_s, tick_s=args.tick_s, gpu_probe=probe
+    )
+    return Setup(agents, runner, args.broker)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the agent until the Celery worker is told to stop (SIGTERM, Ctrl-C); returns the exit status."""
+    p = parser()
+    args = p.parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup = build(args, p)
+    from agent.consumer import make_app, register_apply_task, run_worker  # Celery is slow to import
+
+    app = make_app(setup.broker)
+    register_apply_task(app, {a.node: a for a in setup.agents})
+    stop = threading.Event()
+    loop = threading.Thread(target=setup.runner.run, args=(stop,), name="agent-loop")
+    loop.start()
+    log.info(
+        "agent for %s started (%s)",
+        ", ".join(a.node for a in setup.agents),
+        "emulated" if args.emulate or args.fleet else "subprocess",
+    )
+    try:
+        run_worker(app, [a.node for a in setup.agents], args.log_level)
+    finally:
+        stop.set()
+        loop.join()
+    return 0

@@ -1,0 +1,293 @@
+"""Executors: what actually runs a job placed on this node.
+
+- :class:`EmulatedExecutor` advances progress from the profile: one iteration takes
+  ``iter_time_s · ξ`` seconds of job time (ξ = slowdown of the current co-location, MODEL.md §2),
+  and ``--speedup X`` compresses job time into wall time by ``X``.
+- :class:`SubprocessExecutor` runs the job's command with ``CUDA_VISIBLE_DEVICES`` and the
+  ``SHAREWISE_*`` variables, reads the progress lines the job prints
+  (``SHAREWISE_PROGRESS iterations_done=N iter_time_s=X``) and stops the job on cancel.
+
+An executor is created for one run of one job (``factory(message, now)``) and polled by the
+agent with :meth:`Executor.poll`; it never sleeps and takes the time from its caller, so tests
+drive it with a fake clock.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import re
+import signal
+import subprocess
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from agent.messages import PlacementMessage
+
+log = logging.getLogger(__name__)
+
+State = Literal["running", "finished", "failed", "stopped"]
+
+PROGRESS_PREFIX = "SHAREWISE_PROGRESS"
+_PAIR = re.compile(r"(\w+)=(\S+)")
+
+
+class ExecutorError(RuntimeError):
+    """The job could not be started; ``str()`` is the reason reported in the ``failed`` event."""
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """A job's state as its executor sees it.
+
+    ``iterations_done``: completed iterations (may be fractional for an emulated job);
+    ``iter_time_s``: the latest measured time of one iteration (s of job time, ``None`` before
+    the first measurement); ``reason``: why the job failed.
+    """
+
+    state: State
+    iterations_done: float
+    iter_time_s: float | None = None
+    reason: str = ""
+
+
+class Executor(Protocol):
+    """One run of one job."""
+
+    def poll(self, now: float) -> Status:
+        """The job's state at wall time ``now`` (s, the agent's clock)."""
+        ...
+
+    def update(self, slowdown: float, now: float) -> None:
+        """The co-location changed at ``now``: the job runs at slowdown ξ = ``slowdown`` from now on."""
+        ...
+
+    def stop(self, now: float) -> None:
+        """Ask the job to stop (cancel or preemption); :meth:`poll` says ``stopped`` once it has."""
+        ...
+
+
+ExecutorFactory = Callable[[PlacementMessage, float], Executor]
+
+
+class EmulatedExecutor:
+    """A job that makes progress from its profile, without running anything.
+
+    Wall time of one iteration = ``iter_time_s · ξ / speedup`` (s). ξ may change at any time
+    (:meth:`update`); progress is integrated piecewise, so a job that ran 2 s alone and then
+    shares keeps the iterations it did alone. Raises ``ValueError`` for ``speedup`` ≤ 0.
+    """
+
+    def __init__(self, message: PlacementMessage, now: float, speedup: float = 1.0) -> None:
+        if speedup <= 0:
+            raise ValueError(f"speedup must be > 0, got {speedup}")
+        self._iterations = float(message.iterations)
+        self._iter_time_s = message.iter_time_s
+        self._speedup = speedup
+        self._slowdown = message.slowdown
+        self._done_at_anchor = float(message.iterations_done)
+        self._anchor = now
+        self._stopped = False
+
+    def _wall_per_iteration_s(self) -> float:
+        return self._iter_time_s * self._slowdown / self._speedup
+
+    def _done(self, now: float) -> float:
+        if self._stopped:
+            return self._done_at_anchor
+        ran = max(0.0, now - self._anchor) / self._wall_per_iteration_s()
+        return min(self._iterations, self._done_at_anchor + ran)
+
+    def _reanchor(self, now: float) -> None:
+        self._done_at_anchor = self._done(now)
+        self._anchor = now
+
+    def finish_time(self) -> float:
+        """Wall time (agent clock, s) at which the job finishes if ξ stays as it is now."""
+        return self._anchor + (self._iterations - self._done_at_anchor) * self._wall_per_iteration_s()
+
+    def poll(self, now: float) -> Status:
+        """Progress at ``now``; ``iter_time_s`` is ``iter_time_s · ξ`` (job time, not wall time)."""
+        done = self._done(now)
+        measured = self._iter_time_s * self._slowdown
+        if self._stopped:
+            return Status("stopped", done, measured)
+        return Status("finished" if done >= self._iterations else "running", done, measured)
+
+    def update(self, slowdown: float, now: float) -> None:
+        """Keep the progress made so far at the old ξ, continue at ``slowdown``."""
+        self._reanchor(now)
+        self._slowdown = slowdown
+
+    def stop(self, now: float) -> None:
+        """Freeze progress at ``now``."""
+        self._reanchor(now)
+        self._stopped = True
+
+
+def parse_progress(line: str) -> tuple[float, float | None] | None:
+    """``(iterations_done, iter_time_s)`` from a ``SHAREWISE_PROGRESS`` line, else ``None``.
+
+    Format: ``SHAREWISE_PROGRESS iterations_done=N iter_time_s=X`` (keys in any order,
+    ``iter_time_s`` optional). A line with a missing, negative or non-numeric
+    ``iterations_done`` is not a progress line.
+    """
+    if not line.startswith(PROGRESS_PREFIX):
+        return None
+    fields = dict(_PAIR.findall(line[len(PROGRESS_PREFIX) :]))
+    try:
+        done = float(fields["iterations_done"])
+        iter_time = float(fields["iter_time_s"]) if "iter_time_s" in fields else None
+    except (KeyError, ValueError):
+        return None
+    if not done >= 0 or (iter_time is not None and not iter_time > 0):
+        return None
+    return done, iter_time
+
+
+def job_environment(message: PlacementMessage, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a job's process: ``base`` (default: the agent's) plus Sharewise's variables.
+
+    ``CUDA_VISIBLE_DEVICES`` lists the placement's GPU indices in PCI bus order (NVML's order,
+    hence ``CUDA_DEVICE_ORDER=PCI_BUS_ID``); ``SHAREWISE_SUB_BATCH`` × ``SHAREWISE_ACCUM_STEPS``
+    = ``SHAREWISE_BATCH_SIZE``; ``SHAREWISE_ITERATIONS`` is the total and
+    ``SHAREWISE_ITERATIONS_DONE`` where a restarted job resumes.
+    """
+    env = dict(os.environ if base is None else base)
+    env.update(
+        {
+            "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+            "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in message.gpu_indices),
+            "SHAREWISE_JOB_ID": str(message.job_id),
+            "SHAREWISE_SUB_BATCH": str(message.sub_batch),
+            "SHAREWISE_ACCUM_STEPS": str(message.accum_steps),
+            "SHAREWISE_BATCH_SIZE": str(message.batch_size),
+            "SHAREWISE_ITERATIONS": str(message.iterations),
+            "SHAREWISE_ITERATIONS_DONE": str(int(message.iterations_done)),
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    return env
+
+
+class SubprocessExecutor:
+    """Runs ``message.command`` as a child process in its own session (process group).
+
+    Output (stdout and stderr together) is read by a daemon thread: progress lines update the
+    status, other lines go to the agent's log at DEBUG and the last few are kept for the
+    ``failed`` reason. Exit 0 → ``finished``; another exit → ``failed``; after :meth:`stop`,
+    SIGTERM to the process group, then SIGKILL after ``stop_grace_s`` seconds → ``stopped``.
+    Raises :class:`ExecutorError` when there is no command or it cannot be started.
+    """
+
+    def __init__(self, message: PlacementMessage, now: float, stop_grace_s: float = 10.0) -> None:
+        if not message.command:
+            raise ExecutorError("the placement has no command to run (the subprocess executor needs one)")
+        self._job_id = message.job_id
+        self._stop_grace_s = stop_grace_s
+        self._done = float(message.iterations_done)
+        self._iter_time_s: float | None = None
+        self._tail: deque[str] = deque(maxlen=5)
+        self._lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self._eof = False
+        self._exit_seen_at: float | None = None
+        self._kill_at: float | None = None
+        self._stopping = False
+        try:
+            self._process = subprocess.Popen(
+                list(message.command),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=job_environment(message),
+                start_new_session=True,  # its own process group: stop() reaches the job's children too
+                text=True,
+                errors="replace",
+            )
+        except OSError as exc:
+            raise ExecutorError(f"cannot start {message.command[0]!r}: {exc}") from None
+        self._reader = threading.Thread(target=self._read, name=f"job-{message.job_id}-output", daemon=True)
+        self._reader.start()
+
+    @property
+    def pid(self) -> int:
+        """The child's process id (also its process group id)."""
+        return self._process.pid
+
+    def _read(self) -> None:
+        assert self._process.stdout is not None
+        with self._process.stdout as stream:
+            for line in stream:
+                self._lines.put(line.rstrip("\n"))
+        self._lines.put(None)
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                line = self._lines.get_nowait()
+            except queue.Empty:
+                return
+            if line is None:
+                self._eof = True
+                continue
+            progress = parse_progress(line)
+            if progress is None:
+                log.debug("job %d: %s", self._job_id, line)
+                if line.strip():
+                    self._tail.append(line.strip())
+                continue
+            self._done = max(self._done, progress[0])
+            if progress[1] is not None:
+                self._iter_time_s = progress[1]
+
+    def _signal(self, signum: int) -> None:
+        try:
+            os.killpg(self._process.pid, signum)
+        except ProcessLookupError:  # already gone
+            pass
+
+    def poll(self, now: float) -> Status:
+        """Read new output, escalate a pending stop to SIGKILL when its grace is over."""
+        self._drain()
+        code = self._process.poll()
+        if code is None:
+            if self._kill_at is not None and now >= self._kill_at:
+                log.warning("job %d ignored SIGTERM for %.0f s; killing it", self._job_id, self._stop_grace_s)
+                self._signal(signal.SIGKILL)
+                self._kill_at = None
+            return Status("running", self._done, self._iter_time_s)
+        if self._exit_seen_at is None:
+            self._exit_seen_at = now
+        # The output may still hold the last progress lines: wait for its end (bounded, a child
+        # that left a grandchild holding the pipe must not keep the job "running" forever).
+        if not self._eof and now - self._exit_seen_at < 2.0:
+            return Status("running", self._done, self._iter_time_s)
+        if self._stopping:
+            return Status("stopped", self._done, self._iter_time_s)
+        if code == 0:
+            return Status("finished", self._done, self._iter_time_s)
+        reason = f"exit code {code}" if code > 0 else f"killed by signal {-code}"
+        if self._tail:
+            reason += f": {self._tail[-1]}"
+        return Status("failed", self._done, self._iter_time_s, reason[:500])
+
+    def update(self, slowdown: float, now: float) -> None:
+        """Nothing to do: a real job's speed changes by itself when its partner starts or ends."""
+
+    def stop(self, now: float) -> None:
+        """SIGTERM the job's process group now, SIGKILL it ``stop_grace_s`` later (in :meth:`poll`)."""
+        if self._stopping:
+            return
+        self._stopping = True
+        if self._process.poll() is None:
+            self._signal(signal.SIGTERM)
+            self._kill_at = now + self._stop_grace_s
+
+    def wait(self, timeout_s: float) -> None:
+        """Block until the process has exited (shutdown and tests); raises ``subprocess.TimeoutExpired``."""
+        self._process.wait(timeout_s)
+        self._reader.join(timeout_s)

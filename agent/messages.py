@@ -1,0 +1,225 @@
+"""What travels between the server and the agent (docs/AGENT.md is the prose version).
+
+Server → agent: :class:`PlacementMessage`, the keyword arguments of the Celery task
+``sharewise.apply_placement`` on queue ``node.<NAME>``.
+Agent → server: :class:`JobEvent` and :class:`Heartbeat`, JSON bodies POSTed to the REST API.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from dataclasses import dataclass
+from typing import Any, Literal
+
+TASK_NAME = "sharewise.apply_placement"
+ACTIONS = ("start", "stop", "update")
+EVENTS = ("started", "progress", "finished", "failed", "stopped")
+
+Action = Literal["start", "stop", "update"]
+EventKind = Literal["started", "progress", "finished", "failed", "stopped"]
+
+
+def queue_name(node: str) -> str:
+    """The Celery queue of ``node``: ``node.<NAME>``."""
+    return f"node.{node}"
+
+
+class MessageError(ValueError):
+    """A placement message that cannot be applied; ``str()`` says which field and why."""
+
+
+def _int(kwargs: dict[str, Any], name: str, low: int, default: int | None = None) -> int:
+    value = kwargs.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise MessageError(f"{name} must be an integer, got {value!r}")
+    if value < low:
+        raise MessageError(f"{name} must be >= {low}, got {value}")
+    return value
+
+
+def _float(kwargs: dict[str, Any], name: str, low: float, default: float | None = None) -> float:
+    value = kwargs.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise MessageError(f"{name} must be a finite number, got {value!r}")
+    if value < low:
+        raise MessageError(f"{name} must be >= {low}, got {value}")
+    return float(value)
+
+
+def _command(value: Any) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = shlex.split(value)
+        except ValueError as exc:
+            raise MessageError(f"command cannot be split into arguments: {exc}") from None
+    if not isinstance(value, list | tuple) or not value or not all(isinstance(a, str) for a in value):
+        raise MessageError(f"command must be a non-empty list of strings or a string, got {value!r}")
+    return tuple(value)
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementMessage:
+    """One change of a job's placement on one node (ARCHITECTURE.md, data flow step 6).
+
+    - ``generation``: increases with every message the server sends for ``job_id``; the agent
+      applies a message only if its generation is higher than any it has seen for the job.
+    - ``action``: ``start`` (run the job), ``stop`` (cancel or preempt it), ``update`` (new
+      ``slowdown`` because a co-located partner started or ended).
+    - ``gpu_indices``: distinct GPU indices on this node; ``sub_batch`` × ``accum_steps`` =
+      ``batch_size`` (gradient accumulation keeps the global batch, MODEL.md §1).
+    - ``iterations``: the job's total; ``iterations_done``: progress the server knows (the start
+      point of a (re)start); ``iter_time_s``: exclusive time of one iteration at ``sub_batch``
+      (s, ``t_j(b)``); ``slowdown``: ξ ≥ 1 for the current co-location (1 alone, MODEL.md §2).
+    - ``command``: argv of the job (subprocess executor); ``model``: the model's name.
+    """
+
+    node: str
+    job_id: int
+    generation: int
+    action: Action
+    gpu_indices: tuple[int, ...] = ()
+    sub_batch: int = 1
+    accum_steps: int = 1
+    batch_size: int = 1
+    iterations: int = 1
+    iterations_done: float = 0.0
+    iter_time_s: float = 1.0
+    slowdown: float = 1.0
+    command: tuple[str, ...] | None = None
+    model: str = ""
+
+    @classmethod
+    def from_kwargs(cls, kwargs: dict[str, Any]) -> PlacementMessage:
+        """Validate the task's keyword arguments.
+
+        ``node``, ``job_id``, ``generation`` and ``action`` are always required; ``start`` and
+        ``update`` also need ``gpu_indices``, ``sub_batch``, ``accum_steps``, ``batch_size``,
+        ``iterations`` and ``iter_time_s``. Unknown keys are ignored (newer servers may add
+        fields). Raises :class:`MessageError` naming the first bad field.
+        """
+        if not isinstance(kwargs, dict):
+            raise MessageError(f"a placement must be a JSON object, got {type(kwargs).__name__}")
+        node = kwargs.get("node")
+        if not isinstance(node, str) or not node:
+            raise MessageError(f"node must be a non-empty string, got {node!r}")
+        job_id = _int(kwargs, "job_id", 0)
+        generation = _int(kwargs, "generation", 0)
+        action = kwargs.get("action")
+        if action not in ACTIONS:
+            raise MessageError(f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
+        if action == "stop":
+            return cls(node, job_id, generation, action)
+        indices = kwargs.get("gpu_indices")
+        if (
+            not isinstance(indices, list | tuple)
+            or not indices
+            or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in indices)
+            or len(set(indices)) != len(indices)
+        ):
+            raise MessageError(
+                f"gpu_indices must be a non-empty list of distinct indices >= 0, got {indices!r}"
+            )
+        sub_batch = _int(kwargs, "sub_batch", 1)
+        accum_steps = _int(kwargs, "accum_steps", 1)
+        batch_size = _int(kwargs, "batch_size", 1)
+        if sub_batch * accum_steps != batch_size:
+            raise MessageError(
+                "sub_batch × accum_steps must equal batch_size, "
+                f"got {sub_batch} × {accum_steps} != {batch_size}"
+            )
+        iterations = _int(kwargs, "iterations", 1)
+        iterations_done = _float(kwargs, "iterations_done", 0.0, default=0.0)
+        if iterations_done > iterations:
+            raise MessageError(f"iterations_done ({iterations_done}) exceeds iterations ({iterations})")
+        iter_time_s = _float(kwargs, "iter_time_s", 0.0)
+        if iter_time_s <= 0:
+            raise MessageError(f"iter_time_s must be > 0 s, got {iter_time_s}")
+        slowdown = _float(kwargs, "slowdown", 1.0, default=1.0)
+        model = kwargs.get("model") or ""
+        if not isinstance(model, str):
+            raise MessageError(f"model must be a string, got {model!r}")
+        return cls(
+            node,
+            job_id,
+            generation,
+            action,
+            tuple(indices),
+            sub_batch,
+            accum_steps,
+            batch_size,
+            iterations,
+            iterations_done,
+            iter_time_s,
+            slowdown,
+            _command(kwargs.get("command")),
+            model,
+        )
+
+    def same_run(self, other: PlacementMessage) -> bool:
+        """Whether ``other`` can be applied to a running job without restarting it.
+
+        Only the slowdown may change in place; other GPUs, another sub-batch or command need a
+        restart of the job's process.
+        """
+        return (self.gpu_indices, self.sub_batch, self.accum_steps, self.command) == (
+            other.gpu_indices,
+            other.sub_batch,
+            other.accum_steps,
+            other.command,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class JobEvent:
+    """A job's event, POSTed to ``/api/v1/agent/jobs/{job_id}/events/``.
+
+    ``generation``: the highest generation the agent has applied for the job;
+    ``iterations_done``: completed iterations; ``iter_time_s``: measured time of one iteration
+    (s, uncompressed by ``--speedup``; ``None`` before the first measurement); ``reason``: why
+    a job failed or stopped.
+    """
+
+    node: str
+    job_id: int
+    generation: int
+    event: EventKind
+    iterations_done: int
+    iter_time_s: float | None = None
+    reason: str = ""
+
+    @property
+    def path(self) -> str:
+        """The API path (below ``--api``) this event goes to."""
+        return f"/api/v1/agent/jobs/{self.job_id}/events/"
+
+    def payload(self) -> dict[str, Any]:
+        """The JSON body."""
+        return {
+            "generation": self.generation,
+            "event": self.event,
+            "iterations_done": self.iterations_done,
+            "iter_time_s": self.iter_time_s,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """The node's heartbeat, POSTed to ``/api/v1/agent/heartbeat/``.
+
+    ``gpus``: ``[{index, uuid, memory_mb, healthy}]``; ``running``: the jobs the node runs now,
+    ``[{job_id, generation, iterations_done}]`` — the server reconciles its ledger from it.
+    """
+
+    node: str
+    gpus: tuple[dict[str, Any], ...]
+    running: tuple[dict[str, Any], ...]
+
+    path = "/api/v1/agent/heartbeat/"
+
+    def payload(self) -> dict[str, Any]:
+        """The JSON body."""
+        return {"node": self.node, "gpus": list(self.gpus), "running": list(self.running)}

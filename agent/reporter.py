@@ -1,0 +1,208 @@
+"""Reporting to the REST API: an HTTP transport and an ordered, bounded outbox with backoff.
+
+Events must reach the server in the order they happened and must not be lost while it is down
+(TESTING.md invariant 9). The :class:`Reporter` keeps them in an in-memory outbox and sends
+them oldest first; a connection error, a timeout, a 5xx, 408 or 429 keeps the event at the head
+and retries after an exponential backoff (1 s, 2 s, 4 s … capped at 60 s by default); another
+4xx (e.g. 409 for a stale generation) means the server will never take it: it is logged and
+dropped. While the server is down, a newer ``progress`` event of a job replaces its older
+unsent one, which bounds the outbox by about three events per job run; past ``max_events`` the
+oldest ``progress`` (else the oldest event) is dropped with an ERROR in the log — never
+silently.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.error
+import urllib.request
+from collections import deque
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from agent import __version__
+from agent.messages import Heartbeat, JobEvent
+
+log = logging.getLogger(__name__)
+
+RETRYABLE_STATUSES = frozenset({408, 429})
+
+
+class TransportError(Exception):
+    """A report did not reach the server. ``retryable``: try again later; ``status``: HTTP status."""
+
+    def __init__(self, message: str, *, retryable: bool, status: int | None = None) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.status = status
+
+
+class Transport(Protocol):
+    """Sends one JSON body to one API path; raises :class:`TransportError` when it did not land."""
+
+    def post(self, path: str, payload: dict[str, Any]) -> None:
+        """POST ``payload`` as JSON to ``path`` (below the API's base URL)."""
+        ...
+
+
+class HttpTransport:
+    """POSTs JSON with the standard library, authenticated by ``Authorization: Node <token>``.
+
+    ``api``: the server's base URL (``http://host:8000``); ``timeout_s``: per request (s).
+    Raises ``ValueError`` for a URL that is not http(s) or an empty token.
+    """
+
+    def __init__(self, api: str, token: str, timeout_s: float = 5.0) -> None:
+        if not api.startswith(("http://", "https://")):
+            raise ValueError(f"the API URL must start with http:// or https://, got {api!r}")
+        if not token:
+            raise ValueError("the node token is empty")
+        self._api = api.rstrip("/")
+        self._token = token
+        self._timeout_s = timeout_s
+
+    def post(self, path: str, payload: dict[str, Any]) -> None:
+        """One POST; 2xx is success, see the module docstring for the rest."""
+        request = urllib.request.Request(
+            self._api + path,
+            data=json.dumps(payload).encode(),
+            method="POST",
+            headers={
+                "Authorization": f"Node {self._token}",
+                "Content-Type": "application/json",
+                "Accept": "application/json",
+                "User-Agent": f"sharewise-agent/{__version__}",
+            },
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self._timeout_s) as response:
+                response.read()
+        except urllib.error.HTTPError as exc:
+            body = exc.read(500).decode(errors="replace")
+            retryable = exc.code >= 500 or exc.code in RETRYABLE_STATUSES
+            raise TransportError(
+                f"HTTP {exc.code} from {path}: {body}", retryable=retryable, status=exc.code
+            ) from None
+        except (urllib.error.URLError, OSError) as exc:  # refused, reset, DNS, timeout
+            raise TransportError(f"{path}: {exc}", retryable=True) from None
+
+
+class Reporter:
+    """The outbox of one node: ordered delivery of job events, best-effort heartbeats.
+
+    ``max_events``: outbox bound; ``backoff_s``/``backoff_max_s``: first and largest wait
+    between retries (s). Times are the agent's clock (s); the reporter never sleeps.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        max_events: int = 10_000,
+        backoff_s: float = 1.0,
+        backoff_max_s: float = 60.0,
+    ) -> None:
+        if max_events < 1:
+            raise ValueError(f"max_events must be >= 1, got {max_events}")
+        self._transport = transport
+        self._max_events = max_events
+        self._backoff_first_s = backoff_s
+        self._backoff_max_s = backoff_max_s
+        self._backoff_s = backoff_s
+        self._retry_at = float("-inf")
+        self._outbox: deque[JobEvent] = deque()
+        self.dropped = 0  # events dropped because the outbox overflowed
+        self.rejected = 0  # events the server refused with a 4xx
+
+    @property
+    def pending(self) -> int:
+        """Events waiting in the outbox."""
+        return len(self._outbox)
+
+    @property
+    def retry_at(self) -> float:
+        """When the next delivery attempt may happen (s, agent clock)."""
+        return self._retry_at
+
+    def submit(self, events: Iterable[JobEvent]) -> None:
+        """Queue ``events`` behind those already waiting (nothing is sent here)."""
+        for event in events:
+            if event.event == "progress":
+                # An unsent progress of the same job is superseded by this one.
+                for old in self._outbox:
+                    if old.job_id == event.job_id and old.event == "progress":
+                        self._outbox.remove(old)
+                        break
+            self._outbox.append(event)
+            if len(self._outbox) > self._max_events:
+                self._drop_one()
+
+    def _drop_one(self) -> None:
+        victim = next((e for e in self._outbox if e.event == "progress"), self._outbox[0])
+        self._outbox.remove(victim)
+        self.dropped += 1
+        log.error(
+            "outbox full (%d events): dropped %s of job %d", self._max_events, victim.event, victim.job_id
+        )
+
+    def flush(self, now: float) -> int:
+        """Send waiting events in order until the outbox is empty or the server is unreachable.
+
+        Returns how many were delivered. Does nothing before :attr:`retry_at`.
+        """
+        if now < self._retry_at:
+            return 0
+        sent = 0
+        while self._outbox:
+            event = self._outbox[0]
+            try:
+                self._transport.post(event.path, event.payload())
+            except TransportError as exc:
+                if exc.retryable:
+                    self._fail(now, exc)
+                    return sent
+                self.rejected += 1
+                log.warning(
+                    "server refused %s of job %d (generation %d): %s; dropped",
+                    event.event,
+                    event.job_id,
+                    event.generation,
+                    exc,
+                )
+            else:
+                sent += 1
+                self._succeed()
+            self._outbox.popleft()
+        return sent
+
+    def heartbeat(self, heartbeat: Heartbeat, now: float) -> bool:
+        """Send one heartbeat now (never queued: only the latest one matters).
+
+        A heartbeat that lands also ends the backoff, so waiting events go out at once.
+        Returns whether it landed.
+        """
+        try:
+            self._transport.post(heartbeat.path, heartbeat.payload())
+        except TransportError as exc:
+            if exc.retryable:
+                self._fail(now, exc)
+            else:
+                log.warning("server refused the heartbeat of %s: %s", heartbeat.node, exc)
+            return False
+        self._succeed()
+        self._retry_at = now
+        return True
+
+    def _fail(self, now: float, exc: TransportError) -> None:
+        if now >= self._retry_at:  # one failure per backoff window doubles it once
+            log.warning(
+                "server unreachable (%s); %d events waiting, retry in %.0f s",
+                exc,
+                len(self._outbox),
+                self._backoff_s,
+            )
+            self._retry_at = now + self._backoff_s
+            self._backoff_s = min(self._backoff_s * 2, self._backoff_max_s)
+
+    def _succeed(self) -> None:
+        self._backoff_s = self._backoff_first_s

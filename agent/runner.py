@@ -1,0 +1,82 @@
+"""The agent's loop: step the agents, deliver their events, send heartbeats.
+
+One :class:`Runner` serves one node or a whole emulated fleet (``--fleet``). :meth:`Runner.tick`
+is one pass, so tests call it with a fake time; :meth:`Runner.run` repeats it every ``tick_s``
+seconds until its stop event is set.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from agent.core import Agent, Clock
+from agent.gpus import GpuInfo
+from agent.reporter import Reporter
+
+log = logging.getLogger(__name__)
+
+
+class Runner:
+    """Drives ``agents`` (each with its reporter, same order).
+
+    ``heartbeat_every_s``: wall seconds between heartbeats of a node; ``gpu_probe``: called
+    before each heartbeat to refresh the GPUs' health (NVML nodes), ``None`` for declared GPUs.
+    Raises ``ValueError`` when the two sequences differ in length.
+    """
+
+    def __init__(
+        self,
+        agents: Sequence[Agent],
+        reporters: Sequence[Reporter],
+        clock: Clock = time.monotonic,
+        heartbeat_every_s: float = 5.0,
+        tick_s: float = 0.5,
+        gpu_probe: Callable[[], tuple[GpuInfo, ...] | None] | None = None,
+    ) -> None:
+        if len(agents) != len(reporters):
+            raise ValueError(f"{len(agents)} agents but {len(reporters)} reporters")
+        self._pairs = list(zip(agents, reporters, strict=True))
+        self._clock = clock
+        self._heartbeat_every_s = heartbeat_every_s
+        self._tick_s = tick_s
+        self._gpu_probe = gpu_probe
+        self._next_heartbeat = float("-inf")
+
+    def tick(self, now: float | None = None) -> None:
+        """One pass at wall time ``now`` (s): step, heartbeat when due, flush the outboxes."""
+        now = self._clock() if now is None else now
+        heartbeat_due = now >= self._next_heartbeat
+        gpus = None
+        if heartbeat_due:
+            self._next_heartbeat = now + self._heartbeat_every_s
+            gpus = self._gpu_probe() if self._gpu_probe is not None else None
+        for agent, reporter in self._pairs:
+            reporter.submit(agent.step(now))
+            if heartbeat_due:
+                if gpus is not None:
+                    agent.set_gpus(gpus)
+                reporter.heartbeat(agent.heartbeat(), now)
+            reporter.flush(now)
+
+    def run(self, stop: threading.Event) -> None:
+        """Tick until ``stop`` is set; then stop every job and deliver what can be delivered."""
+        while not stop.is_set():
+            try:
+                self.tick()
+            except Exception:  # a bug in one tick must not silence the node for good
+                log.exception("agent tick failed")
+            stop.wait(self._tick_s)
+        self.drain()
+
+    def drain(self, timeout_s: float = 15.0) -> None:
+        """Stop every job, wait (at most ``timeout_s`` wall seconds) for them to exit, flush."""
+        for agent, _ in self._pairs:
+            agent.shutdown()
+        deadline = time.monotonic() + timeout_s
+        while any(agent.busy for agent, _ in self._pairs) and time.monotonic() < deadline:
+            self.tick()
+            time.sleep(0.05)
+        self.tick()
