@@ -1,13 +1,16 @@
 """One error shape for the whole API: ``{"error": "<message>", ...}`` with a 4xx status.
 
-Deleting a row still referenced (a GPU with placements) is 409. Validation errors add
-``"fields"`` (field name → list of messages); throttling adds ``"retry_after"`` (s). Anything DRF does not handle stays a 500 (and is logged by Django).
+A body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is 413. Deleting a row still referenced (a GPU with
+placements) is 409. Validation errors add ``"fields"`` (field name → list of messages);
+throttling adds ``"retry_after"`` (s). Anything DRF does not handle stays a 500 (and is logged).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import ProtectedError, RestrictedError
 from rest_framework import exceptions, status
@@ -31,6 +34,12 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
     """DRF ``EXCEPTION_HANDLER``: the standard handling, reshaped to ``{"error": ...}``."""
     if isinstance(exc, DjangoValidationError):
         exc = exceptions.ValidationError(exc.messages)
+    elif isinstance(exc, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return Response(
+            {"error": f"request body larger than {limit} bytes"},
+            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
     elif isinstance(exc, ProtectedError | RestrictedError):
         return Response(
             {"error": f"still in use, cannot delete: {exc.args[0]}"}, status=status.HTTP_409_CONFLICT

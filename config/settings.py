@@ -86,7 +86,9 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = env("STATIC_ROOT", default=str(BASE_DIR / "var" / "static"))
+STATIC_ROOT = Path(env("STATIC_ROOT", default=str(BASE_DIR / "var" / "static")))
+# WhiteNoise serves collectstatic's output from here; an absent folder only earns a warning per request.
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 
 # Request bodies larger than this (bytes) are refused with 413 before parsing; a job is < 2 KB.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=64 * 1024)
@@ -98,7 +100,7 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PARSER_CLASSES": ["cluster.parsers.BoundedJSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["cluster.parsers.StrictJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PAGINATION_CLASS": "cluster.pagination.JobPagination",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

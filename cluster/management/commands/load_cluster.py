@@ -1,0 +1,56 @@
+"""``manage.py load_cluster 4x8``: register NODES identical nodes of GPUS GPUs each, for quick set-ups."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
+
+from cluster.models import Node
+
+SHAPE = re.compile(r"^([1-9][0-9]{0,3})x([1-9][0-9]?)$")
+
+
+def parse_shape(text: str) -> tuple[int, int]:
+    """``"4x8"`` → ``(4, 8)`` (nodes, GPUs per node). Raises ``ValueError`` with a readable message."""
+    match = SHAPE.match(text.strip().lower())
+    if not match:
+        raise ValueError(
+            f"cluster shape must look like NODESxGPUS, e.g. 4x8 (1-9999 nodes, 1-64 GPUs), got {text!r}"
+        )
+    nodes, gpus = int(match[1]), int(match[2])
+    if gpus > 64:
+        raise ValueError(f"a node has 1 to 64 GPUs, got {gpus}")
+    return nodes, gpus
+
+
+class Command(BaseCommand):
+    help = (
+        "Register NODESxGPUS identical nodes (named PREFIX-00, PREFIX-01, ...); agent tokens are not shown."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("shape", help="NODESxGPUS, e.g. 4x8")
+        parser.add_argument("--gpu-memory-mb", type=int, default=49_140, help="memory per GPU, MB")
+        parser.add_argument("--gpu-type", default="v100", help="GPU type")
+        parser.add_argument("--prefix", default="node", help="node name prefix (default node)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            nodes, gpus = parse_shape(options["shape"])
+            # Same naming as scheduling.core.types.Cluster.uniform, so simulated and live clusters match.
+            width = max(2, len(str(nodes - 1)))
+            names = [f"{options['prefix']}-{n:0{width}d}" for n in range(nodes)]
+            clash = list(Node.objects.filter(name__in=names).values_list("name", flat=True)[:5])
+            if clash:
+                raise ValueError(f"nodes already exist: {', '.join(clash)}; choose another --prefix")
+            with transaction.atomic():
+                for name in names:
+                    Node.register(name, gpus, options["gpu_memory_mb"], options["gpu_type"])
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(
+            f"Registered {nodes} nodes x {gpus} GPUs = {nodes * gpus} {options['gpu_type']} GPUs."
+        )
