@@ -1,0 +1,508 @@
+"""GPU bookkeeping for one scheduling round, and gang selection (pure Python).
+
+A :class:`RoundState` is built from a :class:`~scheduling.core.types.Snapshot` at the start of a
+policy's ``decide`` and updated as the policy starts (or preempts) jobs within the round, so that a
+GPU is never given twice and never holds more than two jobs (MODEL.md §2, "pairs"). Only healthy
+GPUs are ever offered. Units: memory in MB, times in s, counts in GPUs.
+
+Gang selection on idle GPUs (MODEL.md §3, "prefer one node, then the fewest nodes"): a gang that
+fits on one node goes to the node with the fewest idle GPUs that still holds it (best fit, which
+keeps whole nodes free for large gangs); otherwise the nodes with the most idle GPUs are taken
+first (the fewest nodes), the last one again chosen by best fit. GPUs are always distinct.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from scheduling.core.types import (
+    GPU,
+    Job,
+    JobId,
+    Preempt,
+    Profile,
+    RoundDecisions,
+    RunningJob,
+    Share,
+    Snapshot,
+    Start,
+    Wait,
+)
+
+
+class CachedProfile:
+    """A memoising wrapper around a :class:`~scheduling.core.types.Profile` for one round.
+
+    Answers are cached by the job fields a profile may depend on: ``(model, batch_size, gpus,
+    memory_mb)`` for memory, sub-batches and slowdowns, plus ``iter_time_s`` for iteration times.
+    A profile whose answers depend on anything else of a job (its id, tenant, progress) must not be
+    wrapped. Raises whatever the wrapped profile raises.
+    """
+
+    __slots__ = ("_inner", "_iter", "_mem", "_subs", "_xi")
+
+    def __init__(self, inner: Profile) -> None:
+        self._inner = inner
+        self._iter: dict[tuple, float] = {}
+        self._mem: dict[tuple, float] = {}
+        self._subs: dict[tuple, tuple[int, ...]] = {}
+        self._xi: dict[tuple, tuple[float, float]] = {}
+
+    @staticmethod
+    def shape(job: Job) -> tuple:
+        """The key of everything but speed: ``(model, batch_size, gpus, memory_mb)``."""
+        return (job.model, job.batch_size, job.gpus, job.memory_mb)
+
+    def iter_time_s(self, job: Job, sub_batch: int) -> float:
+        """``t_j(b)`` (s), memoised."""
+        key = (job.model, job.batch_size, job.gpus, job.memory_mb, job.iter_time_s, sub_batch)
+        value = self._iter.get(key)
+        if value is None:
+            value = self._iter[key] = self._inner.iter_time_s(job, sub_batch)
+        return value
+
+    def memory_mb(self, job: Job, sub_batch: int) -> float:
+        """``mem_j(b)`` (MB per GPU), memoised."""
+        key = (job.model, job.batch_size, job.gpus, job.memory_mb, sub_batch)
+        value = self._mem.get(key)
+        if value is None:
+            value = self._mem[key] = self._inner.memory_mb(job, sub_batch)
+        return value
+
+    def sub_batches(self, job: Job, min_sub_batch: int = 1) -> tuple[int, ...]:
+        """Feasible sub-batch sizes, largest first, memoised."""
+        key = (job.model, job.batch_size, job.gpus, job.memory_mb, min_sub_batch)
+        value = self._subs.get(key)
+        if value is None:
+            value = self._subs[key] = tuple(self._inner.sub_batches(job, min_sub_batch))
+        return value
+
+    def slowdown(self, a: Job, sub_a: int, b: Job, sub_b: int) -> tuple[float, float]:
+        """``(ξ_a, ξ_b)``, memoised."""
+        key = (a.model, a.batch_size, a.gpus, a.memory_mb, sub_a, b.model, b.batch_size, b.gpus,
+               b.memory_mb, sub_b)
+        value = self._xi.get(key)
+        if value is None:
+            value = self._xi[key] = tuple(self._inner.slowdown(a, sub_a, b, sub_b))
+        return value
+
+
+def cached(profile: Profile) -> CachedProfile:
+    """``profile`` wrapped in a fresh :class:`CachedProfile` (unless it already is one)."""
+    return profile if isinstance(profile, CachedProfile) else CachedProfile(profile)
+
+
+@dataclass(slots=True)
+class Resident:
+    """A running job that runs alone on ``gpu_ids`` (each holding only it), which a waiting job
+    may share (MODEL.md §3, "ones holding exactly one job whose memory leaves room").
+
+    ``room_mb``: the smallest free memory over ``gpu_ids`` once the reserve is kept (MB).
+    """
+
+    job: Job
+    sub_batch: int
+    gpu_ids: tuple[int, ...]
+    room_mb: float
+
+
+class ResidentListener(Protocol):
+    """Told when a resident is offered or withdrawn (a policy's index of partners)."""
+
+    def added(self, resident: Resident) -> None: ...
+
+    def removed(self, resident: Resident) -> None: ...
+
+
+class RoundState:
+    """Who holds which GPU during one round; mutable, private to one ``decide`` call.
+
+    - idle GPUs: healthy GPUs holding no job, grouped by node;
+    - residents (only with ``track_sharing=True``): running jobs alone on healthy GPUs with memory
+      room, and jobs started alone this round; ``shareable_count`` counts their GPUs.
+
+    A running job that shares any GPU is not a resident **(ours)**: the pairwise rule assumes the
+    partner runs alone. A GPU with two jobs, or an unhealthy GPU, is never offered.
+    """
+
+    def __init__(self, snapshot: Snapshot, profile: Profile | None = None, *, track_sharing: bool = False):
+        self.gpus: tuple[GPU, ...] = snapshot.cluster.gpus
+        self.reserve_mb = snapshot.config.memory_reserve_mb
+        self.min_sub_batch = snapshot.config.min_sub_batch
+        self.can_share = track_sharing and snapshot.config.max_jobs_per_gpu >= 2
+        self.profile = profile
+        n = len(self.gpus)
+        self.load = [0] * n
+        self.node_of: list[int] = []
+        self.node_names: list[str] = []
+        ordinal: dict[str, int] = {}
+        for gpu in self.gpus:
+            if gpu.node not in ordinal:
+                ordinal[gpu.node] = len(self.node_names)
+                self.node_names.append(gpu.node)
+            self.node_of.append(ordinal[gpu.node])
+        for rj in snapshot.running:
+            for g in rj.placement.gpu_ids:
+                if 0 <= g < n:
+                    self.load[g] += 1
+        self._idle: list[dict[int, None]] = [{} for _ in self.node_names]
+        for gpu in self.gpus:
+            if gpu.healthy and self.load[gpu.id] == 0:
+                self._idle[self.node_of[gpu.id]][gpu.id] = None
+        per_node = [0] * len(self.node_names)
+        for node in self.node_of:
+            per_node[node] += 1
+        self._widest = max(per_node, default=0)
+        self._by_free: list[dict[int, None]] = [{} for _ in range(self._widest + 1)]
+        for node, idle in enumerate(self._idle):
+            self._by_free[len(idle)][node] = None
+        self.idle_count = sum(len(idle) for idle in self._idle)
+        self.healthy_count = sum(1 for g in self.gpus if g.healthy)
+        self.residents: dict[JobId, Resident] = {}
+        self.shareable_count = 0
+        self.listener: ResidentListener | None = None
+        if self.can_share:
+            if profile is None:
+                raise ValueError("tracking sharing needs a profile (memory of the running jobs)")
+            for rj in snapshot.running:
+                self._add_running_resident(rj)
+
+    # -- idle GPUs ------------------------------------------------------------------------------
+
+    def pick_idle(self, count: int) -> tuple[int, ...] | None:
+        """``count`` distinct idle GPU ids (sorted), one node if possible, else the fewest nodes;
+        ``None`` when fewer than ``count`` GPUs are idle. Does not take them (see :meth:`take`)."""
+        if count < 1 or count > self.idle_count:
+            return None
+        node = self._best_fit(count, ())
+        if node is not None:
+            return tuple(sorted(self._idle[node])[:count])
+        chosen: list[int] = []
+        remaining = count
+        level = self._widest
+        while remaining > 0:
+            node = self._best_fit(remaining, chosen)
+            if node is not None:
+                chosen.append(node)
+                break
+            while not any(n not in chosen for n in self._by_free[level]):
+                level -= 1
+            node = next(n for n in self._by_free[level] if n not in chosen)
+            chosen.append(node)
+            remaining -= level
+        picked: list[int] = []
+        for node in chosen:
+            picked.extend(sorted(self._idle[node])[: count - len(picked)])
+        return tuple(sorted(picked))
+
+    def _best_fit(self, count: int, exclude: Iterable[int]) -> int | None:
+        """The first node (in bucket order) with the fewest idle GPUs ≥ ``count``, not excluded."""
+        for level in range(count, self._widest + 1):
+            for node in self._by_free[level]:
+                if node not in exclude:
+                    return node
+        return None
+
+    def _set_idle(self, gpu_id: int, idle: bool) -> None:
+        node = self.node_of[gpu_id]
+        bucket = self._idle[node]
+        if (gpu_id in bucket) == idle:
+            return
+        del self._by_free[len(bucket)][node]
+        if idle:
+            bucket[gpu_id] = None
+            self.idle_count += 1
+        else:
+            del bucket[gpu_id]
+            self.idle_count -= 1
+        self._by_free[len(bucket)][node] = None
+
+    def take(self, gpu_ids: Iterable[int]) -> None:
+        """Record one more job on each of ``gpu_ids`` (they stop being idle)."""
+        for g in gpu_ids:
+            self.load[g] += 1
+            self._set_idle(g, False)
+
+    def release(self, gpu_ids: Iterable[int]) -> None:
+        """Record one job fewer on each of ``gpu_ids`` (a preemption); healthy GPUs left empty
+        become idle again."""
+        for g in gpu_ids:
+            self.load[g] = max(0, self.load[g] - 1)
+            if self.load[g] == 0 and self.gpus[g].healthy:
+                self._set_idle(g, True)
+
+    # -- residents (sharing policies) -------------------------------------------------------------
+
+    def _room_mb(self, gpu_ids: Iterable[int], used_mb: float) -> float:
+        return min(self.gpus[g].memory_mb for g in gpu_ids) - used_mb - self.reserve_mb
+
+    def _add_running_resident(self, rj: RunningJob) -> None:
+        gpu_ids = rj.placement.gpu_ids
+        if any(not (0 <= g < len(self.gpus)) or self.load[g] != 1 for g in gpu_ids):
+            return  # shares a GPU (or a GPU unknown to this cluster): not alone
+        candidates = tuple(sorted(g for g in gpu_ids if self.gpus[g].healthy))
+        if candidates:
+            self.add_resident(rj.job, rj.placement.sub_batch, candidates)
+
+    def add_resident(self, job: Job, sub_batch: int, gpu_ids: tuple[int, ...]) -> Resident | None:
+        """Offer ``job`` (alone on ``gpu_ids`` at ``sub_batch``) as a sharing partner, if its memory
+        leaves room; returns the :class:`Resident` or ``None``."""
+        if not self.can_share or not gpu_ids:
+            return None
+        assert self.profile is not None
+        room = self._room_mb(gpu_ids, self.profile.memory_mb(job, sub_batch))
+        if room <= 0:
+            return None
+        resident = Resident(job, sub_batch, gpu_ids, room)
+        self.residents[job.id] = resident
+        self.shareable_count += len(gpu_ids)
+        if self.listener is not None:
+            self.listener.added(resident)
+        return resident
+
+    def remove_resident(self, job_id: JobId) -> Resident | None:
+        """Stop offering ``job_id`` as a partner (it now shares); returns what was removed."""
+        resident = self.residents.pop(job_id, None)
+        if resident is not None:
+            self.shareable_count -= len(resident.gpu_ids)
+            if self.listener is not None:
+                self.listener.removed(resident)
+        return resident
+
+
+# -- helpers shared by the policies ------------------------------------------------------------------
+
+
+def arrival_key(job: Job) -> tuple[float, JobId]:
+    """FIFO order: ``(submit_time, id)`` — also every policy's tie-break."""
+    return (job.submit_time, job.id)
+
+
+def sjf_key(job: Job) -> tuple[float, float, JobId]:
+    """SJF order: ``(P_j, submit_time, id)`` with ``P_j`` = remaining exclusive time (s), MODEL.md §1."""
+    return (job.remaining_time_s, job.submit_time, job.id)
+
+
+def never_fits_reason(job: Job, state: RoundState) -> str | None:
+    """Why ``job``'s gang can never start on this cluster (``None`` if it can)."""
+    if job.gpus < 1:
+        return f"asks for {job.gpus} GPUs; a job needs at least one"
+    if job.gpus > state.healthy_count:
+        return (f"needs {job.gpus} GPUs but the cluster has only {state.healthy_count} healthy GPUs: "
+                f"it cannot start until more GPUs are healthy")
+    return None
+
+
+def largest_fitting_sub_batch(profile: Profile, job: Job, room_mb: float, min_sub_batch: int) -> int | None:
+    """The largest sub-batch of ``job`` whose memory per GPU is ≤ ``room_mb`` (MB), or ``None``.
+
+    Gradient accumulation (MODEL.md §1): a smaller sub-batch needs less memory and keeps the
+    global batch.
+    """
+    for sub in profile.sub_batches(job, min_sub_batch):
+        if profile.memory_mb(job, sub) <= room_mb:
+            return sub
+    return None
+
+
+def describe_gpus(state: RoundState, gpu_ids: Iterable[int]) -> str:
+    """``"GPUs 0,1 on node-00"`` — a compact human-readable placement."""
+    by_node: dict[str, list[int]] = {}
+    for g in gpu_ids:
+        by_node.setdefault(state.gpus[g].node, []).append(g)
+    return "; ".join(f"GPU{'s' if len(ids) > 1 else ''} {','.join(map(str, ids))} on {node}"
+                     for node, ids in by_node.items())
+
+
+def start_on_idle(state: RoundState, job: Job, profile: Profile, min_sub_batch: int) -> Start | str:
+    """Start ``job`` exclusively on idle GPUs (:meth:`RoundState.pick_idle`) at the largest
+    sub-batch that fits their memory, and record it in ``state``; a job started alone becomes a
+    resident when ``state`` tracks sharing. Returns the :class:`Start`, or why it must wait."""
+    gpu_ids = state.pick_idle(job.gpus)
+    if gpu_ids is None:
+        return f"needs {job.gpus} GPUs, {state.idle_count} idle"
+    memory = min(state.gpus[g].memory_mb for g in gpu_ids)
+    sub = largest_fitting_sub_batch(profile, job, memory, min_sub_batch)
+    if sub is None:
+        return (f"needs more than the {memory} MB of its GPUs at every sub-batch "
+                f"(down to {min_sub_batch})")
+    state.take(gpu_ids)
+    state.add_resident(job, sub, gpu_ids)
+    return Start(job.id, gpu_ids, sub, job.batch_size // sub, (),
+                 f"exclusive on idle {describe_gpus(state, gpu_ids)}")
+
+
+def exclusive_in_order(
+    snapshot: Snapshot, profile: Profile, jobs: Iterable[Job], *, blocking: bool, explain: bool
+) -> tuple[tuple[Start, ...], tuple[Wait, ...]]:
+    """Start ``jobs`` in the given order on idle GPUs, exclusively, without preemption.
+
+    ``blocking=True``: strict order — once a job that could ever fit does not fit now, every later
+    job waits too (FIFO's head-of-line blocking). ``blocking=False``: a job that does not fit is
+    skipped and later ones may start (backfill). Jobs that can never fit never block.
+    """
+    state = RoundState(snapshot)
+    min_sub = snapshot.config.min_sub_batch
+    starts: list[Start] = []
+    waits: list[Wait] = []
+    blocker: Job | None = None
+    for job in jobs:
+        reason = never_fits_reason(job, state)
+        if reason is None and blocker is not None:
+            reason = f"waits behind job {blocker.id} (strict FIFO: the head of the queue does not fit)"
+        elif reason is None:
+            outcome = start_on_idle(state, job, profile, min_sub)
+            if isinstance(outcome, Start):
+                starts.append(outcome)
+                continue
+            reason = outcome
+            if blocking:
+                blocker = job
+        if explain:
+            waits.append(Wait(job.id, reason))
+        elif blocker is not None or state.idle_count == 0:
+            break  # nothing later can start, and no one asked why
+    return tuple(starts), tuple(waits)
+
+
+def preemptive_exclusive(
+    snapshot: Snapshot,
+    profile: Profile,
+    policy: str,
+    key: Callable[[Job], tuple],
+    *,
+    explain: bool,
+) -> RoundDecisions:
+    """One round of a preemptive, exclusive policy (SRTF, Tiresias).
+
+    All jobs, pending and running, are ranked by ``key`` (smallest first). Walking that ranking,
+    each job is admitted while its GPUs fit in the healthy GPUs not yet promised (a running job
+    keeps its own GPUs; a pending one needs ``job.gpus``); a job that does not fit is skipped and
+    later ones may still be admitted. Running jobs not admitted are preempted; admitted pending
+    jobs start on the GPUs left idle once the preempted jobs are gone (preemptions are applied
+    before starts, see :class:`RoundDecisions`). Running jobs are never migrated.
+    """
+    state = RoundState(snapshot)
+    min_sub = snapshot.config.min_sub_batch
+    promised: set[int] = set()
+    free = state.healthy_count
+    ranked = sorted([(key(rj.job), False, rj) for rj in snapshot.running]
+                    + [(key(job), True, job) for job in snapshot.pending],
+                    key=lambda entry: entry[0])
+    admitted: list[Job] = []
+    preemptions: list[Preempt] = []
+    waits: list[Wait] = []
+    for rank, (_, is_pending, entry) in enumerate(ranked, start=1):
+        if is_pending:
+            job = entry
+            reason = never_fits_reason(job, state)
+            if reason is None and job.gpus <= free:
+                free -= job.gpus
+                admitted.append(job)
+            elif explain:
+                waits.append(Wait(job.id, reason or f"rank {rank} under {policy}: needs {job.gpus} GPUs, "
+                                                    f"{free} left after higher-ranked jobs"))
+            continue
+        healthy = {g for g in entry.placement.gpu_ids if 0 <= g < len(state.gpus) and state.gpus[g].healthy}
+        cost = len(healthy - promised)
+        if cost <= free:
+            free -= cost
+            promised |= healthy
+        else:
+            state.release(entry.placement.gpu_ids)
+            preemptions.append(Preempt(entry.job.id, f"rank {rank} under {policy}: its GPUs go to "
+                                                     f"higher-ranked jobs"))
+    starts: list[Start] = []
+    for job in admitted:
+        outcome = start_on_idle(state, job, profile, min_sub)
+        if isinstance(outcome, Start):
+            starts.append(outcome)
+        elif explain:
+            waits.append(Wait(job.id, outcome))
+    return RoundDecisions(policy, snapshot.now, tuple(starts), tuple(preemptions), tuple(waits))
+
+
+@dataclass(frozen=True, slots=True)
+class SharePlan:
+    """A partner finder's answer: start the job at ``sub_batch`` on all idle GPUs plus, from each
+    resident of ``partners``, the listed GPU ids; ``shares`` explains each pair."""
+
+    sub_batch: int
+    partners: tuple[tuple[Resident, tuple[int, ...]], ...]
+    shares: tuple[Share, ...]
+    reason: str
+
+
+class PartnerFinder(ResidentListener, Protocol):
+    """How a sharing policy picks the residents a waiting job joins (SJF-FFS, SJF-BSBF)."""
+
+    def find(self, job: Job, need: int) -> SharePlan | str:
+        """Partners giving ``job`` ``need`` more GPUs than the idle ones, or why there are none."""
+        ...
+
+
+def sharing_round(
+    snapshot: Snapshot,
+    profile: Profile,
+    policy: str,
+    make_finder: Callable[[RoundState, CachedProfile], PartnerFinder],
+    *,
+    explain: bool,
+) -> RoundDecisions:
+    """One round of a non-preemptive SJF policy with co-location (MODEL.md §3 skeleton).
+
+    Pending jobs in SJF order ``(P_j, submit_time, id)``. For each job: enough idle GPUs → an
+    exclusive start on idle GPUs only; otherwise, if idle plus shareable GPUs could hold its gang,
+    the policy's ``PartnerFinder`` picks residents to share; else the job waits. A job started alone
+    in this round becomes a resident for later jobs of the same round; a resident joined by a job is
+    withdrawn, so no GPU ever holds more than two jobs. Once no idle and no shareable GPU is left,
+    the remaining jobs wait in O(1) each (no reason objects at all when ``explain`` is False).
+    Running jobs are never preempted.
+    """
+    cp = cached(profile)
+    state = RoundState(snapshot, cp, track_sharing=True)
+    finder = make_finder(state, cp)
+    state.listener = finder
+    order = sorted(snapshot.pending, key=sjf_key)
+    starts: list[Start] = []
+    waits: list[Wait] = []
+    for position, job in enumerate(order):
+        if state.idle_count == 0 and state.shareable_count == 0:
+            if explain:
+                left = "no idle or shareable GPU left this round"
+                waits.extend(Wait(j.id, never_fits_reason(j, state) or left) for j in order[position:])
+            break
+        reason = never_fits_reason(job, state)
+        if reason is None:
+            if job.gpus <= state.idle_count:
+                outcome: Start | SharePlan | str = start_on_idle(state, job, cp, state.min_sub_batch)
+            elif job.gpus > state.idle_count + state.shareable_count:
+                outcome = (f"needs {job.gpus} GPUs: {state.idle_count} idle and {state.shareable_count} "
+                           f"shareable")
+            else:
+                outcome = finder.find(job, job.gpus - state.idle_count)
+                if isinstance(outcome, SharePlan):
+                    outcome = _apply_share(state, cp, job, outcome)
+            if isinstance(outcome, Start):
+                starts.append(outcome)
+                continue
+            reason = outcome
+        if explain:
+            waits.append(Wait(job.id, reason))
+    return RoundDecisions(policy, snapshot.now, tuple(starts), (), tuple(waits))
+
+
+def _apply_share(state: RoundState, profile: Profile, job: Job, plan: SharePlan) -> Start | str:
+    """Record ``plan`` in ``state`` (all idle GPUs + the partners' GPUs) and build its Start."""
+    idle = state.pick_idle(state.idle_count) or ()
+    if idle and profile.memory_mb(job, plan.sub_batch) > min(state.gpus[g].memory_mb for g in idle):
+        return f"its sub-batch {plan.sub_batch} does not fit the memory of the idle GPUs"
+    taken = list(idle)
+    for resident, gpu_ids in plan.partners:
+        state.remove_resident(resident.job.id)
+        taken.extend(gpu_ids)
+    state.take(taken)
+    return Start(job.id, tuple(sorted(taken)), plan.sub_batch, job.batch_size // plan.sub_batch,
+                 plan.shares, plan.reason)

@@ -1,0 +1,28 @@
+"""FIFO: first come, first served, exclusive GPUs, no preemption (MODEL.md §4 baseline)."""
+
+from __future__ import annotations
+
+from scheduling.core.placement import arrival_key, exclusive_in_order
+from scheduling.core.types import Profile, RoundDecisions, Snapshot
+
+
+class FifoPolicy:
+    """Start pending jobs in arrival order ``(submit_time, id)`` on idle GPUs, one job per GPU.
+
+    Choice: **strict FIFO with head-of-line blocking** — when the job at the head of the queue
+    does not fit the idle GPUs, every later job waits too, even one that would fit (no backfill;
+    backfilling is what SJF does). A job whose gang exceeds the healthy GPUs of the cluster can
+    never start; it waits with that reason and does not block the queue (otherwise one bad job
+    would stall the cluster forever). Gangs go to one node when possible, else the fewest nodes
+    (:mod:`scheduling.core.placement`). Never preempts.
+    """
+
+    name = "fifo"
+    preemptive = False
+
+    def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:
+        """Decisions for this round (see the class docstring); deterministic, mutates nothing."""
+        starts, waits = exclusive_in_order(
+            snapshot, profile, sorted(snapshot.pending, key=arrival_key), blocking=True, explain=explain
+        )
+        return RoundDecisions(self.name, snapshot.now, starts, (), waits)

@@ -1,0 +1,42 @@
+"""Shortest job first (non-preemptive) and shortest remaining time first (preemptive SJF).
+
+Baselines of MODEL.md §4; the key is ``P_j = R_j · t_j(B_j)``, the remaining exclusive time (s).
+"""
+
+from __future__ import annotations
+
+from scheduling.core.placement import exclusive_in_order, preemptive_exclusive, sjf_key
+from scheduling.core.types import Profile, RoundDecisions, Snapshot
+
+
+class SjfPolicy:
+    """Non-preemptive SJF: pending jobs by ``(P_j, submit_time, id)``, exclusive GPUs, with
+    backfill — a job that does not fit the idle GPUs is skipped and smaller ones may start.
+    Running jobs are never preempted."""
+
+    name = "sjf"
+    preemptive = False
+
+    def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:
+        """Decisions for this round; deterministic, mutates nothing."""
+        starts, waits = exclusive_in_order(
+            snapshot, profile, sorted(snapshot.pending, key=sjf_key), blocking=False, explain=explain
+        )
+        return RoundDecisions(self.name, snapshot.now, starts, (), waits)
+
+
+class SrtfPolicy:
+    """Preemptive SJF (shortest remaining time first), exclusive GPUs.
+
+    Every round, the jobs to run are chosen among pending **and** running jobs by shortest
+    remaining time ``P_j`` (ties: submit time, id), greedily while their gangs fit the healthy
+    GPUs; running jobs not chosen are preempted and go back to the queue
+    (:func:`scheduling.core.placement.preemptive_exclusive`).
+    """
+
+    name = "srtf"
+    preemptive = True
+
+    def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:
+        """Decisions for this round; deterministic, mutates nothing."""
+        return preemptive_exclusive(snapshot, profile, self.name, sjf_key, explain=explain)

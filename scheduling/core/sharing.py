@@ -1,0 +1,158 @@
+"""The pairwise sharing rule and the sub-batch choice of SJF-BSBF (pure functions).
+
+Source: Luo et al., "Scheduling Deep Learning Jobs in Multi-Tenant GPU Clusters via Wise Resource
+Sharing", IWQoS 2024 — the paper's Theorem 1 as its authors' code applies it; written down in
+MODEL.md §2 (shared docs). Times in seconds (s), memory in MB, slowdowns ``ξ`` dimensionless
+(shared ÷ exclusive iteration time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scheduling.core.types import Job, Profile, Share
+
+
+def pairwise_benefit(a_s: float, b_s: float, xi_a: float, xi_b: float) -> tuple[float, float]:
+    """``(T_seq, T_con)``: mean completion time (s, from now) of a waiting job ``a`` and a running
+    job ``b``, run one after the other vs. shared from now on (MODEL.md §2).
+
+    ``a_s`` = ``A``, the exclusive time ``a`` still needs (s); ``b_s`` = ``B``, the remaining exclusive
+    time of ``b`` (s); ``xi_a``, ``xi_b`` ≥ 0.5 their slowdowns while sharing.
+
+    - ``T_seq = B + A/2``;
+    - ``b`` ends first (``ξ_a·A ≥ ξ_b·B``): ``T_con = A/2 + (1 − 1/(2ξ_a))·ξ_b·B``;
+    - ``a`` ends first: ``T_con = B/2 + (1 − 1/(2ξ_b))·ξ_a·A``.
+
+    Share iff ``T_con < T_seq`` (:func:`shares`). Raises ``ValueError`` for a negative time or a
+    slowdown below 0.5 (the formulas assume a pair runs at least half as fast as alone ×2).
+    """
+    if a_s < 0 or b_s < 0:
+        raise ValueError(f"exclusive times must be ≥ 0 s, got A={a_s}, B={b_s}")
+    if xi_a < 0.5 or xi_b < 0.5:
+        raise ValueError(f"slowdowns must be ≥ 0.5, got ξ_a={xi_a}, ξ_b={xi_b}")
+    return _pair_times(a_s, b_s, xi_a, xi_b)
+
+
+def _pair_times(a_s: float, b_s: float, xi_a: float, xi_b: float) -> tuple[float, float]:
+    """:func:`pairwise_benefit` without the argument checks (hot loops whose inputs are checked)."""
+    t_seq = b_s + a_s / 2
+    if xi_a * a_s >= xi_b * b_s:
+        return t_seq, a_s / 2 + (1 - 1 / (2 * xi_a)) * xi_b * b_s
+    return t_seq, b_s / 2 + (1 - 1 / (2 * xi_b)) * xi_a * a_s
+
+
+def benefit_threshold_s(a_s: float, xi_a: float, xi_b: float) -> float:
+    """The ``B`` (s) above which sharing pays for a waiting job of exclusive time ``a_s``.
+
+    Derived from :func:`pairwise_benefit` (MODEL.md §2): if ``(1 − 1/(2ξ_a))·ξ_b < 1`` every
+    ``B > 0`` pays (threshold 0); otherwise sharing pays iff ``a`` ends first and
+    ``B > (2ξ_a − ξ_a/ξ_b − 1)·A``. So for fixed ``(A, ξ_a, ξ_b)`` the set of beneficial residents
+    is ``{B > threshold}`` — policies use it to skip residents that cannot pay.
+    """
+    if (1 - 1 / (2 * xi_a)) * xi_b < 1:
+        return 0.0
+    return (2 * xi_a - xi_a / xi_b - 1) * a_s
+
+
+def shares(t_seq: float, t_con: float) -> bool:
+    """The pairwise rule's verdict: sharing pays iff ``T_con < T_seq`` (strict)."""
+    return t_con < t_seq
+
+
+@dataclass(frozen=True, slots=True)
+class PairPlan:
+    """The best way for an incoming job to share with one resident (MODEL.md §2).
+
+    ``sub_batch``: the incoming job's sub-batch; ``xi_self``/``xi_partner``: slowdowns of the
+    incoming job and of the resident; ``a_s``/``b_s``: their exclusive remaining times (s) at their
+    sub-batches; ``t_seq_s``/``t_con_s``: the pairwise rule's predictions (s).
+    """
+
+    sub_batch: int
+    xi_self: float
+    xi_partner: float
+    a_s: float
+    b_s: float
+    t_seq_s: float
+    t_con_s: float
+
+    @property
+    def beneficial(self) -> bool:
+        """Whether the pairwise rule says this pair should share (``T_con < T_seq``)."""
+        return shares(self.t_seq_s, self.t_con_s)
+
+
+def resident_remaining_s(profile: Profile, resident: Job, resident_sub_batch: int) -> float:
+    """``B = R_b · t_b(b_b)``: remaining exclusive time (s) of a running job at its sub-batch."""
+    return resident.remaining_iterations * profile.iter_time_s(resident, resident_sub_batch)
+
+
+def plan_pair(
+    profile: Profile,
+    incoming: Job,
+    resident: Job,
+    resident_sub_batch: int,
+    room_mb: float,
+    min_sub_batch: int = 1,
+) -> PairPlan | None:
+    """Choose the incoming job's sub-batch for sharing with ``resident`` (MODEL.md §2).
+
+    Tries every sub-batch of ``profile.sub_batches(incoming, min_sub_batch)`` and keeps the one that
+    minimises ``T_con`` among those whose memory fits: ``mem_incoming(b) ≤ room_mb``, where
+    ``room_mb`` = GPU memory − ``mem_resident(b_resident)`` − reserve (MB), the smallest over the
+    GPUs to be shared. The resident keeps its sub-batch (ours). ``A = R_a · t_a(b)`` at the
+    candidate sub-batch ``b``; ``B = R_b · t_b(b_resident)``. Ties on ``T_con`` keep the larger
+    sub-batch (fewer gradient-accumulation steps).
+
+    Returns ``None`` when no sub-batch fits in memory. The returned plan may be non-beneficial
+    (check :attr:`PairPlan.beneficial`): the rule picks the sub-batch first, then judges it.
+    """
+    r_a = incoming.remaining_iterations
+    options = [
+        (sub, *profile.slowdown(incoming, sub, resident, resident_sub_batch),
+         r_a * profile.iter_time_s(incoming, sub))
+        for sub in profile.sub_batches(incoming, min_sub_batch)
+        if profile.memory_mb(incoming, sub) <= room_mb
+    ]
+    return best_option(options, resident_remaining_s(profile, resident, resident_sub_batch))
+
+
+SubBatchOption = tuple[int, float, float, float]
+"""``(sub_batch, ξ_incoming, ξ_resident, A)``: one memory-feasible way for a job to share (A in s)."""
+
+
+def best_option(options: Sequence[SubBatchOption], b_s: float) -> PairPlan | None:
+    """The option minimising ``T_con`` against a resident of remaining time ``b_s`` (s); ties keep
+    the earlier option (the larger sub-batch when ``options`` run largest first). ``None`` if
+    ``options`` is empty. Shared by :func:`plan_pair` and the SJF-BSBF policy's hot loop."""
+    best: PairPlan | None = None
+    for sub, xi_a, xi_b, a_s in options:
+        t_seq, t_con = _pair_times(a_s, b_s, xi_a, xi_b)
+        if best is None or t_con < best.t_con_s:
+            best = PairPlan(sub, xi_a, xi_b, a_s, b_s, t_seq, t_con)
+    return best
+
+
+def gang_shares(
+    profile: Profile, job: Job, sub_batch: int, partners: Sequence[tuple[Job, int, tuple[int, ...]]]
+) -> tuple[Share, ...]:
+    """The :class:`Share` explanations of ``job`` starting at ``sub_batch`` next to ``partners``.
+
+    ``partners``: ``(resident job, its sub-batch, the GPU ids of it that ``job`` takes)``. A gang
+    that shares several GPUs runs at the pace of its slowest GPU (MODEL.md §2), so the incoming
+    job's slowdown is the largest ``ξ`` over its partners **(ours)**; each partner keeps its own
+    pairwise ``ξ``. ``T_seq``/``T_con`` come from :func:`pairwise_benefit` with
+    ``A = R_a · t_a(sub_batch)`` and ``B = R_b · t_b(b_b)``.
+    """
+    if not partners:
+        return ()
+    pairs = [profile.slowdown(job, sub_batch, partner, sub) for partner, sub, _ in partners]
+    xi_self = max(xi_a for xi_a, _ in pairs)
+    a_s = job.remaining_iterations * profile.iter_time_s(job, sub_batch)
+    shares: list[Share] = []
+    for (partner, sub, gpu_ids), (_, xi_partner) in zip(partners, pairs, strict=True):
+        t_seq, t_con = _pair_times(a_s, resident_remaining_s(profile, partner, sub), xi_self, xi_partner)
+        shares.append(Share(partner.id, gpu_ids, xi_self, xi_partner, t_seq, t_con))
+    return tuple(shares)
