@@ -1,0 +1,528 @@
+"""Discrete-event simulator: replays a job trace on a cluster under one scheduling policy.
+
+Events, in the order they are handled at the same instant: **completions** (GPUs released),
+then **arrivals** (jobs join the queue), then the **round** (the policy decides). Rounds run at
+every multiple of ``round_interval_s`` (0, 60, 120 … s by default) and, with
+``round_on_events``, also at the instant of every arrival and completion.
+
+Semantics (issue 3; MODEL.md §1–2; Luo et al., IWQoS 2024):
+
+- A running job does ``1 / (t_j(b) · ξ_j)`` iterations per second, ``t_j(b)`` being
+  ``profile.iter_time_s(job, sub_batch)`` and ``ξ_j`` the largest slowdown over its GPUs (1 on
+  a GPU it holds alone; ``profile.slowdown(job, b, partner, b')[0]`` on one it shares): a gang
+  runs at the pace of its slowest GPU. Rates are recomputed whenever the set of jobs on any of
+  its GPUs changes. A job keeps its sub-batch for its whole placement.
+- Preemption (preemptive policies only): the job returns to the queue with the iterations it
+  has done; when it starts again it makes no progress for ``restart_cost_s`` (checkpoint
+  restore and warm-up; default 30 s **(ours)**) while holding its GPUs.
+- The snapshot of a round holds the pending jobs as they are (their ``Job`` objects are only
+  rebuilt when a preemption changes them) and the running jobs with ``iterations_done`` and
+  ``attained_gpu_s`` (GPUs × wall time held) brought up to the round's instant via
+  ``dataclasses.replace``. Preemptions are applied before starts.
+- Every decision is checked: a start must name a pending job, exactly ``job.gpus`` distinct
+  healthy GPUs, none holding ``max_jobs_per_gpu`` jobs already, and jobs whose memory fits
+  together; a preemption must name a running job. A violation raises :class:`SimulationError`
+  (a policy bug), never silently repaired.
+- Rounds that provably change nothing are skipped (``skip_idle_rounds``; results are identical
+  with it off, which the tests check): a round with an empty queue; for non-preemptive policies,
+  a round where fewer GPUs can take a job than the smallest pending gang asks for (free GPUs,
+  plus GPUs holding one job for the sharing policies); and for policies whose decision does not
+  depend on the passing of time (:data:`SKIP_RULES`), a round after a round that decided nothing
+  when no job has arrived or finished since.
+- The engine has no randomness: the same trace, cluster, policy, profile and config always give
+  the same result. ``seed`` is carried into the result for the report.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from tqdm import tqdm
+
+from scheduling.core.metrics import JobOutcome
+from scheduling.core.types import (
+    Cluster,
+    Job,
+    JobId,
+    Placement,
+    Policy,
+    Profile,
+    RoundDecisions,
+    RunningJob,
+    SchedulerConfig,
+    Snapshot,
+)
+
+#: Default cost (s) of restarting a preempted job: no progress while its checkpoint is restored.
+DEFAULT_RESTART_COST_S = 30.0
+DEFAULT_ROUND_INTERVAL_S = 60.0
+
+
+class SimulationError(RuntimeError):
+    """A policy returned a decision the cluster cannot carry out (a policy bug)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SkipRule:
+    """When a round of a policy may be skipped without changing the result.
+
+    ``capacity``: the policy never preempts, so a round with fewer usable GPUs than the smallest
+    pending gang starts nothing. ``shares``: GPUs holding one job count as usable (co-location).
+    ``time_invariant``: with the same pending and running jobs, the decision does not depend on
+    the clock or on running jobs' progress (or, for SRTF, it can only become "do nothing":
+    running jobs' remaining times only shrink while pending ones stay fixed).
+    """
+
+    capacity: bool
+    shares: bool
+    time_invariant: bool
+
+
+#: Per-policy skip rules (by registry name). Tiresias (attained service crosses queue
+#: thresholds, starvation guard ages) and SJF-BSBF (the pairwise rule depends on residents'
+#: remaining time) are time-dependent. A policy not listed here is only skipped on an empty queue.
+SKIP_RULES: dict[str, SkipRule] = {
+    "fifo": SkipRule(capacity=True, shares=False, time_invariant=True),
+    "sjf": SkipRule(capacity=True, shares=False, time_invariant=True),
+    "srtf": SkipRule(capacity=False, shares=False, time_invariant=True),
+    "tiresias": SkipRule(capacity=False, shares=False, time_invariant=False),
+    "sjf-ffs": SkipRule(capacity=True, shares=True, time_invariant=True),
+    "sjf-bsbf": SkipRule(capacity=True, shares=True, time_invariant=False),
+}
+_NO_SKIP = SkipRule(capacity=False, shares=False, time_invariant=False)
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    """Simulator knobs.
+
+    ``round_interval_s`` (s, > 0); ``round_on_events``: also a round at each arrival and
+    completion; ``restart_cost_s`` (s, ≥ 0): no-progress time after a preempted job restarts;
+    ``seed``: recorded in the result (the engine itself is deterministic); ``skip_idle_rounds``:
+    skip rounds that provably change nothing (off only to check that it changes nothing);
+    ``scheduler``/``tenant_quotas``: passed to the policy in every snapshot.
+    Raises ``ValueError`` for a non-positive interval or a negative restart cost.
+    """
+
+    round_interval_s: float = DEFAULT_ROUND_INTERVAL_S
+    round_on_events: bool = False
+    restart_cost_s: float = DEFAULT_RESTART_COST_S
+    seed: int = 0
+    skip_idle_rounds: bool = True
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    tenant_quotas: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.round_interval_s) and self.round_interval_s > 0):
+            raise ValueError(f"round interval must be a positive number of seconds, "
+                             f"got {self.round_interval_s}")
+        if not (math.isfinite(self.restart_cost_s) and self.restart_cost_s >= 0):
+            raise ValueError(f"restart cost must be ≥ 0 s, got {self.restart_cost_s}")
+
+
+@dataclass(frozen=True, slots=True)
+class SimResult:
+    """Outcome of one simulation.
+
+    ``outcomes``: finished jobs in completion order; ``unfinished``: ids of jobs never finished
+    (the policy left them waiting with nothing else left to happen); ``timeline``: ``(t, busy
+    GPUs, shared GPUs)`` change points (s); ``capacity_gpus``: healthy GPUs; ``rounds``: policy
+    calls made; ``preemptions``: preemptions applied; ``mean_shared_slowdown``: mean ξ over the
+    time jobs ran shared, weighted by that time (``nan`` if nothing was shared).
+    """
+
+    policy: str
+    outcomes: tuple[JobOutcome, ...]
+    unfinished: tuple[JobId, ...]
+    timeline: tuple[tuple[float, int, int], ...]
+    capacity_gpus: int
+    rounds: int
+    preemptions: int
+    mean_shared_slowdown: float
+    seed: int = 0
+
+
+class _JobState:
+    """Mutable bookkeeping of one job inside the engine (never shown to a policy)."""
+
+    __slots__ = (
+        "base", "view", "done", "attained", "charged", "shared_s", "queued_since", "queue_s",
+        "first_start", "placement", "iter_s", "rate", "xi", "charge_rate", "last", "resume_at",
+        "version", "preemptions",
+    )
+
+    def __init__(self, job: Job) -> None:
+        self.base = job
+        self.view = job  # what a policy sees while the job is pending
+        self.done = job.iterations_done
+        self.attained = job.attained_gpu_s
+        self.charged = 0.0
+        self.shared_s = 0.0
+        self.queued_since = job.waiting_since
+        self.queue_s = 0.0
+        self.first_start = math.nan
+        self.placement: Placement | None = None
+        self.iter_s = job.iter_time_s
+        self.rate = 0.0
+        self.xi = 1.0
+        self.charge_rate = 0.0
+        self.last = 0.0
+        self.resume_at = 0.0
+        self.version = 0
+        self.preemptions = 0
+
+
+class Simulator:
+    """One run of ``policy`` over ``jobs`` on ``cluster`` (see the module docstring).
+
+    ``jobs`` need not be sorted; their ids must be unique (``ValueError`` otherwise). Call
+    :meth:`run` once. ``progress``: show a tqdm bar (completed jobs) on stderr.
+    """
+
+    def __init__(
+        self,
+        jobs: Sequence[Job],
+        cluster: Cluster,
+        policy: Policy,
+        profile: Profile,
+        config: SimConfig | None = None,
+        *,
+        progress: bool = False,
+    ) -> None:
+        self.cluster = cluster
+        self.policy = policy
+        self.profile = profile
+        self.config = config or SimConfig()
+        self.progress = progress
+        self._arrivals = sorted(jobs, key=lambda j: (j.submit_time, j.id))
+        self._states = {j.id: _JobState(j) for j in self._arrivals}
+        if len(self._states) != len(self._arrivals):
+            raise ValueError("job ids must be unique")
+        rule = SKIP_RULES.get(policy.name, _NO_SKIP)
+        self._rule = rule if self.config.skip_idle_rounds else None
+        n = cluster.size
+        self._healthy = [g.healthy for g in cluster.gpus]
+        self._gpu_jobs: list[list[JobId]] = [[] for _ in range(n)]
+        self._n_free = sum(self._healthy)  # healthy GPUs holding no job
+        self._n_single = 0  # healthy GPUs holding exactly one job
+        self._n_busy = 0
+        self._n_shared = 0
+        self._pending: dict[JobId, None] = {}
+        self._pending_gangs: dict[int, int] = {}
+        self._running: dict[JobId, None] = {}
+        self._heap: list[tuple[float, int, JobId, int]] = []
+        self._seq = 0
+        self._timeline: list[tuple[float, int, int]] = []
+        self._outcomes: list[JobOutcome] = []
+        self._slowdowns: dict[tuple[JobId, int, JobId, int], float] = {}
+        self._rounds = 0
+        self._preemptions = 0
+        self._xi_weighted = 0.0
+        self._xi_time = 0.0
+
+    # ------------------------------------------------------------------ queue
+    def _enqueue(self, s: _JobState, now: float) -> None:
+        self._pending[s.base.id] = None
+        g = s.base.gpus
+        self._pending_gangs[g] = self._pending_gangs.get(g, 0) + 1
+        s.queued_since = now
+
+    def _dequeue(self, s: _JobState, now: float) -> None:
+        del self._pending[s.base.id]
+        g = s.base.gpus
+        left = self._pending_gangs[g] - 1
+        if left:
+            self._pending_gangs[g] = left
+        else:
+            del self._pending_gangs[g]
+        s.queue_s += now - s.queued_since
+
+    # --------------------------------------------------------------- progress
+    def _advance(self, s: _JobState, now: float) -> None:
+        """Bring a running job's counters up to ``now`` at its current rate."""
+        dt = now - s.last
+        if dt <= 0:
+            return
+        s.attained += s.base.gpus * dt
+        s.charged += s.charge_rate * dt
+        if s.xi != 1.0 or s.charge_rate != s.base.gpus:
+            s.shared_s += dt
+            self._xi_weighted += s.xi * dt
+            self._xi_time += dt
+        t0 = s.resume_at if s.resume_at > s.last else s.last
+        if now > t0:
+            s.done += s.rate * (now - t0)
+        s.last = now
+
+    def _progress_at(self, s: _JobState, now: float) -> float:
+        t0 = s.resume_at if s.resume_at > s.last else s.last
+        return s.done + s.rate * (now - t0) if now > t0 else s.done
+
+    def _slowdown(self, s: _JobState, partner: _JobState) -> float:
+        pa, pb = s.placement, partner.placement
+        assert pa is not None and pb is not None
+        key = (s.base.id, pa.sub_batch, partner.base.id, pb.sub_batch)
+        xi = self._slowdowns.get(key)
+        if xi is None:
+            xi_a, xi_b = self.profile.slowdown(s.base, pa.sub_batch, partner.base, pb.sub_batch)
+            xi = float(xi_a)
+            self._slowdowns[key] = xi
+            self._slowdowns[(partner.base.id, pb.sub_batch, s.base.id, pa.sub_batch)] = float(xi_b)
+        return xi
+
+    def _reschedule(self, s: _JobState, now: float) -> None:
+        """Recompute a running job's rate from the jobs on its GPUs, and its completion event."""
+        self._advance(s, now)
+        assert s.placement is not None
+        xi = 1.0
+        charge = 0.0
+        jid = s.base.id
+        for g in s.placement.gpu_ids:
+            on_gpu = self._gpu_jobs[g]
+            charge += 1.0 / len(on_gpu)
+            for other in on_gpu:
+                if other != jid:
+                    xi = max(xi, self._slowdown(s, self._states[other]))
+        s.xi = xi
+        s.charge_rate = charge
+        s.rate = 1.0 / (s.iter_s * xi)
+        s.version += 1
+        remaining = s.base.iterations - s.done
+        t_start = s.resume_at if s.resume_at > now else now
+        end = t_start + (remaining / s.rate if remaining > 0 else 0.0)
+        self._seq += 1
+        heapq.heappush(self._heap, (end, self._seq, jid, s.version))
+
+    def _mark(self, now: float) -> None:
+        point = (now, self._n_busy, self._n_shared)
+        if self._timeline and self._timeline[-1][0] == now:
+            self._timeline[-1] = point
+        elif not self._timeline or self._timeline[-1][1:] != point[1:]:
+            self._timeline.append(point)
+
+    # -------------------------------------------------------------- GPUs
+    def _occupy(self, jid: JobId, gpu_ids: Sequence[int]) -> set[JobId]:
+        partners: set[JobId] = set()
+        for g in gpu_ids:
+            on_gpu = self._gpu_jobs[g]
+            if not on_gpu:
+                self._n_free -= 1
+                self._n_single += 1
+                self._n_busy += 1
+            else:
+                self._n_single -= 1
+                self._n_shared += 1
+                partners.update(on_gpu)
+            on_gpu.append(jid)
+        return partners
+
+    def _release(self, s: _JobState, now: float) -> None:
+        """Free a running job's GPUs and speed up the jobs it shared them with."""
+        assert s.placement is not None
+        jid = s.base.id
+        partners: set[JobId] = set()
+        for g in s.placement.gpu_ids:
+            on_gpu = self._gpu_jobs[g]
+            on_gpu.remove(jid)
+            if on_gpu:
+                self._n_shared -= 1
+                self._n_single += 1
+                partners.update(on_gpu)
+            else:
+                self._n_single -= 1
+                self._n_free += 1
+                self._n_busy -= 1
+        del self._running[jid]
+        s.placement = None
+        s.rate = 0.0
+        s.version += 1
+        for other in sorted(partners):
+            self._reschedule(self._states[other], now)
+        self._mark(now)
+
+    # ----------------------------------------------------------- decisions
+    def _check_start(self, s: _JobState, gpu_ids: tuple[int, ...], sub_batch: int) -> None:
+        job = s.base
+        where = f"{self.policy.name}: start of job {job.id}"
+        if job.id not in self._pending:
+            raise SimulationError(f"{where}: the job is not pending")
+        if len(gpu_ids) != job.gpus or len(set(gpu_ids)) != len(gpu_ids):
+            raise SimulationError(f"{where}: needs {job.gpus} distinct GPUs, got {gpu_ids}")
+        if sub_batch < 1 or job.batch_size % sub_batch:
+            raise SimulationError(f"{where}: sub-batch {sub_batch} does not divide batch {job.batch_size}")
+        limit = self.config.scheduler.max_jobs_per_gpu
+        for g in gpu_ids:
+            if not (0 <= g < len(self._gpu_jobs)) or not self._healthy[g]:
+                raise SimulationError(f"{where}: GPU {g} does not exist or is unhealthy")
+            on_gpu = self._gpu_jobs[g]
+            if len(on_gpu) >= limit:
+                raise SimulationError(f"{where}: GPU {g} already holds {len(on_gpu)} job(s)")
+            if on_gpu:
+                used = self.profile.memory_mb(job, sub_batch)
+                for other in on_gpu:
+                    o = self._states[other]
+                    assert o.placement is not None
+                    used += self.profile.memory_mb(o.base, o.placement.sub_batch)
+                if used > self.cluster.gpus[g].memory_mb:
+                    raise SimulationError(f"{where}: {used:.0f} MB on GPU {g} exceeds its "
+                                          f"{self.cluster.gpus[g].memory_mb} MB")
+
+    def _apply(self, decisions: RoundDecisions, now: float) -> bool:
+        for p in decisions.preemptions:
+            s = self._states.get(p.job_id)
+            if s is None or p.job_id not in self._running:
+                raise SimulationError(f"{self.policy.name}: preemption of job {p.job_id}, "
+                                      "which is not running")
+            self._advance(s, now)
+            self._release(s, now)
+            s.preemptions += 1
+            self._preemptions += 1
+            s.view = replace(s.base, iterations_done=s.done, attained_gpu_s=s.attained, queued_since=now)
+            self._enqueue(s, now)
+        for st in decisions.starts:
+            s = self._states.get(st.job_id)
+            if s is None:
+                raise SimulationError(f"{self.policy.name}: start of unknown job {st.job_id}")
+            gpu_ids = tuple(st.gpu_ids)
+            self._check_start(s, gpu_ids, st.sub_batch)
+            self._dequeue(s, now)
+            s.placement = Placement(s.base.id, gpu_ids, st.sub_batch, now)
+            s.iter_s = self.profile.iter_time_s(s.base, st.sub_batch)
+            s.last = now
+            s.resume_at = now + self.config.restart_cost_s if s.preemptions else now
+            if math.isnan(s.first_start):
+                s.first_start = now
+            self._running[s.base.id] = None
+            partners = self._occupy(s.base.id, gpu_ids)
+            self._reschedule(s, now)
+            for other in sorted(partners):
+                self._reschedule(self._states[other], now)
+        if decisions.starts or decisions.preemptions:
+            self._mark(now)
+            return True
+        return False
+
+    def _snapshot(self, now: float) -> Snapshot:
+        running = []
+        for jid in self._running:
+            s = self._states[jid]
+            assert s.placement is not None
+            attained = s.attained + s.base.gpus * (now - s.last)
+            job = replace(s.base, iterations_done=self._progress_at(s, now), attained_gpu_s=attained,
+                          queued_since=s.queued_since)
+            running.append(RunningJob(job, s.placement))
+        pending = tuple(self._states[jid].view for jid in self._pending)
+        return Snapshot(now, self.cluster, pending, tuple(running), self.config.scheduler,
+                        self.config.tenant_quotas)
+
+    def _round_useless(self, changed: bool) -> bool:
+        """True when a round now provably decides nothing (see :data:`SKIP_RULES`)."""
+        if self._rule is None:
+            return False
+        if not self._pending:
+            return True
+        rule = self._rule
+        if rule.time_invariant and not changed:
+            return True
+        if rule.capacity:
+            usable = self._n_free + (self._n_single if rule.shares else 0)
+            if usable < min(self._pending_gangs):
+                return True
+        return False
+
+    # ------------------------------------------------------------------ run
+    def run(self) -> SimResult:
+        """Replay the whole trace; returns a :class:`SimResult`.
+
+        Raises :class:`SimulationError` when the policy returns an impossible decision.
+        """
+        interval = self.config.round_interval_s
+        on_events = self.config.round_on_events
+        arrivals = self._arrivals
+        heap = self._heap
+        states = self._states
+        n_arrivals = len(arrivals)
+        ai = 0
+        next_k = 0  # index of the next periodic round: at next_k × interval
+        changed = True  # an arrival, completion or decision since the last round that did nothing
+        inf = math.inf
+        bar = tqdm(total=n_arrivals, desc=self.policy.name, unit="job", file=sys.stderr,
+                   disable=not self.progress, leave=False, mininterval=0.5)
+        finished_since_bar = 0
+        while True:
+            while heap and states[heap[0][2]].version != heap[0][3]:
+                heapq.heappop(heap)
+            t_done = heap[0][0] if heap else inf
+            t_arrive = arrivals[ai].submit_time if ai < n_arrivals else inf
+            idle = not self._running and ai == n_arrivals
+            if idle and (not self._pending or not changed):
+                break  # nothing left, or a queue no round can ever change
+            t_round = inf if self._round_useless(changed) else next_k * interval
+            now = min(t_done, t_arrive, t_round)
+            if now == inf:
+                break
+            event = False
+            while heap and heap[0][0] == now:
+                _, _, jid, version = heapq.heappop(heap)
+                s = states[jid]
+                if s.version != version:
+                    continue
+                self._advance(s, now)
+                s.done = float(s.base.iterations)
+                self._release(s, now)
+                self._outcomes.append(JobOutcome(
+                    jid, s.base.tenant, s.base.gpus, s.base.submit_time, s.first_start, now,
+                    s.queue_s, s.charged, s.shared_s, s.preemptions))
+                finished_since_bar += 1
+                event = True
+            while ai < n_arrivals and arrivals[ai].submit_time == now:
+                self._enqueue(states[arrivals[ai].id], now)
+                ai += 1
+                event = True
+            if event:
+                changed = True
+                k = int(now // interval)
+                if k * interval < now:
+                    k += 1
+                next_k = max(next_k, k)
+            due = (event and on_events) or now == next_k * interval
+            if now == next_k * interval:
+                next_k += 1
+            if due and not self._round_useless(changed):
+                self._rounds += 1
+                decisions = self.policy.decide(self._snapshot(now), self.profile, explain=False)
+                changed = self._apply(decisions, now)
+            if finished_since_bar >= 256:
+                bar.update(finished_since_bar)
+                finished_since_bar = 0
+        bar.update(finished_since_bar)
+        bar.close()
+        unfinished = tuple(sorted(set(self._pending) | set(self._running)))
+        return SimResult(
+            policy=self.policy.name,
+            outcomes=tuple(self._outcomes),
+            unfinished=unfinished,
+            timeline=tuple(self._timeline),
+            capacity_gpus=sum(self._healthy),
+            rounds=self._rounds,
+            preemptions=self._preemptions,
+            mean_shared_slowdown=self._xi_weighted / self._xi_time if self._xi_time else math.nan,
+            seed=self.config.seed,
+        )
+
+
+def simulate(
+    jobs: Sequence[Job],
+    cluster: Cluster,
+    policy: Policy,
+    profile: Profile,
+    config: SimConfig | None = None,
+    *,
+    progress: bool = False,
+) -> SimResult:
+    """Convenience wrapper: ``Simulator(...).run()`` (see :class:`Simulator`)."""
+    return Simulator(jobs, cluster, policy, profile, config, progress=progress).run()

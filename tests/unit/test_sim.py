@@ -1,0 +1,291 @@
+"""The discrete-event simulator on tiny traces whose JCTs are worked out by hand."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pytest
+
+from scheduling.core import metrics
+from scheduling.core.types import (
+    Cluster,
+    Job,
+    Preempt,
+    RoundDecisions,
+    Snapshot,
+    Start,
+)
+from scheduling.sim.engine import SimConfig, SimResult, SimulationError, simulate
+
+
+def job(jid: int, submit: float, iterations: int, iter_s: float = 1.0, gpus: int = 1, model: str = "m",
+        tenant: str = "t", batch: int = 8) -> Job:
+    return Job(jid, tenant, model, batch, gpus, iterations, submit, iter_s)
+
+
+@dataclass
+class FakeProfile:
+    """Exclusive iteration time = the job's own; ξ from a per-model-pair table; fixed memory."""
+
+    xi: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
+    mem_mb: float = 1000.0
+
+    def iter_time_s(self, job: Job, sub_batch: int) -> float:
+        return job.iter_time_s * (2.0 if sub_batch < job.batch_size else 1.0)
+
+    def memory_mb(self, job: Job, sub_batch: int) -> float:
+        return self.mem_mb
+
+    def sub_batches(self, job: Job, min_sub_batch: int = 1) -> tuple[int, ...]:
+        return (job.batch_size,)
+
+    def slowdown(self, a: Job, sub_a: int, b: Job, sub_b: int) -> tuple[float, float]:
+        if (a.model, b.model) in self.xi:
+            return self.xi[(a.model, b.model)]
+        xb, xa = self.xi[(b.model, a.model)]
+        return xa, xb
+
+
+class Scripted:
+    """A policy that returns the decisions listed for each round instant (and nothing else)."""
+
+    preemptive = True
+
+    def __init__(self, script: dict[float, RoundDecisions], name: str = "scripted") -> None:
+        self.script = script
+        self.name = name
+        self.calls: list[Snapshot] = []
+
+    def decide(self, snapshot: Snapshot, profile: object, *, explain: bool = True) -> RoundDecisions:
+        self.calls.append(snapshot)
+        return self.script.get(snapshot.now, RoundDecisions(self.name, snapshot.now))
+
+
+class Greedy:
+    """Exclusive gangs in ``key`` order, lowest free GPU ids first, no backfilling past a blocked
+    job (a simple FIFO/SJF for engine tests; the real policies are tested elsewhere)."""
+
+    preemptive = False
+
+    def __init__(self, name: str, key: Callable[[Job], tuple]) -> None:
+        self.name = name
+        self.key = key
+
+    def decide(self, snapshot: Snapshot, profile: object, *, explain: bool = True) -> RoundDecisions:
+        used = {g for r in snapshot.running for g in r.placement.gpu_ids}
+        free = [g.id for g in snapshot.cluster.gpus if g.id not in used]
+        starts = []
+        for j in sorted(snapshot.pending, key=self.key):
+            if j.gpus > len(free):
+                break
+            gpus, free = tuple(free[: j.gpus]), free[j.gpus:]
+            starts.append(Start(j.id, gpus, j.batch_size, 1))
+        return RoundDecisions(self.name, snapshot.now, tuple(starts))
+
+
+FIFO = Greedy("fifo", lambda j: (j.submit_time, j.id))
+SJF = Greedy("sjf", lambda j: (j.remaining_time_s, j.submit_time, j.id))
+
+
+def ends(result: SimResult) -> dict[int, float]:
+    return {o.job_id: o.end_time for o in result.outcomes}
+
+
+def one_gpu(memory_mb: int = 49_140) -> Cluster:
+    return Cluster.uniform(1, 1, memory_mb)
+
+
+def test_two_jobs_one_gpu_fifo_waits_for_the_next_round() -> None:
+    # A: 100 it x 1 s from t=0 -> runs 0..100. B arrives at 10; the GPU frees at 100, the next
+    # round is at 120 -> B runs 120..170. JCT A = 100, B = 170 - 10 = 160.
+    jobs = [job(1, 0, 100), job(2, 10, 50)]
+    r = simulate(jobs, one_gpu(), FIFO, FakeProfile())
+    assert ends(r) == {1: 100.0, 2: 170.0}
+    assert sorted(o.jct_s for o in r.outcomes) == [100.0, 160.0]
+    assert {o.job_id: o.queue_s for o in r.outcomes} == {1: 0.0, 2: 110.0}
+    assert r.unfinished == ()
+
+
+def test_round_on_events_starts_at_the_completion() -> None:
+    # Same trace; a round at A's completion (t=100) starts B at once: B ends 150, JCT 140.
+    jobs = [job(1, 0, 100), job(2, 10, 50)]
+    r = simulate(jobs, one_gpu(), FIFO, FakeProfile(), SimConfig(round_on_events=True))
+    assert ends(r) == {1: 100.0, 2: 150.0}
+
+
+def test_round_interval_changes_the_start() -> None:
+    # Rounds every 25 s: A completes at 100, which is a round instant -> B runs 100..150.
+    # Rounds every 40 s: A starts at 0; B starts at the first round after 100, i.e. 120 -> 170;
+    # rounds every 70 s: first round at 0, then 70, 140 -> B runs 140..190.
+    jobs = [job(1, 0, 100), job(2, 10, 50)]
+    assert ends(simulate(jobs, one_gpu(), FIFO, FakeProfile(), SimConfig(round_interval_s=25)))[2] == 150.0
+    assert ends(simulate(jobs, one_gpu(), FIFO, FakeProfile(), SimConfig(round_interval_s=40)))[2] == 170.0
+    assert ends(simulate(jobs, one_gpu(), FIFO, FakeProfile(), SimConfig(round_interval_s=70)))[2] == 190.0
+
+
+def test_arrival_between_rounds_waits_for_the_round() -> None:
+    # A arrives at 5 on an idle cluster: nothing starts before the round at 60 -> ends 60 + 30.
+    r = simulate([job(1, 5, 30)], one_gpu(), FIFO, FakeProfile())
+    assert ends(r) == {1: 90.0}
+    assert r.outcomes[0].queue_s == 55.0
+
+
+def test_sjf_runs_the_short_job_first() -> None:
+    # Both at t=0 on one GPU. SJF: B (50 s) 0..50, A (100 s) from the round at 60 -> 160.
+    # Mean JCT (50 + 160) / 2 = 105. FIFO: A 0..100, B 120..170 -> mean (100 + 170) / 2 = 135.
+    jobs = [job(1, 0, 100), job(2, 0, 50)]
+    sjf = simulate(jobs, one_gpu(), SJF, FakeProfile())
+    fifo = simulate(jobs, one_gpu(), FIFO, FakeProfile())
+    assert ends(sjf) == {1: 160.0, 2: 50.0}
+    assert metrics.mean(o.jct_s for o in sjf.outcomes) == 105.0
+    assert metrics.mean(o.jct_s for o in fifo.outcomes) == 135.0
+
+
+def test_shared_pair_slows_both_until_one_ends() -> None:
+    # A (100 it x 1 s) and B (60 it x 1 s) share GPU 0 from t=0 with xi_A = 1.5, xi_B = 1.2.
+    # B needs 60 x 1.2 = 72 s -> ends 72. A did 72 / 1.5 = 48 it, 52 left alone -> ends 124.
+    profile = FakeProfile(xi={("a", "b"): (1.5, 1.2)})
+    a, b = job(1, 0, 100, model="a"), job(2, 0, 60, model="b")
+    policy = Scripted({0.0: RoundDecisions("scripted", 0.0, (Start(1, (0,), 8, 1), Start(2, (0,), 8, 1)))})
+    r = simulate([a, b], one_gpu(), policy, profile)
+    assert ends(r) == pytest.approx({1: 124.0, 2: 72.0})
+    # Accounting: a shared GPU-second is charged half to each job: A 72/2 + 52 = 88, B 36;
+    # together 124 GPU-s = the busy GPU-time (invariant 7, TESTING.md).
+    charged = {o.job_id: o.gpu_s for o in r.outcomes}
+    assert charged == pytest.approx({1: 88.0, 2: 36.0})
+    util, shared = metrics.utilisation(r.timeline, 1, 0.0, 124.0)
+    assert util == pytest.approx(1.0)
+    assert shared == pytest.approx(72.0 / 124.0)
+    # Time-weighted xi while shared: (1.5 x 72 + 1.2 x 72) / 144 = 1.35.
+    assert r.mean_shared_slowdown == pytest.approx(1.35)
+
+
+def test_gang_runs_at_the_pace_of_its_slowest_gpu() -> None:
+    # A: 2 GPUs, 100 it x 1 s; B shares only GPU 1 with xi_A = 2.0, xi_B = 1.25, 40 it x 1 s.
+    # B ends at 40 x 1.25 = 50; A did 50 / 2 = 25 it there, 75 left -> ends 125.
+    profile = FakeProfile(xi={("a", "b"): (2.0, 1.25)})
+    a, b = job(1, 0, 100, model="a", gpus=2), job(2, 0, 40, model="b")
+    policy = Scripted({0.0: RoundDecisions("scripted", 0.0, (Start(1, (0, 1), 8, 1), Start(2, (1,), 8, 1)))})
+    r = simulate([a, b], Cluster.uniform(1, 2), policy, profile)
+    assert ends(r) == pytest.approx({1: 125.0, 2: 50.0})
+
+
+def test_sub_batch_sets_the_iteration_time() -> None:
+    # The fake profile doubles t_j(b) for b < B: 10 it x 2 s = 20 s.
+    policy = Scripted({0.0: RoundDecisions("scripted", 0.0, (Start(1, (0,), 4, 2),))})
+    assert ends(simulate([job(1, 0, 10)], one_gpu(), policy, FakeProfile())) == {1: 20.0}
+
+
+def test_preemption_keeps_progress_and_pays_the_restart_cost() -> None:
+    # A (100 it x 1 s) runs from 0; at 60 it is preempted (60 it done) for B (30 it, arrived 30):
+    # B runs 60..90. A restarts at the round at 120, makes no progress for 30 s, then needs 40 s
+    # -> ends 190; JCT 190; queueing 120 - 60 = 60 s. B: JCT 90 - 30 = 60, queueing 30 s.
+    script = {
+        0.0: RoundDecisions("scripted", 0.0, (Start(1, (0,), 8, 1),)),
+        60.0: RoundDecisions("scripted", 60.0, (Start(2, (0,), 8, 1),), (Preempt(1, "shorter job"),)),
+        120.0: RoundDecisions("scripted", 120.0, (Start(1, (0,), 8, 1),)),
+    }
+    policy = Scripted(script)
+    r = simulate([job(1, 0, 100), job(2, 30, 30)], one_gpu(), policy, FakeProfile())
+    assert ends(r) == {1: 190.0, 2: 90.0}
+    by_id = {o.job_id: o for o in r.outcomes}
+    assert (by_id[1].queue_s, by_id[1].preemptions, by_id[2].queue_s) == (60.0, 1, 30.0)
+    assert r.preemptions == 1
+    # The snapshot of the round at 120 shows A pending with its progress kept: 60 it, 60 GPU-s.
+    pending = {j.id: j for j in policy.calls[2].pending}
+    a = pending[1]
+    assert (a.iterations_done, a.attained_gpu_s, a.queued_since) == (60.0, 60.0, 60.0)
+    # With restart cost 0 A would end at 160.
+    r0 = simulate([job(1, 0, 100), job(2, 30, 30)], one_gpu(), Scripted(script), FakeProfile(),
+                  SimConfig(restart_cost_s=0))
+    assert ends(r0)[1] == 160.0
+
+
+def test_snapshot_shows_running_progress_and_reuses_pending_jobs() -> None:
+    # A (2 GPUs, 100 it x 2 s) runs from 0; at the round at 60 it has done 30 it and 120 GPU-s.
+    policy = Scripted({0.0: RoundDecisions("scripted", 0.0, (Start(1, (0, 1), 8, 1),))})
+    c = job(3, 0, 10, gpus=4)
+    simulate([job(1, 0, 100, iter_s=2.0, gpus=2), c], Cluster.uniform(1, 2), policy, FakeProfile())
+    snap = policy.calls[1]
+    assert snap.now == 60.0
+    running = snap.running[0].job
+    assert (running.iterations_done, running.attained_gpu_s) == (30.0, 120.0)
+    assert snap.pending[0] is c  # pending jobs are passed as they are, not rebuilt
+
+
+@pytest.mark.parametrize(
+    ("starts", "message"),
+    [
+        ((Start(1, (0,), 8, 1), Start(2, (0,), 8, 1), Start(3, (0,), 8, 1)), "already holds 2"),
+        ((Start(1, (0, 0), 8, 1),), "distinct"),
+        ((Start(1, (5,), 8, 1),), "does not exist"),
+        ((Start(9, (0,), 8, 1),), "unknown job"),
+        ((Start(1, (0,), 3, 1),), "does not divide"),
+    ],
+)
+def test_impossible_decisions_raise(starts: tuple[Start, ...], message: str) -> None:
+    profile = FakeProfile(xi={("m", "m"): (1.1, 1.1)})
+    policy = Scripted({0.0: RoundDecisions("scripted", 0.0, starts)})
+    with pytest.raises(SimulationError, match=message):
+        simulate([job(1, 0, 10), job(2, 0, 10), job(3, 0, 10)], one_gpu(), policy, profile)
+
+
+def test_sharing_beyond_gpu_memory_raises() -> None:
+    # Two jobs of 30,000 MB on a 49,140 MB GPU: 60,000 MB does not fit.
+    profile = FakeProfile(xi={("m", "m"): (1.1, 1.1)}, mem_mb=30_000)
+    policy = Scripted({0.0: RoundDecisions("scripted", 0.0, (Start(1, (0,), 8, 1), Start(2, (0,), 8, 1)))})
+    with pytest.raises(SimulationError, match="exceeds"):
+        simulate([job(1, 0, 10), job(2, 0, 10)], one_gpu(), policy, profile)
+
+
+def test_preempting_a_pending_job_raises() -> None:
+    policy = Scripted({0.0: RoundDecisions("scripted", 0.0, (), (Preempt(1, "x"),))})
+    with pytest.raises(SimulationError, match="not running"):
+        simulate([job(1, 0, 10)], one_gpu(), policy, FakeProfile())
+
+
+def test_job_that_never_fits_is_reported_unfinished() -> None:
+    # A 2-GPU gang on a 1-GPU cluster: the policy can never start it; the run still ends.
+    r = simulate([job(1, 0, 10), job(2, 0, 10, gpus=2)], one_gpu(), FIFO, FakeProfile())
+    assert ends(r) == {1: 10.0}
+    assert r.unfinished == (2,)
+
+
+def _random_trace(n: int, seed: int) -> list[Job]:
+    import random
+
+    rng = random.Random(seed)
+    return [job(i, rng.choice([0, 0, 5, 37, 61, 130, 400]) + rng.random() * 300, rng.randint(5, 400),
+                iter_s=rng.choice([0.5, 1.0, 2.0]), gpus=rng.choice([1, 1, 1, 2, 4]),
+                model=rng.choice("ab")) for i in range(n)]
+
+
+@pytest.mark.parametrize("policy", [FIFO, SJF], ids=lambda p: p.name)
+@pytest.mark.parametrize("on_events", [False, True])
+def test_skipping_idle_rounds_changes_nothing(policy: Greedy, on_events: bool) -> None:
+    jobs = _random_trace(60, seed=7)
+    cluster = Cluster.uniform(2, 4)
+    fast = simulate(jobs, cluster, policy, FakeProfile(), SimConfig(round_on_events=on_events))
+    slow = simulate(jobs, cluster, policy, FakeProfile(),
+                    SimConfig(round_on_events=on_events, skip_idle_rounds=False))
+    assert fast.outcomes == slow.outcomes
+    assert fast.timeline == slow.timeline
+    assert fast.rounds < slow.rounds  # the skipping did skip something
+
+
+def test_same_inputs_same_result() -> None:
+    jobs = _random_trace(40, seed=3)
+    runs = [simulate(jobs, Cluster.uniform(1, 4), SJF, FakeProfile(), SimConfig(seed=5)) for _ in range(2)]
+    assert runs[0] == runs[1]
+    assert runs[0].seed == 5
+    assert len(runs[0].outcomes) == 40
+
+
+def test_config_rejects_bad_values() -> None:
+    with pytest.raises(ValueError, match="round interval"):
+        SimConfig(round_interval_s=0)
+    with pytest.raises(ValueError, match="restart cost"):
+        SimConfig(restart_cost_s=-1)
+    assert math.isclose(SimConfig().restart_cost_s, 30.0)
