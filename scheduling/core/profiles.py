@@ -20,9 +20,9 @@ What the trace gives wins; the profile supplies only what the trace lacks (issue
   the Tiresias/Muri models; estimates **(ours)** for the others).
 - ``ξ`` (MODEL.md §2): each job maps to a Gavel job type — its family at the measured batch size
   nearest (in log) to its sub-batch — and ``ξ = isolated steps/s ÷ co-located steps/s`` of that
-  measured single-V100 pair. Pairs never measured use the table's fitted log-additive predictor
-  ``ln ξ_{a|b} = μ + s_a + g_b`` (**ours**); a job of unknown family gets the table's conservative
-  default for both jobs of the pair. ξ is a per-GPU figure: the same whatever the gang size.
+  measured single-V100 pair. Pairs never measured use the table's fitted :class:`SlowdownPredictor`
+  ``ln ξ_{a|b} = μ + s_a + g_b + h_{F(a),F(b)}`` (**ours**); a job of unknown family gets the table's
+  conservative default for both jobs of the pair. ξ is a per-GPU figure: the same whatever the gang size.
 
 All queries are memoised in plain dicts keyed by ``(model, batch, sub-batch)``-like tuples, so
 policies can call them in hot loops: O(1) after the first call for a key.
@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from scheduling.core.types import Job
@@ -111,10 +112,7 @@ class TableProfile:
             self._measured: dict[str, dict[str, float]] = {
                 a: {b: float(x) for b, x in row.items()} for a, row in _require(table, "slowdowns").items()
             }
-            predictor = _require(table, "predictor")
-            self._mu = float(predictor["mu"])
-            self._sensitivity = {k: float(v) for k, v in predictor["sensitivity"].items()}
-            self._intensity = {k: float(v) for k, v in predictor["intensity"].items()}
+            self.predictor = SlowdownPredictor.from_table(_require(table, "predictor"))
             self.conservative_slowdown = float(_require(table, "conservative_slowdown"))
             self._families = {
                 normalise_model_name(k): str(v) for k, v in _require(table, "model_families").items()
@@ -244,13 +242,9 @@ class TableProfile:
         return self._measured.get(type_a, {}).get(type_b)
 
     def predicted_slowdown(self, type_a: str, type_b: str) -> float:
-        """Predictor's ``ξ_{a|b} = max(1, exp(μ + s_a + g_b))``; conservative default for a job
-        type the predictor was not fitted on."""
-        s_a = self._sensitivity.get(type_a)
-        g_b = self._intensity.get(type_b)
-        if s_a is None or g_b is None:
-            return self.conservative_slowdown
-        return max(1.0, math.exp(self._mu + s_a + g_b))
+        """The predictor's ``ξ_{a|b}``; the conservative default for a job type it was not fitted on."""
+        xi = self.predictor.predict(type_a, type_b)
+        return self.conservative_slowdown if xi is None else xi
 
     def isolated_throughput(self, job_type: str, num_gpus: int) -> float:
         """Isolated throughput (steps/s) of a Gavel job type on ``num_gpus`` V100s.
@@ -307,6 +301,45 @@ class TableProfile:
             return 1.0
         curve = self._curves.get(self.family_of(model_name), ((), ()))
         return samples_per_s(curve, batch) / samples_per_s(curve, sub_batch)
+
+
+@dataclass(frozen=True, slots=True)
+class SlowdownPredictor:
+    """Predicted slowdown of job type ``a`` co-located with ``b`` on one GPU (**ours**)::
+
+        ln ξ_{a|b} = μ + s_a + g_b + h_{F(a),F(b)},    ξ = max(1, exp(…))
+
+    ``s_a`` (``sensitivity``): how much job type ``a`` suffers from sharing; ``g_b``
+    (``intensity``): how much ``b`` hurts its partner; ``h`` (``interaction``, nested
+    ``{family_a: {family_b: h}}``): the extra of that pair of families (``F`` = the Gavel family,
+    e.g. ``"ResNet-50"`` for ``"ResNet-50 (batch size 64)"``). Fitted by ridge least squares on
+    measured pairs (``scheduling.profiles.import_gavel``); a missing ``h`` counts as 0.
+    """
+
+    mu: float
+    sensitivity: Mapping[str, float]
+    intensity: Mapping[str, float]
+    interaction: Mapping[str, Mapping[str, float]]
+
+    @classmethod
+    def from_table(cls, raw: Mapping[str, Any]) -> SlowdownPredictor:
+        """From the table's ``predictor`` section. Raises ``KeyError``/``ValueError`` if malformed."""
+        return cls(
+            float(raw["mu"]),
+            {k: float(v) for k, v in raw["sensitivity"].items()},
+            {k: float(v) for k, v in raw["intensity"].items()},
+            {fa: {fb: float(v) for fb, v in row.items()} for fa, row in raw.get("interaction", {}).items()},
+        )
+
+    def predict(self, type_a: str, type_b: str) -> float | None:
+        """``ξ_{a|b}`` (≥ 1) for two Gavel job types, or ``None`` if either was never fitted."""
+        s_a = self.sensitivity.get(type_a)
+        g_b = self.intensity.get(type_b)
+        if s_a is None or g_b is None:
+            return None
+        fam_a, fam_b = split_gavel_job_type(type_a)[0], split_gavel_job_type(type_b)[0]
+        h = self.interaction.get(fam_a, {}).get(fam_b, 0.0)
+        return max(1.0, math.exp(self.mu + s_a + g_b + h))
 
 
 def _memory_entry(raw: Mapping[str, Any]) -> tuple[float, float, float]:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scheduling.core.profiles import ProfileError, TableProfile, split_gavel_job_type
+from scheduling.core.profiles import ProfileError, SlowdownPredictor, TableProfile, split_gavel_job_type
 from scheduling.datapaths import shared_data_dir
 
 GPU_TYPE = "v100"
@@ -217,45 +217,46 @@ def measured_slowdowns(data: GavelData) -> dict[tuple[str, str], float]:
 
 
 # -------------------------------------------------------------------------------------- predictor
-@dataclass(frozen=True)
-class Predictor:
-    """``ln ξ_{a|b} = μ + s_a + g_b``: ``s`` = how sensitive ``a`` is, ``g`` = how much ``b`` hurts."""
+def fit_predictor(
+    xi: dict[tuple[str, str], float], ridge: float = RIDGE, tol: float = 1e-7, max_sweeps: int = 500
+) -> SlowdownPredictor:
+    """Fit :class:`SlowdownPredictor` to measured ``ξ`` by ridge least squares on ``ln ξ``.
 
-    mu: float
-    sensitivity: dict[str, float]
-    intensity: dict[str, float]
-
-    def predict(self, a: str, b: str, default: float) -> float:
-        """``max(1, exp(μ + s_a + g_b))``; ``default`` if ``a`` or ``b`` was never fitted."""
-        if a not in self.sensitivity or b not in self.intensity:
-            return default
-        return max(1.0, math.exp(self.mu + self.sensitivity[a] + self.intensity[b]))
-
-
-def fit_predictor(xi: dict[tuple[str, str], float], ridge: float = RIDGE, sweeps: int = 200) -> Predictor:
-    """Fit :class:`Predictor` to measured ``ξ`` by ridge-penalised least squares on ``ln ξ``.
-
-    Block coordinate descent (each sweep solves μ, then every ``s_a``, then every ``g_b`` exactly);
-    the objective is convex so it converges to the unique optimum. Raises ``ValueError`` on no data.
+    Minimises ``Σ (ln ξ_{a|b} − μ − s_a − g_b − h_{F(a),F(b)})² + ridge·(Σs² + Σg² + Σh²)`` by block
+    coordinate descent (each block — μ, all ``s``, all ``g``, all ``h`` — is solved exactly in turn);
+    the objective is strictly convex in the penalised terms, so this converges to its unique optimum.
+    Stops when no coefficient moves by more than ``tol``. Raises ``ValueError`` on no data.
     """
     if not xi:
         raise ValueError("no measured pair to fit the predictor on")
-    y = {pair: math.log(v) for pair, v in xi.items()}
-    by_a: dict[str, list[tuple[str, float]]] = {}
-    by_b: dict[str, list[tuple[str, float]]] = {}
-    for (a, b), v in y.items():
-        by_a.setdefault(a, []).append((b, v))
-        by_b.setdefault(b, []).append((a, v))
-    s = dict.fromkeys(by_a, 0.0)
-    g = dict.fromkeys(by_b, 0.0)
+    rows = [
+        (a, b, (split_gavel_job_type(a)[0], split_gavel_job_type(b)[0]), math.log(v))
+        for (a, b), v in xi.items()
+    ]
     mu = 0.0
-    for _ in range(sweeps):
-        mu = statistics.fmean(v - s[a] - g[b] for (a, b), v in y.items())
-        for a, rows in by_a.items():
-            s[a] = sum(v - mu - g[b] for b, v in rows) / (len(rows) + ridge)
-        for b, rows in by_b.items():
-            g[b] = sum(v - mu - s[a] for a, v in rows) / (len(rows) + ridge)
-    return Predictor(mu, s, g)
+    s: dict[str, float] = {a: 0.0 for a, _, _, _ in rows}
+    g: dict[str, float] = {b: 0.0 for _, b, _, _ in rows}
+    h: dict[tuple[str, str], float] = {f: 0.0 for _, _, f, _ in rows}
+    for _ in range(max_sweeps):
+        mu = statistics.fmean(y - s[a] - g[b] - h[f] for a, b, f, y in rows)
+        moved = 0.0
+        for block, key_of in ((s, lambda r: r[0]), (g, lambda r: r[1]), (h, lambda r: r[2])):
+            sums: dict[Any, list[float]] = {}
+            for r in rows:
+                a, b, f, y = r
+                cell = sums.setdefault(key_of(r), [0.0, 0.0])
+                cell[0] += y - mu - s[a] - g[b] - h[f] + block[key_of(r)]
+                cell[1] += 1.0
+            for key, (total, n) in sums.items():
+                new = total / (n + ridge)
+                moved = max(moved, abs(new - block[key]))
+                block[key] = new
+        if moved < tol:
+            break
+    interaction: dict[str, dict[str, float]] = {}
+    for (fa, fb), v in h.items():
+        interaction.setdefault(fa, {})[fb] = v
+    return SlowdownPredictor(mu, s, g, interaction)
 
 
 @dataclass(frozen=True)
@@ -324,7 +325,8 @@ def leave_pairs_out(xi: dict[tuple[str, str], float], folds: int = 10, seed: int
         model = fit_predictor(train)
         median = statistics.median(train.values())
         for p in test:
-            guesses["predictor"][p] = model.predict(p[0], p[1], CONSERVATIVE_SLOWDOWN)
+            predicted = model.predict(p[0], p[1])
+            guesses["predictor"][p] = CONSERVATIVE_SLOWDOWN if predicted is None else predicted
             guesses["median of training pairs"][p] = median
     guesses[f"conservative default ({CONSERVATIVE_SLOWDOWN:g})"] = dict.fromkeys(xi, CONSERVATIVE_SLOWDOWN)
     return [error_row(name, xi, g) for name, g in guesses.items()]
@@ -350,8 +352,9 @@ def _r(x: float) -> float:
     return float(f"{x:.5g}")
 
 
-def build_table(data: GavelData, folds: int = 10) -> dict[str, Any]:
-    """The shipped table (format ``sharewise-profile/1``) from parsed Gavel data."""
+def build_table(data: GavelData, errors: Sequence[ErrorRow], folds: int) -> dict[str, Any]:
+    """The shipped table (format ``sharewise-profile/1``) from parsed Gavel data and the
+    predictor's leave-pairs-out ``errors`` over ``folds`` folds (from :func:`leave_pairs_out`)."""
     xi = measured_slowdowns(data)
     model = fit_predictor(xi)
     families: dict[str, dict[str, list[float]]] = {}
@@ -373,7 +376,6 @@ def build_table(data: GavelData, folds: int = 10) -> dict[str, Any]:
     slowdowns: dict[str, dict[str, float]] = {}
     for (a, b), v in sorted(xi.items()):
         slowdowns.setdefault(a, {})[b] = _r(v)
-    errors = leave_pairs_out(xi, folds)
     return {
         "format": FORMAT,
         "gpu_type": GPU_TYPE,
@@ -382,14 +384,19 @@ def build_table(data: GavelData, folds: int = 10) -> dict[str, Any]:
         "families": families,
         "slowdowns": slowdowns,
         "predictor": {
-            "kind": "ln xi_a|b = mu + sensitivity[a] + intensity[b], ridge least squares (ours)",
+            "kind": "ln xi_a|b = mu + sensitivity[a] + intensity[b] + interaction[family a][family b], "
+            "ridge least squares (ours)",
             "ridge": RIDGE,
             "mu": _r(model.mu),
             "sensitivity": {k: _r(v) for k, v in sorted(model.sensitivity.items())},
             "intensity": {k: _r(v) for k, v in sorted(model.intensity.items())},
+            "interaction": {
+                fa: {fb: _r(v) for fb, v in sorted(row.items())}
+                for fa, row in sorted(model.interaction.items())
+            },
             "leave_pairs_out": {
                 "folds": folds,
-                "pairs": errors[0].n,
+                "xi_values": errors[0].n,
                 **{r.method: {"mae": _r(r.mae), "median_rel": _r(r.median_rel)} for r in errors},
             },
         },
@@ -501,16 +508,15 @@ def validate_lucid(path: Path, profile: TableProfile) -> str:
 
 
 # ----------------------------------------------------------------------------------------- CLI
-def report(data: GavelData, folds: int = 10) -> str:
-    """Leave-pairs-out error table of the predictor and the constant baselines (plain text)."""
-    xi = measured_slowdowns(data)
-    rows = leave_pairs_out(xi, folds)
+def report(xi: dict[tuple[str, str], float], rows: Sequence[ErrorRow], folds: int) -> str:
+    """The leave-pairs-out error table (plain text) of ``rows`` from :func:`leave_pairs_out`."""
     n_unordered = len({tuple(sorted(p)) for p in xi})
     spread = sorted(xi.values())
     title = (
         f"Leave-pairs-out, {folds}-fold over {n_unordered} unordered measured V100 pairs "
-        f"({len(xi)} ξ values; ξ median {statistics.median(spread):.3f}, "
-        f"max {spread[-1]:.2f}). 'optimistic' = ξ guessed >10 % too low."
+        f"({len(xi)} ξ values; measured ξ median {statistics.median(spread):.3f}, max {spread[-1]:.2f}).\n"
+        "optimistic = ξ guessed >10 % too low; same decision = pairwise rule (MODEL.md §2, equal "
+        "remaining times) decides as with the measured ξ"
     )
     return format_rows(title, rows)
 
@@ -552,15 +558,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     src = args.src or default_source()
     try:
         data = read_gavel(src)
-        table = build_table(data, args.folds)
+        xi = measured_slowdowns(data)
+        errors = leave_pairs_out(xi, args.folds)
+        table = build_table(data, errors, args.folds)
         if not args.no_write:
             write_json_atomic(table, args.out)
             print(
                 f"wrote {args.out} ({args.out.stat().st_size:,} bytes) from {src}: "
-                f"{len(table['isolated_steps_per_s'])} job types, {len(measured_slowdowns(data))} measured ξ"
+                f"{len(table['isolated_steps_per_s'])} job types, {len(xi)} measured ξ"
             )
         if args.report:
-            print(report(data, args.folds))
+            print(report(xi, errors, args.folds))
         if args.validate_lucid is not None:
             lucid = (
                 shared_data_dir() / "profiles" / "lucid-colocate.csv"
