@@ -169,7 +169,8 @@ class TableProfile:
                 job_type = family
             else:
                 target = math.log(max(batch, 1))
-                nearest = min(batches, key=lambda m: (abs(math.log(m) - target), m))
+                # rounded so that an exact tie in log (32 between 16 and 64) is a tie despite float error
+                nearest = min(batches, key=lambda m: (round(abs(math.log(m) - target), 9), m))
                 job_type = gavel_job_type(family, nearest)
         self._type_memo[key] = job_type
         return job_type
@@ -276,13 +277,18 @@ class TableProfile:
         """``(static_mb, per_sample_mb)`` of ``model_name`` at global batch ``batch``.
 
         With ``memory_mb`` (the trace's memory at ``batch``): ``static = (1−f)·memory_mb``,
-        ``per_sample = f·memory_mb / batch``. Without: the same from the model's (or family's, or
-        the fallback's) reference memory at its reference batch; the fallback's reference batch is
-        the job's own batch. Raises :class:`ProfileError` for ``batch < 1``.
+        ``per_sample = f·memory_mb / batch``. Without: the same from the reference memory at the
+        reference batch of, in order, the Gavel family spelt exactly (``"ResNet-50"``), the model
+        (``"vgg16"``), the model's family, or the fallback (whose reference batch is the job's own
+        batch). ``f`` comes from the same entry. Raises :class:`ProfileError` for ``batch < 1``.
         """
         if batch < 1:
             raise ProfileError(f"batch size must be at least 1, got {batch}")
-        entry = self._mem_models.get(normalise_model_name(model_name))
+        # A Gavel family name spelt exactly ("ResNet-18", Gavel's CIFAR-10 model) is not the trace
+        # model "resnet18" (ImageNet, the SJF-BSBF figure): exact family names are matched first.
+        entry = self._mem_families.get(split_gavel_job_type(model_name)[0])
+        if entry is None:
+            entry = self._mem_models.get(normalise_model_name(model_name))
         if entry is None:
             entry = self._mem_families.get(self.family_of(model_name))
         ref_batch: float

@@ -309,7 +309,9 @@ def error_row(
     )
 
 
-def leave_pairs_out(xi: dict[tuple[str, str], float], folds: int = 10, seed: int = 0) -> list[ErrorRow]:
+def leave_pairs_out(
+    xi: dict[tuple[str, str], float], folds: int = 10, seed: int = 0, ridge: float = RIDGE
+) -> list[ErrorRow]:
     """k-fold cross-validation over unordered pairs: fit on k−1 folds, predict the held-out one.
 
     Both directions of a pair (and a job type with itself) are held out together. Compares the
@@ -322,7 +324,7 @@ def leave_pairs_out(xi: dict[tuple[str, str], float], folds: int = 10, seed: int
         held = {p for i, p in enumerate(unordered) if i % folds == k}
         test = [p for p in xi if tuple(sorted(p)) in held]
         train = {p: v for p, v in xi.items() if tuple(sorted(p)) not in held}
-        model = fit_predictor(train)
+        model = fit_predictor(train, ridge)
         median = statistics.median(train.values())
         for p in test:
             predicted = model.predict(p[0], p[1])
