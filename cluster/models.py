@@ -336,10 +336,9 @@ class Job(models.Model):
         its ``submitted`` event are written in one transaction.
         """
         digest = request_digest(fields)
-        if idempotency_key is not None:
-            existing = cls.objects.filter(tenant=tenant, idempotency_key=idempotency_key).first()
-            if existing is not None:
-                return existing.replay(digest), False
+        earlier = cls.earlier_submission(tenant, idempotency_key)
+        if earlier is not None:
+            return earlier.replay(digest), False
         try:
             with transaction.atomic():
                 job = cls.objects.create(
@@ -351,13 +350,19 @@ class Job(models.Model):
                 )
                 JobEvent.objects.create(job=job, kind=JobEvent.Kind.SUBMITTED, at=job.submitted_at)
         except IntegrityError:
-            winner = None
-            if idempotency_key is not None:
-                winner = cls.objects.filter(tenant=tenant, idempotency_key=idempotency_key).first()
+            # Lost a race with a concurrent submission of the same key: answer with the winner.
+            winner = cls.earlier_submission(tenant, idempotency_key)
             if winner is None:
                 raise
             return winner.replay(digest), False
         return job, True
+
+    @classmethod
+    def earlier_submission(cls, tenant: Tenant, idempotency_key: str | None) -> Job | None:
+        """The tenant's job submitted with ``idempotency_key``, or ``None`` (always for no key)."""
+        if idempotency_key is None:
+            return None
+        return cls.objects.filter(tenant=tenant, idempotency_key=idempotency_key).first()
 
     def replay(self, digest: str) -> Job:
         """This job, as the answer to a repeated submission with fields of ``digest``.

@@ -1,0 +1,45 @@
+"""Fuzz every operation of the OpenAPI schema with schemathesis, as a tenant member: never a 5xx.
+
+The requests go to the WSGI app in-process (no server). Examples per operation are kept modest
+so the suite stays quick; throttling is off so submissions are not cut short by 429s.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, Phase, settings
+from rest_framework.authtoken.models import Token
+from schemathesis.checks import not_a_server_error
+
+from config.wsgi import application
+from tests.api.conftest import rest_settings
+
+
+@pytest.fixture
+def api_schema(db: None) -> Any:
+    return schemathesis.openapi.from_wsgi("/api/schema/?format=json", application)
+
+
+schema = schemathesis.pytest.from_fixture("api_schema")
+
+
+@pytest.fixture
+def alice_token(alice: Any, cluster: Any, alice_job: Any, settings: Any) -> str:
+    """Alice's token, with a cluster and one job of hers present, and no submission throttle."""
+    settings.REST_FRAMEWORK = rest_settings(job_submit=None)
+    return Token.objects.get(user=alice).key
+
+
+@schema.parametrize()
+@settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=list(HealthCheck),
+)
+def test_no_server_errors(case: Any, alice_token: str) -> None:
+    case.call_and_validate(headers={"Authorization": f"Token {alice_token}"}, checks=[not_a_server_error])

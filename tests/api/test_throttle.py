@@ -1,0 +1,70 @@
+"""Per-tenant throttling of job submissions (rate from settings; a fake clock, no sleeping)."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import override_settings
+from rest_framework.test import APIClient
+
+from cluster.models import Job
+from cluster.throttles import SubmissionThrottle
+from tests.api.conftest import JOBS_URL, job_body, rest_settings
+
+
+class FakeClock:
+    """A settable ``time.time`` stand-in for the throttle."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    fake = FakeClock()
+    monkeypatch.setattr(SubmissionThrottle, "timer", fake)
+    return fake
+
+
+@override_settings(REST_FRAMEWORK=rest_settings(job_submit="2/min"))
+def test_third_submission_in_a_minute_is_429(alice_api: APIClient, clock: FakeClock) -> None:
+    assert alice_api.post(JOBS_URL, job_body(), format="json").status_code == 201
+    clock.now += 10
+    assert alice_api.post(JOBS_URL, job_body(), format="json").status_code == 201
+    clock.now += 10
+    response = alice_api.post(JOBS_URL, job_body(), format="json")
+    assert response.status_code == 429
+    # The oldest of the two counted submissions leaves the 60 s window 60 - 20 = 40 s from now.
+    assert response.json()["retry_after"] == 40
+    assert response.json()["error"].startswith("Request was throttled.")
+    assert Job.objects.count() == 2
+    clock.now += 40.5
+    assert alice_api.post(JOBS_URL, job_body(), format="json").status_code == 201
+
+
+@override_settings(REST_FRAMEWORK=rest_settings(job_submit="2/min"))
+def test_budget_is_per_tenant_and_shared_by_its_members(
+    alice_api: APIClient, bob_api: APIClient, charlie_api: APIClient, clock: FakeClock
+) -> None:
+    assert alice_api.post(JOBS_URL, job_body(), format="json").status_code == 201
+    assert bob_api.post(JOBS_URL, job_body(), format="json").status_code == 201
+    assert alice_api.post(JOBS_URL, job_body(), format="json").status_code == 429
+    assert bob_api.post(JOBS_URL, job_body(), format="json").status_code == 429
+    assert charlie_api.post(JOBS_URL, job_body(gpus=1), format="json").status_code == 201
+
+
+@override_settings(REST_FRAMEWORK=rest_settings(job_submit="1/min"))
+def test_reads_and_cancels_are_not_throttled(alice_api: APIClient, clock: FakeClock) -> None:
+    job = alice_api.post(JOBS_URL, job_body(), format="json").json()
+    for _ in range(3):
+        assert alice_api.get(JOBS_URL).status_code == 200
+        assert alice_api.get(f"{JOBS_URL}{job['id']}/").status_code == 200
+    assert alice_api.post(f"{JOBS_URL}{job['id']}/cancel/").status_code == 200
+
+
+@override_settings(REST_FRAMEWORK=rest_settings(job_submit=None))
+def test_no_rate_means_no_throttle(alice_api: APIClient, clock: FakeClock) -> None:
+    for _ in range(5):
+        assert alice_api.post(JOBS_URL, job_body(), format="json").status_code == 201
