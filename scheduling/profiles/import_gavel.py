@@ -47,7 +47,7 @@ DEFAULT_OUT = Path(__file__).resolve().parent / "default.json"
 CONSERVATIVE_SLOWDOWN = 2.0
 """ξ assumed for both jobs of a pair with a model of unknown family **(ours)**: plain time-slicing
 (each job gets the GPU half the time). With it the pairwise rule of MODEL.md §2 shares only when the
-waiting job is much shorter than the resident one (``A < B/2``), never for equal jobs; about 72 % of
+waiting job is much shorter than the resident one (``A < B/2``), never for equal jobs; about 73 % of
 the measured Gavel V100 pairs do better than this."""
 
 RIDGE = 1.0
