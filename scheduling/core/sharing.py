@@ -116,22 +116,29 @@ def plan_pair(
         for sub in profile.sub_batches(incoming, min_sub_batch)
         if profile.memory_mb(incoming, sub) <= room_mb
     ]
-    return best_option(options, resident_remaining_s(profile, resident, resident_sub_batch))
+    b_s = resident_remaining_s(profile, resident, resident_sub_batch)
+    best = best_option(options, b_s)
+    if best is None:
+        return None
+    t_con, t_seq, index = best
+    sub, xi_a, xi_b, a_s = options[index]
+    return PairPlan(sub, xi_a, xi_b, a_s, b_s, t_seq, t_con)
 
 
 SubBatchOption = tuple[int, float, float, float]
 """``(sub_batch, ξ_incoming, ξ_resident, A)``: one memory-feasible way for a job to share (A in s)."""
 
 
-def best_option(options: Sequence[SubBatchOption], b_s: float) -> PairPlan | None:
-    """The option minimising ``T_con`` against a resident of remaining time ``b_s`` (s); ties keep
-    the earlier option (the larger sub-batch when ``options`` run largest first). ``None`` if
-    ``options`` is empty. Shared by :func:`plan_pair` and the SJF-BSBF policy's hot loop."""
-    best: PairPlan | None = None
-    for sub, xi_a, xi_b, a_s in options:
+def best_option(options: Sequence[SubBatchOption], b_s: float) -> tuple[float, float, int] | None:
+    """``(T_con, T_seq, index)`` of the option minimising ``T_con`` against a resident of remaining
+    time ``b_s`` (s); ties keep the earlier option (the larger sub-batch when ``options`` run
+    largest first). ``None`` if ``options`` is empty. Shared by :func:`plan_pair` and the SJF-BSBF
+    policy's hot loop."""
+    best: tuple[float, float, int] | None = None
+    for index, (_, xi_a, xi_b, a_s) in enumerate(options):
         t_seq, t_con = _pair_times(a_s, b_s, xi_a, xi_b)
-        if best is None or t_con < best.t_con_s:
-            best = PairPlan(sub, xi_a, xi_b, a_s, b_s, t_seq, t_con)
+        if best is None or t_con < best[0]:
+            best = (t_con, t_seq, index)
     return best
 
 

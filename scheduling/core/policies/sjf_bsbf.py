@@ -9,11 +9,10 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left, bisect_right, insort
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from scheduling.core.placement import CachedProfile, Resident, RoundState, SharePlan, sharing_round
+from scheduling.core.placement import CachedProfile, Resident, RoundState, SharePlan, cached, sharing_round
 from scheduling.core.sharing import (
-    PairPlan,
     SubBatchOption,
     benefit_threshold_s,
     best_option,
@@ -23,19 +22,47 @@ from scheduling.core.sharing import (
 )
 from scheduling.core.types import Job, JobId, Profile, RoundDecisions, Snapshot
 
-_ENTRY_MAX = (math.inf, math.inf)
+_Options = tuple[tuple[int, float, float, float], ...]
+_Fits = tuple[_Options, bool]
+"""``((sub_batch, ξ_job, ξ_resident, c), ...)`` per memory-feasible sub-batch, with ``c`` the benefit
+threshold per second of ``A`` (:func:`~scheduling.core.sharing.benefit_threshold_s` at ``A = 1``),
+and whether every ``ξ`` is ≥ 1 (then ``T_con ≥ (A + B)/2`` bounds the search)."""
 
 
 @dataclass(slots=True)
 class _Group:
     """Residents that look alike to every waiting job: same shape (model, batch size, GPUs,
     memory), same sub-batch and same memory room — so memory fit and ``ξ`` are shared, and only
-    ``B`` differs. ``entries`` are ``(B, submit_time, id)``, sorted."""
+    ``B`` differs. ``entries`` are ``(B, submit_time, id)``, sorted; ``number`` is the key's id in
+    the policy's :class:`_Memo`."""
 
+    key: tuple
+    number: int
     sample: Job
     sub_batch: int
     room_mb: float
-    entries: list[tuple[float, float, JobId]]
+    entries: list[tuple[float, float, JobId]] = field(default_factory=list)
+
+
+class _Memo:
+    """What a policy object remembers between rounds for one profile: its :class:`CachedProfile`,
+    small integer ids of job shapes and group keys, and the options of each (shape, group) pair.
+    Pure caches — decisions never depend on them; dropped when the profile object changes or when
+    they grow past :attr:`LIMIT` entries."""
+
+    LIMIT = 200_000
+
+    def __init__(self, profile: Profile) -> None:
+        self.source = profile
+        self.profile = cached(profile)
+        self.shape_ids: dict[tuple, int] = {}
+        self.group_ids: dict[tuple, int] = {}
+        self.fits: dict[tuple[int, int], tuple[_Fits, _Fits]] = {}
+
+    def fresh(self, profile: Profile) -> _Memo:
+        """This memo, or a new one for another profile object or when the caches grew too big."""
+        size = len(self.fits) + len(self.shape_ids) + len(self.group_ids)
+        return self if profile is self.source and size < self.LIMIT else _Memo(profile)
 
 
 class BestBenefitFinder:
@@ -52,12 +79,12 @@ class BestBenefitFinder:
     the residents that cannot pay, and a heap merges the groups in ascending ``T_con``.
     """
 
-    def __init__(self, state: RoundState, profile: CachedProfile) -> None:
-        self._profile = profile
+    def __init__(self, state: RoundState, memo: _Memo) -> None:
+        self._memo = memo
+        self._profile = memo.profile
         self._min_sub = state.min_sub_batch
         self._groups: dict[tuple, _Group] = {}
-        self._where: dict[JobId, tuple[Resident, tuple, float]] = {}
-        self._options: dict[tuple, tuple[tuple[int, float, float], ...]] = {}
+        self._where: dict[JobId, tuple[Resident, _Group, float]] = {}
         for resident in state.residents.values():
             self.added(resident)
 
@@ -68,84 +95,101 @@ class BestBenefitFinder:
         b_s = resident_remaining_s(self._profile, job, resident.sub_batch)
         group = self._groups.get(key)
         if group is None:
-            group = self._groups[key] = _Group(job, resident.sub_batch, resident.room_mb, [])
+            number = self._memo.group_ids.setdefault(key, len(self._memo.group_ids))
+            group = self._groups[key] = _Group(key, number, job, resident.sub_batch, resident.room_mb)
         insort(group.entries, (b_s, job.submit_time, job.id))
-        self._where[job.id] = (resident, key, b_s)
+        self._where[job.id] = (resident, group, b_s)
 
     def removed(self, resident: Resident) -> None:
-        """Drop a withdrawn resident."""
+        """Drop a withdrawn resident (an emptied group is dropped too, keeping the scans short)."""
         job = resident.job
-        _, key, b_s = self._where.pop(job.id)
-        entries = self._groups[key].entries
+        _, group, b_s = self._where.pop(job.id)
+        entries = group.entries
         del entries[bisect_left(entries, (b_s, job.submit_time, job.id))]
         if not entries:
-            del self._groups[key]
+            del self._groups[group.key]
 
-    def _fits(self, job: Job, shape: tuple, key: tuple, group: _Group
-              ) -> tuple[tuple[int, float, float], ...]:
-        """``(sub_batch, ξ_job, ξ_resident)`` for each sub-batch of ``job`` fitting the group's room."""
-        options = self._options.get((shape, key))
-        if options is None:
-            p = self._profile
-            options = tuple(
-                (sub, *p.slowdown(job, sub, group.sample, group.sub_batch))
-                for sub in p.sub_batches(job, self._min_sub)
-                if p.memory_mb(job, sub) <= group.room_mb
-            )
-            self._options[(shape, key)] = options
-        return options
+    def _fits(self, job: Job, group: _Group) -> tuple[_Fits, _Fits]:
+        """The job's sub-batches fitting the group's memory room (:data:`_Fits`): all of them, and
+        only those not dominated by a larger sub-batch with ``ξ`` no higher on both sides — the
+        latter is valid when the job's iteration time does not fall as its sub-batch shrinks,
+        since ``T_con`` grows with ``A``, ``ξ_a`` and ``ξ_b`` (MODEL.md §2 formulas)."""
+        p = self._profile
+        every: list[tuple[int, float, float, float]] = []
+        kept: list[tuple[int, float, float, float]] = []
+        for sub in p.sub_batches(job, self._min_sub):
+            if p.memory_mb(job, sub) > group.room_mb:
+                continue
+            xi_a, xi_b = p.slowdown(job, sub, group.sample, group.sub_batch)
+            option = (sub, xi_a, xi_b, benefit_threshold_s(1.0, xi_a, xi_b))
+            every.append(option)
+            if not any(k[1] <= xi_a and k[2] <= xi_b for k in kept):
+                kept.append(option)
+        return _with_bound(every), _with_bound(kept)
 
     def find(self, job: Job, need: int) -> SharePlan | str:
         """Beneficial partners for ``need`` GPUs in ascending ``T_con``, or why the job waits."""
         p = self._profile
         shape = CachedProfile.shape(job)
+        shape_ids = self._memo.shape_ids
+        shape_id = shape_ids.setdefault(shape, len(shape_ids))
+        memo_fits = self._memo.fits
+        subs = p.sub_batches(job, self._min_sub)
         remaining = job.remaining_iterations
-        a_of: dict[int, float] = {}
-        heap: list[tuple[float, float, JobId, int, tuple, list[SubBatchOption], PairPlan]] = []
+        a_of = {sub: remaining * p.iter_time_s(job, sub) for sub in subs}
+        # a smaller sub-batch is never faster → dominated options may be dropped (see _fits)
+        prune = int(all(a_of[big] <= a_of[small] for big, small in zip(subs, subs[1:], strict=False)))
+        # Residents with B at or below every option's benefit threshold cannot pay: a group whose
+        # largest B is that low is skipped, the others are entered past that B by bisection (a
+        # relative margin keeps rounding from skipping one that pays; each is judged exactly).
+        # Lower bound (ξ ≥ 1 on both sides): T_con ≥ (A + B)/2 — each branch of the formula is at
+        # least that — so groups are visited in ascending (A_min + smallest B that may pay)/2 and
+        # only while that bound could still match the best T_con found (ties included).
+        a_min = min(a_of.values())
+        candidates: list[tuple[float, int, _Group, _Options, float]] = []
         fitting = 0
-        for key, group in self._groups.items():
-            fits = self._fits(job, shape, key, group)
+        for position, group in enumerate(self._groups.values()):
+            both = memo_fits.get((shape_id, group.number))
+            if both is None:
+                both = memo_fits[(shape_id, group.number)] = self._fits(job, group)
+            fits, bounded = both[prune]
             if not fits:
                 continue
-            fitting += len(group.entries)
-            options: list[SubBatchOption] = []
-            threshold = math.inf
-            for sub, xi_a, xi_b in fits:
-                a_s = a_of.get(sub)
-                if a_s is None:
-                    a_s = a_of[sub] = remaining * p.iter_time_s(job, sub)
-                options.append((sub, xi_a, xi_b, a_s))
-                threshold = min(threshold, benefit_threshold_s(a_s, xi_a, xi_b))
-            # residents with B at or below every option's threshold cannot pay; a relative margin
-            # keeps rounding from skipping one that does (it is then judged exactly)
-            start = bisect_right(group.entries, (threshold * (1 - 1e-9), math.inf))
-            self._push_next(heap, key, group, options, start)
+            entries = group.entries
+            fitting += len(entries)
+            threshold = min(c * a_of[sub] for sub, _, _, c in fits) * (1 - 1e-9)
+            if threshold >= entries[-1][0]:
+                continue
+            bound = (a_min + max(entries[0][0], threshold)) * 0.5 if bounded else -math.inf
+            candidates.append((bound, position, group, fits, threshold))
+        candidates.sort(key=_first)
+        heap: list[tuple] = []
         partners: list[tuple[Resident, tuple[int, ...]]] = []
-        subs: list[int] = []
+        subs_chosen: list[int] = []
         got = 0
-        while heap and got < need:
-            _, _, job_id, index, key, options, plan = heapq.heappop(heap)
+        visited = 0
+        while got < need:
+            best = heap[0][0] if heap else math.inf
+            while visited < len(candidates) and candidates[visited][0] <= best:
+                _, _, group, fits, threshold = candidates[visited]
+                visited += 1
+                options = [(sub, xi_a, xi_b, a_of[sub]) for sub, xi_a, xi_b, _ in fits]
+                start = bisect_right(group.entries, (threshold, math.inf)) if threshold > 0 else 0
+                _push_next(heap, group, options, start)
+                best = heap[0][0] if heap else math.inf
+            if not heap:
+                break
+            _, _, job_id, index, group, options, sub = heapq.heappop(heap)
             resident = self._where[job_id][0]
             take = resident.gpu_ids[: need - got]
             partners.append((resident, take))
-            subs.append(plan.sub_batch)
+            subs_chosen.append(sub)
             got += len(take)
-            self._push_next(heap, key, self._groups[key], options, index + 1)
+            _push_next(heap, group, options, index + 1)
         if got < need:
             return (f"needs {need} more GPUs than the idle ones; sharing pays (T_con < T_seq) on only "
                     f"{got} resident GPUs ({fitting} resident jobs have memory room for it)")
-        return self._plan(job, partners, min(subs))
-
-    def _push_next(self, heap: list, key: tuple, group: _Group, options: list[SubBatchOption],
-                   index: int) -> None:
-        """Push the group's first beneficial resident at or after ``index``, if any."""
-        entries = group.entries
-        for i in range(index, len(entries)):
-            b_s, submit, job_id = entries[i]
-            plan = best_option(options, b_s)
-            if plan is not None and plan.beneficial:
-                heapq.heappush(heap, (plan.t_con_s, submit, job_id, i, key, options, plan))
-                return
+        return self._plan(job, partners, min(subs_chosen))
 
     def _plan(self, job: Job, partners: list[tuple[Resident, tuple[int, ...]]], sub: int) -> SharePlan | str:
         """Settle one sub-batch for the whole gang (the smallest the pairs chose, so memory fits every
@@ -190,6 +234,32 @@ class SjfBsbfPolicy:
     name = "sjf-bsbf"
     preemptive = False
 
+    def __init__(self) -> None:
+        self._memo: _Memo | None = None
+
     def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:
-        """Decisions for this round; deterministic, mutates nothing."""
-        return sharing_round(snapshot, profile, self.name, BestBenefitFinder, explain=explain)
+        """Decisions for this round; deterministic, mutates none of its inputs (it keeps pure caches
+        of profile answers between rounds, see :class:`_Memo`)."""
+        memo = self._memo = _Memo(profile) if self._memo is None else self._memo.fresh(profile)
+        return sharing_round(snapshot, memo.profile, self.name,
+                             lambda state, _profile: BestBenefitFinder(state, memo), explain=explain)
+
+
+def _push_next(heap: list, group: _Group, options: list[SubBatchOption], index: int) -> None:
+    """Push the group's first resident at or after ``index`` with whom sharing pays, as
+    ``(T_con, submit_time, id, index, group, options, sub_batch)``."""
+    entries = group.entries
+    for i in range(index, len(entries)):
+        b_s, submit, job_id = entries[i]
+        best = best_option(options, b_s)
+        if best is not None and best[0] < best[1]:
+            heapq.heappush(heap, (best[0], submit, job_id, i, group, options, options[best[2]][0]))
+            return
+
+
+def _with_bound(options: list[tuple[int, float, float, float]]) -> _Fits:
+    return tuple(options), all(xi_a >= 1 and xi_b >= 1 for _, xi_a, xi_b, _ in options)
+
+
+def _first(candidate: tuple) -> tuple[float, int]:
+    return candidate[0], candidate[1]
