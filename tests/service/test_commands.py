@@ -1,0 +1,96 @@
+"""Admin management commands: create_tenant, add_node, load_cluster (clear errors, nothing half-written)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+from rest_framework.test import APIClient
+
+from cluster.management.commands.load_cluster import parse_shape
+from cluster.models import GPU, Membership, Node, Quota, Tenant
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str) -> str:
+    out = StringIO()
+    call_command(*args, stdout=out, stderr=StringIO())
+    return out.getvalue().strip()
+
+
+def test_create_tenant_prints_a_working_token(db: None) -> None:
+    token = run("create_tenant", "team-x", "--quota-gpus", "6", "--borrow-limit", "2")
+    tenant = Tenant.objects.get(name="team-x")
+    assert list(Quota.objects.filter(tenant=tenant).values_list("guaranteed_gpus", "borrow_limit")) == [
+        (6, 2)
+    ]
+    member = Membership.objects.get(tenant=tenant)
+    assert (member.user.username, member.role) == ("team-x-owner", "owner")
+    response = APIClient(HTTP_AUTHORIZATION=f"Token {token}").get("/api/v1/tenant/")
+    assert response.status_code == 200 and response.json()["name"] == "team-x"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["team-a", "--quota-gpus", "1"], "a tenant named 'team-a' already exists"),
+        (["team-z", "--quota-gpus", "1", "--username", "alice"], "a user named 'alice' already exists"),
+        (["Team Z", "--quota-gpus", "1"], "bad tenant name 'Team Z'"),
+        (["team-z", "--quota-gpus", "-1"], "non-negative"),
+    ],
+)
+def test_create_tenant_errors(alice: object, args: list[str], message: str) -> None:
+    with pytest.raises(CommandError, match=message):
+        run("create_tenant", *args)
+    assert not Tenant.objects.filter(name__in=["team-z", "Team Z"]).exists()
+
+
+def test_add_node_prints_its_agent_token(db: None) -> None:
+    token = run("add_node", "gpu-box", "--gpus", "8", "--gpu-memory-mb", "49140", "--gpu-type", "v100")
+    node = Node.objects.get(name="gpu-box")
+    assert node.check_agent_token(token)
+    assert node.gpus.count() == 8 and set(node.gpus.values_list("memory_mb", flat=True)) == {49_140}
+    with pytest.raises(CommandError, match="a node named 'gpu-box' already exists"):
+        run("add_node", "gpu-box")
+    assert GPU.objects.count() == 8
+
+
+def test_load_cluster_names_nodes_like_the_simulator(db: None) -> None:
+    run("load_cluster", "3x2", "--gpu-type", "a100", "--gpu-memory-mb", "40000")
+    # Same names as scheduling.core.types.Cluster.uniform(3, 2): node-00, node-01, node-02.
+    assert list(Node.objects.values_list("name", flat=True)) == ["node-00", "node-01", "node-02"]
+    assert GPU.objects.filter(gpu_type="a100", memory_mb=40_000).count() == 6  # 3 x 2
+    with pytest.raises(CommandError, match="nodes already exist: node-00, node-01"):
+        run("load_cluster", "2x2")
+    assert Node.objects.count() == 3
+
+
+@pytest.mark.parametrize("shape", ["4y8", "0x8", "4x0", "4x65", "x8", "4x", "", "4x8x2", "-1x8"])
+def test_bad_shapes(shape: str) -> None:
+    with pytest.raises(ValueError, match="NODESxGPUS|1 to 64 GPUs"):
+        parse_shape(shape)
+
+
+def test_parse_shape() -> None:
+    assert parse_shape("4x8") == (4, 8)
+    assert parse_shape(" 16X4 ") == (16, 4)
+
+
+def test_cli_errors_are_one_line_without_traceback(tmp_path: Path) -> None:
+    """Run as an admin would: the error is a message and a non-zero exit, not a traceback."""
+    env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}", "PATH": "/usr/bin:/bin"}
+    result = subprocess.run(
+        [sys.executable, "manage.py", "load_cluster", "lots"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 1
+    expected = "cluster shape must look like NODESxGPUS, e.g. 4x8 (1-9999 nodes, 1-64 GPUs), got 'lots'"
+    assert result.stderr.strip() == f"CommandError: {expected}"

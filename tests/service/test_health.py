@@ -1,0 +1,30 @@
+"""/healthz (process alive) and /readyz (database reachable)."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import OperationalError
+from django.db.backends.utils import CursorWrapper
+from django.test import Client
+
+
+def test_healthz(db: None) -> None:
+    response = Client().get("/healthz")
+    assert response.status_code == 200 and response.json() == {"status": "ok"}
+
+
+def test_readyz_when_the_database_answers(db: None) -> None:
+    response = Client().get("/readyz")
+    assert response.status_code == 200
+    assert response.json()["status"] == "ok"
+
+
+def test_readyz_is_503_when_the_database_fails(db: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    def down(self: CursorWrapper, sql: str, params: object = None) -> None:
+        raise OperationalError("connection refused")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(CursorWrapper, "execute", down)
+        response = Client().get("/readyz")
+    assert response.status_code == 503
+    assert response.json() == {"status": "unavailable", "error": "database unreachable: connection refused"}
