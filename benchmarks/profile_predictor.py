@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.lucid:
             lucid = args.src.parent / "lucid-colocate.csv"
             print(import_gavel.validate_lucid(lucid, load_profile(DEFAULT_PROFILE_PATH)))
-    except import_gavel.ImportError_ as exc:
+    except import_gavel.GavelImportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(query_speed(10_000, args.repeat))

@@ -83,8 +83,8 @@ class TableProfile:
 
     ``table`` is the dict written by ``scheduling.profiles.import_gavel`` (format
     ``sharewise-profile/1``). Raises :class:`ProfileError` when a required section is missing or
-    malformed. Instances are not thread-safe only in the benign sense that two threads may both fill
-    the same memo entry with the same value.
+    malformed. The memo dicts only ever gain entries that are pure functions of their keys, so
+    sharing an instance between threads is safe (two threads may compute the same entry twice).
     """
 
     def __init__(self, table: Mapping[str, Any]) -> None:

@@ -138,7 +138,7 @@ SOURCE: dict[str, str] = {
 }
 
 
-class ImportError_(Exception):
+class GavelImportError(Exception):
     """The source file is missing or malformed (message for the command line)."""
 
 
@@ -167,30 +167,36 @@ def _parse_key(raw: str) -> tuple[str, int]:
         and isinstance(value[1], int)
         and value[1] >= 1
     ):
-        raise ImportError_(f"bad job key {raw!r}: expected \"('<job type>', <num_gpus>)\"")
+        raise GavelImportError(f"bad job key {raw!r}: expected \"('<job type>', <num_gpus>)\"")
     return value[0], value[1]
 
 
 def read_gavel(path: Path) -> GavelData:
-    """Parse Gavel's throughput JSON (V100 section). Raises :class:`ImportError_` with a message."""
+    """Parse Gavel's throughput JSON (V100 section). Raises :class:`GavelImportError` with a message."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ImportError_(f"source file not found: {path}") from None
+        raise GavelImportError(f"source file not found: {path}") from None
+    except UnicodeDecodeError:
+        raise GavelImportError(
+            f"{path} is not UTF-8 text: is it Gavel's simulation_throughputs.json?"
+        ) from None
     except OSError as exc:
-        raise ImportError_(f"cannot read {path}: {exc.strerror}") from None
+        raise GavelImportError(f"cannot read {path}: {exc.strerror}") from None
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ImportError_(f"{path} is not valid JSON: {exc}") from None
+        raise GavelImportError(f"{path} is not valid JSON: {exc}") from None
     if not isinstance(raw, dict) or not isinstance(raw.get(GPU_TYPE), dict) or not raw[GPU_TYPE]:
-        raise ImportError_(f"{path} has no '{GPU_TYPE}' section: is it Gavel's simulation_throughputs.json?")
+        raise GavelImportError(
+            f"{path} has no '{GPU_TYPE}' section: is it Gavel's simulation_throughputs.json?"
+        )
     isolated: dict[tuple[str, int], float] = {}
     pairs: dict[tuple[str, str], tuple[float, float]] = {}
     for key, entry in raw[GPU_TYPE].items():
         job = _parse_key(key)
         if not isinstance(entry, dict) or not isinstance(entry.get("null"), int | float):
-            raise ImportError_(f"{GPU_TYPE} {key}: no isolated throughput ('null' entry)")
+            raise GavelImportError(f"{GPU_TYPE} {key}: no isolated throughput ('null' entry)")
         if entry["null"] > 0:
             isolated[job] = float(entry["null"])
         for other_key, value in entry.items():
@@ -200,14 +206,14 @@ def read_gavel(path: Path) -> GavelData:
             if not (
                 isinstance(value, list) and len(value) == 2 and all(isinstance(v, int | float) for v in value)
             ):
-                raise ImportError_(f"{GPU_TYPE} {key} with {other_key}: expected [steps/s, steps/s]")
+                raise GavelImportError(f"{GPU_TYPE} {key} with {other_key}: expected [steps/s, steps/s]")
             if job[1] == 1 and other[1] == 1 and value[0] > 0 and value[1] > 0:
                 pairs[(job[0], other[0])] = (float(value[0]), float(value[1]))
     if not pairs:
-        raise ImportError_(f"{path}: no measured single-GPU pair on {GPU_TYPE}")
+        raise GavelImportError(f"{path}: no measured single-GPU pair on {GPU_TYPE}")
     for a, b in pairs:
         if (a, 1) not in isolated or (b, 1) not in isolated:
-            raise ImportError_(f"{path}: pair ({a!r}, {b!r}) lacks an isolated throughput")
+            raise GavelImportError(f"{path}: pair ({a!r}, {b!r}) lacks an isolated throughput")
     return GavelData(isolated, pairs)
 
 
@@ -338,7 +344,7 @@ def format_rows(title: str, rows: Iterable[ErrorRow]) -> str:
     """A plain-text table of :class:`ErrorRow`."""
     lines = [
         title,
-        f"{'method':<34}{'pairs':>6}{'MAE ξ':>8}{'med rel':>9}{'p90 rel':>9}"
+        f"{'method':<34}{'ξ':>6}{'MAE ξ':>8}{'med rel':>9}{'p90 rel':>9}"
         f"{'optimistic':>11}{'same decision':>15}",
     ]
     for r in rows:
@@ -447,13 +453,15 @@ def validate_lucid(path: Path, profile: TableProfile) -> str:
 
     Lucid's ``speed1``/``speed2`` are co-located speeds normalised by the solo speed, so
     ``ξ = 1/speed``. Only fp32 (``amp == 0``) single-GPU rows of mapped models are used. Raises
-    :class:`ImportError_` on a missing or malformed file.
+    :class:`GavelImportError` on a missing or malformed file.
     """
     try:
         with path.open(newline="", encoding="utf-8") as fh:
             rows = list(csv.DictReader(fh))
     except FileNotFoundError:
-        raise ImportError_(f"Lucid file not found: {path}") from None
+        raise GavelImportError(f"Lucid file not found: {path}") from None
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise GavelImportError(f"cannot read Lucid file {path}: {exc}") from None
     need = {
         "model1",
         "dataset1",
@@ -467,7 +475,7 @@ def validate_lucid(path: Path, profile: TableProfile) -> str:
         "speed2",
     }
     if not rows or not need <= set(rows[0]):
-        raise ImportError_(f"{path}: expected Lucid's lucid-colocate.csv columns {sorted(need)}")
+        raise GavelImportError(f"{path}: expected Lucid's lucid-colocate.csv columns {sorted(need)}")
     truth: dict[tuple[str, str], float] = {}
     ours: dict[tuple[str, str], float] = {}
     skipped = 0
@@ -482,7 +490,7 @@ def validate_lucid(path: Path, profile: TableProfile) -> str:
             tb = profile.job_type_for(fb, int(row["batchsize2"]))
             sa, sb = float(row["speed1"]), float(row["speed2"])
         except (KeyError, ValueError) as exc:
-            raise ImportError_(f"{path} row {i + 2}: {exc}") from None
+            raise GavelImportError(f"{path} row {i + 2}: {exc}") from None
         if sa <= 0 or sb <= 0:
             skipped += 1
             continue
@@ -491,7 +499,7 @@ def validate_lucid(path: Path, profile: TableProfile) -> str:
         truth[(a, b)], truth[(b, a)] = 1 / sa, 1 / sb
         ours[(a, b)], ours[(b, a)] = xa, xb
     if not truth:
-        raise ImportError_(f"{path}: no usable row")
+        raise GavelImportError(f"{path}: no usable row")
     median = statistics.median(truth.values())
     rows_out = [
         error_row("Gavel table + predictor", truth, ours),
@@ -563,27 +571,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         xi = measured_slowdowns(data)
         errors = leave_pairs_out(xi, args.folds)
         table = build_table(data, errors, args.folds)
-        if not args.no_write:
-            write_json_atomic(table, args.out)
-            print(
-                f"wrote {args.out} ({args.out.stat().st_size:,} bytes) from {src}: "
-                f"{len(table['isolated_steps_per_s'])} job types, {len(xi)} measured ξ"
-            )
-        if args.report:
-            print(report(xi, errors, args.folds))
+        outputs = [report(xi, errors, args.folds)] if args.report else []
         if args.validate_lucid is not None:
             lucid = (
                 shared_data_dir() / "profiles" / "lucid-colocate.csv"
                 if args.validate_lucid is True
                 else args.validate_lucid
             )
-            print(validate_lucid(lucid, TableProfile(table)))
-    except (ImportError_, ProfileError) as exc:
+            outputs.append(validate_lucid(lucid, TableProfile(table)))
+    except (GavelImportError, ProfileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:
-        print(f"error: cannot write {args.out}: {exc.strerror}", file=sys.stderr)
-        return 2
+    if not args.no_write:
+        try:
+            write_json_atomic(table, args.out)
+        except OSError as exc:
+            print(f"error: cannot write {args.out}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        print(
+            f"wrote {args.out} ({args.out.stat().st_size:,} bytes) from {src}: "
+            f"{len(table['isolated_steps_per_s'])} job types, {len(xi)} measured ξ"
+        )
+    for text in outputs:
+        print(text)
     return 0
 
 

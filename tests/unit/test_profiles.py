@@ -407,3 +407,37 @@ def test_import_bad_source_gives_a_message_and_writes_nothing(
     assert re.search(message, err)
     assert not out.exists()
     assert list(tmp_path.iterdir()) == ([src] if content is not None else [])
+
+
+def test_import_binary_source_gives_a_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "gavel.json"
+    src.write_bytes(b"\xff\xfe\x00garbage")
+    assert import_gavel.main(["--src", str(src), "--out", str(tmp_path / "out.json")]) == 2
+    assert "is not UTF-8 text" in capsys.readouterr().err
+    assert not (tmp_path / "out.json").exists()
+
+
+@pytest.mark.shared_data
+def test_validate_lucid_compares_with_gavel_measurements(shared_data: Path, tmp_path: Path) -> None:
+    v100 = _gavel_v100(shared_data)
+    r18 = v100["('ResNet-18 (batch size 16)', 1)"]
+    xi_r18 = r18["null"] / r18["('CycleGAN', 1)"][0]
+    xi_gan = v100["('CycleGAN', 1)"]["null"] / r18["('CycleGAN', 1)"][1]
+    # one Lucid row: ResNet18 (→ ResNet-18, batch 16) at 0.5 of its solo speed (ξ = 2.0) with DCGAN
+    # (→ CycleGAN) at 0.8 (ξ = 1.25); an AMP row and a PointNet row are skipped
+    lucid = tmp_path / "lucid.csv"
+    header = (
+        ",model1,dataset1,gpu_num1,batchsize1,amp1,speed1,model2,dataset2,gpu_num2,batchsize2,amp2,speed2\n"
+    )
+    lucid.write_text(
+        header
+        + "0,ResNet18,CIFAR-10,1,16,0,0.5,DCGAN,LSUN,1,64,0,0.8\n"
+        + "1,ResNet18,CIFAR-10,1,16,1,0.5,DCGAN,LSUN,1,64,0,0.8\n"
+        + "2,PointNet,ShapeNet,1,32,0,0.9,DCGAN,LSUN,1,64,0,0.8\n",
+        encoding="utf-8",
+    )
+    text = import_gavel.validate_lucid(lucid, load_default_profile())
+    assert "1 fp32 pairs (2 rows skipped)" in text
+    mae = (abs(xi_r18 - 2.0) + abs(xi_gan - 1.25)) / 2
+    line = next(row for row in text.splitlines() if row.startswith("Gavel table + predictor"))
+    assert float(line.split()[5]) == pytest.approx(mae, abs=1e-3)
