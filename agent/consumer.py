@@ -45,7 +45,7 @@ def make_app(broker_url: str) -> Celery:
 def register_apply_task(app: Celery, agents: Mapping[str, Agent]) -> Any:
     """Register ``sharewise.apply_placement`` on ``app``, dispatching by the message's ``node``."""
 
-    @app.task(name=TASK_NAME)
+    @app.task(name=TASK_NAME, shared=False)  # never registered on other Celery apps of the process
     def apply_placement(**kwargs: Any) -> bool:
         """Apply one placement (kwargs: docs/AGENT.md); ``False`` when ignored."""
         agent = agents.get(kwargs.get("node"))  # type: ignore[arg-type]

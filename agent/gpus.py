@@ -19,7 +19,8 @@ class GpuInfo:
     """One GPU as the agent reports it in heartbeats.
 
     ``index``: the GPU's index on its node (NVML order, 0 … n−1); ``uuid``: NVML's UUID, or
-    ``"declared-<node>-<index>"`` for a declared GPU; ``memory_mb``: total memory (MB);
+    ``"declared-<node>-<index>"`` for a declared GPU; ``memory_mb``: total memory in MB as
+    nvidia-smi counts them (MiB, 2^20 bytes: 49,140 for the paper's 48 GB GPUs);
     ``healthy``: NVML answered for this device (declared GPUs are healthy).
     """
 

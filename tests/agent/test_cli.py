@@ -1,0 +1,83 @@
+"""The command line: bad arguments exit 2 with a message and no traceback; fleets."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from agent.cli import build, fleet_names, parser
+
+BASE = ["--api", "http://127.0.0.1:8000", "--token", "t", "--broker", "memory://"]
+
+
+def setup(*argv: str):
+    p = parser()
+    return build(p.parse_args([*BASE, *argv]), p)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--emulate"], "--node NAME is required"),
+        (["--fleet", "4by8"], "--fleet must look like 4x8"),
+        (["--fleet", "0x8"], "--fleet must look like 4x8"),
+        (["--node", "a", "--emulate", "--speedup", "0"], "must be > 0"),
+        (["--node", "a", "--gpus", "2", "--speedup", "5"], "--speedup only applies to emulated jobs"),
+        (["--node", "a b", "--emulate"], "node name 'a b' must be"),
+        (["--node", "a", "--gpus", "x"], "not a number"),
+    ],
+)
+def test_bad_arguments_exit_2_with_a_message(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        setup(*argv)
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_missing_token_and_api_are_reported_by_the_real_command() -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agent",
+            "--node",
+            "a",
+            "--api",
+            "ftp://x",
+            "--token",
+            "t",
+            "--broker",
+            "memory://",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2
+    assert "--api must be an http:// or https:// URL" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_fleet_emulates_named_nodes_with_declared_gpus() -> None:
+    built = setup("--fleet", "3x4", "--speedup", "20")
+    assert [a.node for a in built.agents] == ["node-00", "node-01", "node-02"]
+    beat = built.agents[2].heartbeat().payload()
+    assert [g["index"] for g in beat["gpus"]] == [0, 1, 2, 3]
+    assert all(g["memory_mb"] == 49_140 for g in beat["gpus"])
+
+
+def test_fleet_names_widen_past_100_nodes() -> None:
+    names = fleet_names("gpu", 101)
+    assert (names[0], names[-1]) == ("gpu-000", "gpu-100")
+
+
+def test_single_emulated_node_declares_gpus() -> None:
+    [agent] = setup("--node", "n7", "--emulate", "--gpus", "2", "--gpu-memory-mb", "16000").agents
+    assert [(g["index"], g["memory_mb"]) for g in agent.heartbeat().payload()["gpus"]] == [
+        (0, 16000),
+        (1, 16000),
+    ]
