@@ -224,14 +224,19 @@ def measured_slowdowns(data: GavelData) -> dict[tuple[str, str], float]:
 
 # -------------------------------------------------------------------------------------- predictor
 def fit_predictor(
-    xi: dict[tuple[str, str], float], ridge: float = RIDGE, tol: float = 1e-7, max_sweeps: int = 500
+    xi: dict[tuple[str, str], float],
+    ridge: float = RIDGE,
+    tol: float = 1e-7,
+    max_sweeps: int = 500,
+    family_pairs: bool = True,
 ) -> SlowdownPredictor:
     """Fit :class:`SlowdownPredictor` to measured ``ξ`` by ridge least squares on ``ln ξ``.
 
     Minimises ``Σ (ln ξ_{a|b} − μ − s_a − g_b − h_{F(a),F(b)})² + ridge·(Σs² + Σg² + Σh²)`` by block
     coordinate descent (each block — μ, all ``s``, all ``g``, all ``h`` — is solved exactly in turn);
     the objective is strictly convex in the penalised terms, so this converges to its unique optimum.
-    Stops when no coefficient moves by more than ``tol``. Raises ``ValueError`` on no data.
+    Stops when no coefficient moves by more than ``tol``. ``family_pairs=False`` drops the ``h``
+    terms (for comparison in the report). Raises ``ValueError`` on no data.
     """
     if not xi:
         raise ValueError("no measured pair to fit the predictor on")
@@ -246,7 +251,8 @@ def fit_predictor(
     for _ in range(max_sweeps):
         mu = statistics.fmean(y - s[a] - g[b] - h[f] for a, b, f, y in rows)
         moved = 0.0
-        for block, key_of in ((s, lambda r: r[0]), (g, lambda r: r[1]), (h, lambda r: r[2])):
+        blocks = [(s, lambda r: r[0]), (g, lambda r: r[1])] + ([(h, lambda r: r[2])] if family_pairs else [])
+        for block, key_of in blocks:
             sums: dict[Any, list[float]] = {}
             for r in rows:
                 a, b, f, y = r
@@ -260,7 +266,7 @@ def fit_predictor(
         if moved < tol:
             break
     interaction: dict[str, dict[str, float]] = {}
-    for (fa, fb), v in h.items():
+    for (fa, fb), v in (h if family_pairs else {}).items():
         interaction.setdefault(fa, {})[fb] = v
     return SlowdownPredictor(mu, s, g, interaction)
 
@@ -321,20 +327,30 @@ def leave_pairs_out(
     """k-fold cross-validation over unordered pairs: fit on k−1 folds, predict the held-out one.
 
     Both directions of a pair (and a job type with itself) are held out together. Compares the
-    predictor with the training median and the conservative default. Deterministic for a ``seed``.
+    predictor with the same predictor without its family-pair terms, the training median and the
+    conservative default. Deterministic for a ``seed``.
     """
     unordered = sorted({tuple(sorted(p)) for p in xi})
     random.Random(seed).shuffle(unordered)
-    guesses: dict[str, dict[tuple[str, str], float]] = {"predictor": {}, "median of training pairs": {}}
+    without_h = "predictor without family-pair term"
+    guesses: dict[str, dict[tuple[str, str], float]] = {
+        "predictor": {},
+        without_h: {},
+        "median of training pairs": {},
+    }
     for k in range(folds):
         held = {p for i, p in enumerate(unordered) if i % folds == k}
         test = [p for p in xi if tuple(sorted(p)) in held]
         train = {p: v for p, v in xi.items() if tuple(sorted(p)) not in held}
-        model = fit_predictor(train, ridge)
+        models = {
+            "predictor": fit_predictor(train, ridge),
+            without_h: fit_predictor(train, ridge, family_pairs=False),
+        }
         median = statistics.median(train.values())
         for p in test:
-            predicted = model.predict(p[0], p[1])
-            guesses["predictor"][p] = CONSERVATIVE_SLOWDOWN if predicted is None else predicted
+            for name, model in models.items():
+                predicted = model.predict(p[0], p[1])
+                guesses[name][p] = CONSERVATIVE_SLOWDOWN if predicted is None else predicted
             guesses["median of training pairs"][p] = median
     guesses[f"conservative default ({CONSERVATIVE_SLOWDOWN:g})"] = dict.fromkeys(xi, CONSERVATIVE_SLOWDOWN)
     return [error_row(name, xi, g) for name, g in guesses.items()]

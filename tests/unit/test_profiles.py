@@ -441,3 +441,22 @@ def test_validate_lucid_compares_with_gavel_measurements(shared_data: Path, tmp_
     mae = (abs(xi_r18 - 2.0) + abs(xi_gan - 1.25)) / 2
     line = next(row for row in text.splitlines() if row.startswith("Gavel table + predictor"))
     assert float(line.split()[5]) == pytest.approx(mae, abs=1e-3)
+
+
+@given(
+    st.sampled_from(["vgg16", "resnet18", "bert", "gpt2", "a2c", "alexnet", "ResNet-50", "LM", "mystery"]),
+    st.sampled_from([1, 4, 16, 64, 128, 256, 2048]),
+    st.one_of(st.none(), st.floats(100.0, 40_000.0)),
+)
+def test_shipped_profile_invariants(model: str, batch: int, memory: float | None) -> None:
+    p = load_default_profile()
+    j = job(model, batch, iter_time_s=0.25, memory_mb=memory)
+    subs = p.sub_batches(j)
+    assert p.iter_time_s(j, batch) == 0.25  # b = B: the trace's own time, exactly
+    mems = [p.memory_mb(j, b) for b in subs]
+    assert mems == sorted(mems, reverse=True)  # less memory at smaller sub-batches
+    assert all(m > 0 for m in mems)
+    if memory is not None:
+        assert mems[0] == pytest.approx(memory)
+    xa, xb = p.slowdown(j, subs[-1], job("vgg19", 16), 16)
+    assert xa >= 1.0 and xb >= 1.0
