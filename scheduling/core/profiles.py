@@ -39,8 +39,8 @@ from typing import Any
 from scheduling.core.types import Job
 
 UNKNOWN_FAMILY = "unknown"
-"""Family of a model the mapping does not know: flat step time below its batch, fallback memory,
-the conservative slowdown."""
+"""Family of a model the mapping does not know: flat step time at every sub-batch, the fallback
+memory entry, the conservative slowdown."""
 
 _GAVEL_TYPE = re.compile(r"^(?P<family>.+?) \(batch size (?P<batch>\d+)\)$")
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
@@ -114,6 +114,8 @@ class TableProfile:
             }
             self.predictor = SlowdownPredictor.from_table(_require(table, "predictor"))
             self.conservative_slowdown = float(_require(table, "conservative_slowdown"))
+            if not self.conservative_slowdown >= 1.0:
+                raise ProfileError(f"conservative_slowdown must be ≥ 1, got {self.conservative_slowdown}")
             self._families = {
                 normalise_model_name(k): str(v) for k, v in _require(table, "model_families").items()
             }
@@ -192,7 +194,7 @@ class TableProfile:
     def memory_mb(self, job: Job, sub_batch: int) -> float:
         """``mem_j(b) = static_j + per_sample_j · b`` (MB per GPU), anchored on ``job.memory_mb``.
 
-        Raises :class:`ProfileError` for ``sub_batch < 1``.
+        Raises :class:`ProfileError` for ``sub_batch < 1`` or a non-positive ``job.memory_mb``.
         """
         key = (job.model, job.batch_size, sub_batch, job.memory_mb)
         mem = self._memory_memo.get(key)
@@ -280,10 +282,13 @@ class TableProfile:
         ``per_sample = f·memory_mb / batch``. Without: the same from the reference memory at the
         reference batch of, in order, the Gavel family spelt exactly (``"ResNet-50"``), the model
         (``"vgg16"``), the model's family, or the fallback (whose reference batch is the job's own
-        batch). ``f`` comes from the same entry. Raises :class:`ProfileError` for ``batch < 1``.
+        batch). ``f`` comes from the same entry. Raises :class:`ProfileError` for ``batch < 1`` or
+        a non-positive ``memory_mb``.
         """
         if batch < 1:
             raise ProfileError(f"batch size must be at least 1, got {batch}")
+        if memory_mb is not None and not memory_mb > 0:  # also rejects NaN
+            raise ProfileError(f"a job's memory must be a positive number of MB, got {memory_mb}")
         # A Gavel family name spelt exactly ("ResNet-18", Gavel's CIFAR-10 model) is not the trace
         # model "resnet18" (ImageNet, the SJF-BSBF figure): exact family names are matched first.
         entry = self._mem_families.get(split_gavel_job_type(model_name)[0])

@@ -162,6 +162,12 @@ def test_memory_family_and_fallback(small: TableProfile) -> None:
     assert small.memory_mb(job("mystery-net", 32), 8) == pytest.approx(6500.0)
 
 
+@pytest.mark.parametrize("bad", [0.0, -5.0, float("nan")])
+def test_memory_rejects_nonpositive_trace_memory(small: TableProfile, bad: float) -> None:
+    with pytest.raises(ProfileError, match="positive number of MB"):
+        small.memory_mb(job("fammodel", 64, memory_mb=bad), 32)
+
+
 # -------------------------------------------------------------------------------------- slowdown
 def test_measured_pair_and_nearest_batch(small: TableProfile) -> None:
     a, b = job("fammodel", 64), job("solo_net", 8)
@@ -214,6 +220,7 @@ def test_isolated_throughput(small: TableProfile) -> None:
         (lambda t: t["families"]["Fam"].update(batches=[64, 16]), "batches must be increasing"),
         (lambda t: t["memory"]["fallback"].update(activation_fraction=1.5), "bad memory entry"),
         (lambda t: t["predictor"].pop("mu"), "malformed profile table"),
+        (lambda t: t.update(conservative_slowdown=0.5), "must be ≥ 1"),
     ],
 )
 def test_malformed_table_is_rejected(mutate: Any, message: str) -> None:
