@@ -150,7 +150,7 @@ class TableProfile:
             if gavel_family in self._curves:
                 family = gavel_family
             else:
-                family = self._families.get(normalise_model_name(model_name), UNKNOWN_FAMILY)
+                family = self._families.get(normalise_model_name(gavel_family), UNKNOWN_FAMILY)
             self._family_memo[model_name] = family
         return family
 
@@ -234,8 +234,8 @@ class TableProfile:
         """``(ξ_a, ξ_b)`` for two Gavel job types (``None``: unknown family → conservative)."""
         if type_a is None or type_b is None:
             return self.conservative_slowdown, self.conservative_slowdown
-        xi_a = self._measured.get(type_a, {}).get(type_b)
-        xi_b = self._measured.get(type_b, {}).get(type_a)
+        xi_a = self.measured_slowdown(type_a, type_b)
+        xi_b = self.measured_slowdown(type_b, type_a)
         if xi_a is None or xi_b is None:
             return self.predicted_slowdown(type_a, type_b), self.predicted_slowdown(type_b, type_a)
         return xi_a, xi_b

@@ -263,6 +263,7 @@ def test_shipped_mapping_of_trace_models() -> None:
         "LM": "LM",
         "Recommendation": "Recommendation",
         "Transformer": "Transformer",
+        "vgg16 (batch size 32)": "ResNet-50",
         "no-such-model": UNKNOWN_FAMILY,
     }
     assert {m: p.family_of(m) for m in expected} == expected
