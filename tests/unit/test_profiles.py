@@ -399,6 +399,8 @@ def test_import_round_trip_reproduces_the_shipped_table(shared_data: Path, tmp_p
         ('{"v100": {"ResNet": {"null": 1.0}}}', "bad job key"),
         ('{"v100": {"(\'A\', 1)": {"null": 1.0, "(\'A\', 1)": [1.0]}}}', "expected \\[steps/s, steps/s\\]"),
         ('{"v100": {"(\'A\', 1)": {"null": 1.0, "(\'A\', 1)": [0.0, 0.0]}}}', "no measured single-GPU pair"),
+        ('{"v100": {"(\'A\', 1)": {"null": NaN}}}', "no isolated throughput"),
+        ('{"v100": {"(\'A\', 1)": {"null": 1.0, "(\'A\', 1)": [-1.0, 2.0]}}}', "expected \\[steps/s"),
     ],
 )
 def test_import_bad_source_gives_a_message_and_writes_nothing(
