@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
+from kombu.transport import resolve_transport
+
 from agent import __version__
 from agent.core import Agent
 from agent.executors import EmulatedExecutor, ExecutorFactory, SubprocessExecutor
@@ -113,6 +115,10 @@ def build(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setup:
         p.error("a node token is required: --token T or $SHAREWISE_NODE_TOKEN")
     if not args.broker:
         p.error("a broker is required: --broker redis://HOST:6379/0 or $REDIS_URL")
+    try:
+        resolve_transport(args.broker.split("://", 1)[0] if "://" in args.broker else "")
+    except (KeyError, ImportError) as exc:
+        p.error(f"--broker {args.broker!r} names no Celery transport ({exc})")
     if not args.api.startswith(("http://", "https://")):
         p.error(f"--api must be an http:// or https:// URL, got {args.api!r}")
     if args.fleet:

@@ -135,7 +135,9 @@ class Agent:
                 del self._runs[message.job_id]
                 run.message = message
                 run.executor.stop(now)
+                self._retire_stopping(message.job_id)
                 self._stopping[message.job_id] = run
+                self._ended[message.job_id] = "stopped"  # a later update must not restart it
             return True
         if run is not None and run.message.same_run(message):
             run.message = message
@@ -165,6 +167,12 @@ class Agent:
             message = replace(message, iterations_done=max(message.iterations_done, progress))
         self._start(message, now)
         return True
+
+    def _retire_stopping(self, job_id: int) -> None:
+        # An earlier run of the job still exiting is superseded: keep polling it, report nothing.
+        older = self._stopping.pop(job_id, None)
+        if older is not None:
+            self._retiring.append(older.executor)
 
     def _start(self, message: PlacementMessage, now: float) -> None:
         known = {g.index for g in self._gpus}
@@ -275,6 +283,7 @@ class Agent:
             for job_id, run in list(self._runs.items()):
                 run.executor.stop(now)
                 run.stop_reason = "the agent shut down"
+                self._retire_stopping(job_id)
                 self._stopping[job_id] = run
             self._runs.clear()
 

@@ -27,6 +27,7 @@ def setup(*argv: str):
         (["--node", "a", "--gpus", "2", "--speedup", "5"], "--speedup only applies to emulated jobs"),
         (["--node", "a b", "--emulate"], "node name 'a b' must be"),
         (["--node", "a", "--gpus", "x"], "not a number"),
+        (["--node", "a", "--emulate", "--broker", "foo://x"], "names no Celery transport"),
     ],
 )
 def test_bad_arguments_exit_2_with_a_message(

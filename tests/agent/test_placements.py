@@ -157,3 +157,13 @@ def test_message_validation_names_the_field() -> None:
     )
     parsed = PlacementMessage.from_kwargs(placement(command="python train.py --lr '0.1 0.2'"))
     assert parsed.command == ("python", "train.py", "--lr", "0.1 0.2")
+
+
+def test_update_after_a_stop_does_not_restart_the_job(agent: Agent) -> None:
+    agent.apply(placement(generation=1), now=0.0)
+    agent.apply(placement(generation=2, action="stop"), now=1.0)
+    # An update sent before the stop by the server but numbered after it cannot exist; one that
+    # does arrive (a server bug) must still not resurrect a cancelled job.
+    assert agent.apply(placement(generation=3, action="update", slowdown=1.25), now=1.0) is False
+    assert agent.running == {}
+    assert [e.event for e in agent.step(1.0)] == ["started", "stopped"]
