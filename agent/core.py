@@ -118,6 +118,7 @@ class Agent:
         if run is not None:
             run.executor.stop(now)
             done = run.executor.poll(now).iterations_done
+            self._retiring.append(run.executor)
         self._ended[job_id] = "failed"
         self._events.append(
             JobEvent(self.node, job_id, generation, "failed", int(done), None, f"bad placement: {reason}")

@@ -162,8 +162,18 @@ def test_message_validation_names_the_field() -> None:
 def test_update_after_a_stop_does_not_restart_the_job(agent: Agent) -> None:
     agent.apply(placement(generation=1), now=0.0)
     agent.apply(placement(generation=2, action="stop"), now=1.0)
-    # An update sent before the stop by the server but numbered after it cannot exist; one that
-    # does arrive (a server bug) must still not resurrect a cancelled job.
+    # The server never sends an update after a stop; if one arrives (a server bug), it must
+    # still not resurrect a cancelled job.
     assert agent.apply(placement(generation=3, action="update", slowdown=1.25), now=1.0) is False
     assert agent.running == {}
     assert [e.event for e in agent.step(1.0)] == ["started", "stopped"]
+
+
+def test_malformed_newer_message_stops_the_running_job(agent: Agent) -> None:
+    agent.apply(placement(generation=1), now=0.0)
+    assert agent.apply(placement(generation=2, action="update", iter_time_s=-1), now=1.0) is False
+    assert agent.running == {}
+    started, failed = agent.step(1.0)
+    # 1 s at 0.05 s/iteration = 20 iterations done when it was stopped.
+    assert (failed.event, failed.generation, failed.iterations_done) == ("failed", 2, 20)
+    assert "iter_time_s must be" in failed.reason
