@@ -6,10 +6,14 @@ so the suite stays quick; throttling is off so submissions are not cut short by 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 import schemathesis
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
 from hypothesis import HealthCheck, Phase, settings
 from rest_framework.authtoken.models import Token
 from schemathesis.checks import not_a_server_error
@@ -18,9 +22,28 @@ from config.wsgi import application
 from tests.api.conftest import rest_settings
 
 
+@contextmanager
+def keep_test_connection() -> Iterator[None]:
+    """Let bare WSGI calls reuse the test's database connection, as Django's test client does.
+
+    At the end of each request a WSGI handler fires ``close_old_connections``, which on
+    PostgreSQL closes the connection holding the test's transaction. Django's test client
+    disconnects it around each of its requests (and reconnects it after), so this must wrap
+    the schemathesis calls themselves.
+    """
+    for signal in (request_started, request_finished):
+        signal.disconnect(close_old_connections)
+    try:
+        yield
+    finally:
+        for signal in (request_started, request_finished):
+            signal.connect(close_old_connections)
+
+
 @pytest.fixture
 def api_schema(db: None) -> Any:
-    return schemathesis.openapi.from_wsgi("/api/schema/?format=json", application)
+    with keep_test_connection():
+        return schemathesis.openapi.from_wsgi("/api/schema/?format=json", application)
 
 
 schema = schemathesis.pytest.from_fixture("api_schema")
@@ -42,4 +65,5 @@ def alice_token(alice: Any, cluster: Any, alice_job: Any, settings: Any) -> str:
     suppress_health_check=list(HealthCheck),
 )
 def test_no_server_errors(case: Any, alice_token: str) -> None:
-    case.call_and_validate(headers={"Authorization": f"Token {alice_token}"}, checks=[not_a_server_error])
+    with keep_test_connection():
+        case.call_and_validate(headers={"Authorization": f"Token {alice_token}"}, checks=[not_a_server_error])
