@@ -52,7 +52,8 @@ def query_speed(n_jobs: int, repeat: int) -> str:
     ]
     resident = Job(-1, "t", "resnet18", 128, 8, 1000, 0.0, 0.5)
     lines = [
-        f"query speed, {n_jobs:,} waiting jobs × every sub-batch, median of {repeat} runs (loop included):"
+        f"query speed, {n_jobs:,} waiting jobs × every sub-batch, median of {repeat} runs, loop "
+        "included (sub_batches: per job, building the (job, sub-batch) list):"
     ]
     for label, cold in (("cold memo (first round)", True), ("warm memo (later rounds)", False)):
         profile = load_profile(DEFAULT_PROFILE_PATH)
