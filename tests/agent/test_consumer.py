@@ -31,23 +31,32 @@ def test_app_accepts_only_json() -> None:
     assert app.conf.accept_content == ["json"] and app.conf.task_acks_late is True
 
 
+TEST_QUEUE = queue_name(f"{NODE}-agent-test")
+
+
 @pytest.fixture
 def redis_url() -> Iterator[str]:
+    """The Redis to use (``$REDIS_URL``, else database 15 of the local one), without this test's keys."""
     url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/15")
     try:
         import redis
 
-        redis.Redis.from_url(url, socket_connect_timeout=0.5).ping()
+        client = redis.Redis.from_url(url, socket_connect_timeout=0.5)
+        client.ping()
     except Exception as exc:  # any failure to reach it means "no Redis here"
         skip_or_fail(f"Redis is not reachable at {url} ({exc})")
+    # kombu keeps a queue as a list under its name, plus binding sets naming it.
+    keys = [TEST_QUEUE, f"_kombu.binding.{TEST_QUEUE}", f"_kombu.binding_permanent.{TEST_QUEUE}"]
+    client.delete(*keys)
     yield url
+    client.delete(*keys)
 
 
 @pytest.mark.redis
 def test_placement_sent_by_the_server_reaches_the_agent_through_redis(agent: Agent, redis_url: str) -> None:
     from celery.contrib.testing.worker import start_worker
 
-    node_queue = queue_name(f"{NODE}-test-{os.getpid()}")
+    node_queue = TEST_QUEUE
     app = make_app(redis_url)
     register_apply_task(app, {NODE: agent})
     # The server's side of the contract (docs/AGENT.md): send_task by name to the node's queue.
