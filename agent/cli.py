@@ -125,6 +125,8 @@ def build(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setup:
         match = _FLEET.match(args.fleet)
         if not match or int(match[1]) < 1 or int(match[2]) < 1:
             p.error(f"--fleet must look like 4x8 (nodes x GPUs, both >= 1), got {args.fleet!r}")
+        if args.gpus is not None:
+            p.error("--gpus does not apply to --fleet NODESxGPUS (the GPUs per node are in it)")
         if int(match[1]) > 1000:
             p.error(f"--fleet emulates at most 1000 nodes, got {match[1]}")
         names = fleet_names(args.node or "node", int(match[1]))

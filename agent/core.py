@@ -272,6 +272,12 @@ class Agent:
             self._gpus = tuple(gpus)
 
     @property
+    def gpus(self) -> tuple[GpuInfo, ...]:
+        """The node's GPUs as last discovered."""
+        with self._lock:
+            return self._gpus
+
+    @property
     def running(self) -> dict[int, int]:
         """Jobs running here → the generation applied for each."""
         with self._lock:

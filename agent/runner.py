@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from agent.core import Agent, Clock
 from agent.gpus import GpuInfo
@@ -23,7 +24,8 @@ class Runner:
     """Drives ``agents`` (each with its reporter, same order).
 
     ``heartbeat_every_s``: wall seconds between heartbeats of a node; ``gpu_probe``: called
-    before each heartbeat to refresh the GPUs' health (NVML nodes), ``None`` for declared GPUs.
+    before each heartbeat to refresh the GPUs' health (NVML nodes; when it returns ``None`` the
+    node's known GPUs are reported unhealthy), ``None`` for declared GPUs.
     Raises ``ValueError`` when the two sequences differ in length.
     """
 
@@ -49,15 +51,16 @@ class Runner:
         """One pass at wall time ``now`` (s): step, heartbeat when due, flush the outboxes."""
         now = self._clock() if now is None else now
         heartbeat_due = now >= self._next_heartbeat
-        gpus = None
+        probe = heartbeat_due and self._gpu_probe is not None
         if heartbeat_due:
             self._next_heartbeat = now + self._heartbeat_every_s
-            gpus = self._gpu_probe() if self._gpu_probe is not None else None
+        probed = self._gpu_probe() if probe and self._gpu_probe is not None else None
         for agent, reporter in self._pairs:
             reporter.submit(agent.step(now))
             if heartbeat_due:
-                if gpus is not None:
-                    agent.set_gpus(gpus)
+                if probe:
+                    # NVML stopped answering altogether: every GPU is suspect, none is hidden.
+                    agent.set_gpus(probed or tuple(replace(g, healthy=False) for g in agent.gpus))
                 reporter.heartbeat(agent.heartbeat(), now)
             reporter.flush(now)
 

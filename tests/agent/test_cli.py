@@ -23,6 +23,7 @@ def setup(*argv: str):
         (["--emulate"], "--node NAME is required"),
         (["--fleet", "4by8"], "--fleet must look like 4x8"),
         (["--fleet", "0x8"], "--fleet must look like 4x8"),
+        (["--fleet", "2x8", "--gpus", "4"], "--gpus does not apply to --fleet"),
         (["--node", "a", "--emulate", "--speedup", "0"], "must be > 0"),
         (["--node", "a", "--gpus", "2", "--speedup", "5"], "--speedup only applies to emulated jobs"),
         (["--node", "a b", "--emulate"], "node name 'a b' must be"),

@@ -60,6 +60,13 @@ def test_gpu_probe_refreshes_health_before_each_heartbeat(agent: Agent, clock: F
     runner = Runner([agent], [Reporter(transport)], clock, gpu_probe=lambda: sick)
     runner.tick()
     assert [g["healthy"] for g in heartbeats(transport)[0]["gpus"]] == [True, False]
+    # NVML stops answering (driver gone): the GPUs are still listed, all unhealthy.
+    runner = Runner([agent], [Reporter(transport)], clock, gpu_probe=lambda: None)
+    runner.tick()
+    assert [(g["uuid"], g["healthy"]) for g in heartbeats(transport)[1]["gpus"]] == [
+        ("GPU-a", False),
+        ("GPU-b", False),
+    ]
 
 
 def test_a_restarted_agent_reports_that_it_runs_nothing(clock: FakeClock) -> None:
