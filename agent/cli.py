@@ -8,6 +8,7 @@ with GPUS declared GPUs. Bad arguments print a message and exit with status 2.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import re
@@ -28,7 +29,9 @@ from agent.runner import Runner
 log = logging.getLogger("agent")
 
 _FLEET = re.compile(r"^(\d+)x(\d+)$")
-_NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+# The server's rule for node names (cluster.models.NAME_PATTERN), kept here because the agent
+# must not import Django.
+_NODE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$")
 
 
 def _positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
@@ -56,7 +59,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--token",
         default=os.environ.get("SHAREWISE_NODE_TOKEN"),
-        help="node token (default: $SHAREWISE_NODE_TOKEN)",
+        help="node token (default: $SHAREWISE_NODE_TOKEN); with --fleet, for nodes not in --token-file",
+    )
+    p.add_argument(
+        "--token-file",
+        help='JSON file {"node-00": "token", ...}: one token per node (fleets of registered nodes)',
     )
     p.add_argument(
         "--broker", default=os.environ.get("REDIS_URL"), help="Celery broker URL (default: $REDIS_URL)"
@@ -109,10 +116,32 @@ def fleet_names(prefix: str, nodes: int) -> list[str]:
     return [f"{prefix}-{n:0{width}d}" for n in range(nodes)]
 
 
+def node_tokens(
+    path: str | None, default: str | None, names: list[str], p: argparse.ArgumentParser
+) -> dict[str, str]:
+    """Each node's token: from the JSON file at ``path`` (an object node → token), else ``default``.
+
+    Exits with status 2 (``p.error``) when the file is unreadable or malformed, or a node has no token.
+    """
+    tokens: dict[str, str] = {}
+    if path:
+        try:
+            with open(path, encoding="utf-8") as f:
+                tokens = json.load(f)
+        except (OSError, ValueError) as exc:
+            p.error(f"cannot read --token-file {path}: {exc}")
+        if not isinstance(tokens, dict) or not all(isinstance(v, str) and v for v in tokens.values()):
+            p.error(f"--token-file {path} must hold a JSON object of node name → non-empty token")
+    missing = [n for n in names if not tokens.get(n) and not default]
+    if missing:
+        p.error(
+            f"no token for {', '.join(missing[:3])}: give --token T, $SHAREWISE_NODE_TOKEN or --token-file"
+        )
+    return {n: tokens.get(n) or default or "" for n in names}
+
+
 def build(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setup:
     """Check ``args`` (``p.error`` exits with status 2 on a bad one) and build the agents."""
-    if not args.token:
-        p.error("a node token is required: --token T or $SHAREWISE_NODE_TOKEN")
     if not args.broker:
         p.error("a broker is required: --broker redis://HOST:6379/0 or $REDIS_URL")
     try:
@@ -140,7 +169,7 @@ def build(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setup:
             declared = 8
     for name in names:
         if not _NODE.match(name):
-            p.error(f"node name {name!r} must be 1-63 letters, digits, '.', '_' or '-'")
+            p.error(f"node name {name!r}: use 1-64 lowercase letters, digits and inner hyphens")
     if args.speedup != 1.0 and not emulate:
         p.error("--speedup only applies to emulated jobs (--emulate or --fleet)")
     factory: ExecutorFactory = (
@@ -148,6 +177,7 @@ def build(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setup:
         if emulate
         else partial(SubprocessExecutor, stop_grace_s=args.stop_grace_s)
     )
+    tokens = node_tokens(args.token_file, args.token, names, p)
     agents = []
     for name in names:
         try:
@@ -155,7 +185,7 @@ def build(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setup:
         except ValueError as exc:
             p.error(str(exc))
         agents.append(Agent(name, gpus, factory, progress_every_s=args.progress_s))
-    reporters = [Reporter(HttpTransport(args.api, args.token)) for _ in agents]
+    reporters = [Reporter(HttpTransport(args.api, tokens[a.node])) for a in agents]
     probe = nvml_gpus if declared is None else None
     runner = Runner(
         agents, reporters, heartbeat_every_s=args.heartbeat_s, tick_s=args.tick_s, gpu_probe=probe

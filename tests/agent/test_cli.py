@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from agent.cli import build, fleet_names, parser
+from agent.cli import build, fleet_names, node_tokens, parser
 
 BASE = ["--api", "http://127.0.0.1:8000", "--token", "t", "--broker", "memory://"]
 
@@ -26,7 +26,8 @@ def setup(*argv: str):
         (["--fleet", "2x8", "--gpus", "4"], "--gpus does not apply to --fleet"),
         (["--node", "a", "--emulate", "--speedup", "0"], "must be > 0"),
         (["--node", "a", "--gpus", "2", "--speedup", "5"], "--speedup only applies to emulated jobs"),
-        (["--node", "a b", "--emulate"], "node name 'a b' must be"),
+        (["--node", "a b", "--emulate"], "node name 'a b': use 1-64 lowercase"),
+        (["--node", "Gpu-1", "--emulate"], "node name 'Gpu-1': use 1-64 lowercase"),
         (["--node", "a", "--gpus", "x"], "not a number"),
         (["--node", "a", "--emulate", "--broker", "foo://x"], "names no Celery transport"),
     ],
@@ -40,7 +41,7 @@ def test_bad_arguments_exit_2_with_a_message(
     assert message in capsys.readouterr().err
 
 
-def test_missing_token_and_api_are_reported_by_the_real_command() -> None:
+def test_a_bad_api_url_is_reported_by_the_real_command() -> None:
     result = subprocess.run(
         [
             sys.executable,
@@ -83,3 +84,22 @@ def test_single_emulated_node_declares_gpus() -> None:
         (0, 16000),
         (1, 16000),
     ]
+
+
+def test_token_file_gives_each_node_its_token(tmp_path, capsys: pytest.CaptureFixture) -> None:
+    path = tmp_path / "tokens.json"
+    path.write_text('{"node-00": "t0", "node-01": "t1"}')
+    p = parser()
+    assert node_tokens(str(path), None, ["node-00", "node-01"], p) == {"node-00": "t0", "node-01": "t1"}
+    # A node missing from the file takes --token; without --token it is an error.
+    assert node_tokens(str(path), "shared", ["node-02"], p) == {"node-02": "shared"}
+    with pytest.raises(SystemExit):
+        node_tokens(str(path), None, ["node-00", "node-02"], p)
+    assert "no token for node-02" in capsys.readouterr().err
+    path.write_text('["not", "an", "object"]')
+    with pytest.raises(SystemExit):
+        node_tokens(str(path), None, ["node-00"], p)
+    assert "must hold a JSON object" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        node_tokens(str(tmp_path / "absent.json"), None, ["node-00"], p)
+    assert "cannot read --token-file" in capsys.readouterr().err
