@@ -48,8 +48,8 @@ def _float(kwargs: dict[str, Any], name: str, low: float, default: float | None 
 
 
 def _command(value: Any) -> tuple[str, ...] | None:
-    if value is None:
-        return None
+    if value is None or (isinstance(value, str | list | tuple) and not value):
+        return None  # no command (the server stores an empty string): fine for emulated jobs
     if isinstance(value, str):
         try:
             value = shlex.split(value)

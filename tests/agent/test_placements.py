@@ -157,6 +157,7 @@ def test_message_validation_names_the_field() -> None:
     )
     parsed = PlacementMessage.from_kwargs(placement(command="python train.py --lr '0.1 0.2'"))
     assert parsed.command == ("python", "train.py", "--lr", "0.1 0.2")
+    assert PlacementMessage.from_kwargs(placement(command="")).command is None  # an emulated job's
 
 
 def test_update_after_a_stop_does_not_restart_the_job(agent: Agent) -> None:
