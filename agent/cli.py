@@ -51,7 +51,11 @@ def _positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
 
 def parser() -> argparse.ArgumentParser:
     """The agent's argument parser."""
-    p = argparse.ArgumentParser(prog="python -m agent", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m agent",
+        description="Sharewise node agent: applies the placements of its node's Celery queue, runs the "
+        "jobs and reports them to the API (docs/AGENT.md).",
+    )
     p.add_argument("--node", help="node name (with --fleet: prefix of the node names, default 'node')")
     p.add_argument(
         "--api", required=True, help="base URL of the Sharewise server, e.g. http://127.0.0.1:8000"
