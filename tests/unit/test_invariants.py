@@ -11,8 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from scheduling.core.placement import CachedProfile, RoundState, SharePlan, sharing_round
 from scheduling.core.policies import POLICY_NAMES, get_policy
-from scheduling.core.sharing import pairwise_benefit
+from scheduling.core.policies.sjf_bsbf import BestBenefitFinder, _Memo
+from scheduling.core.sharing import pairwise_benefit, plan_pair
 from scheduling.core.types import (
     GPU,
     Cluster,
@@ -165,3 +167,67 @@ def test_round_invariants(name: str, case: tuple[Snapshot, FakeProfile]) -> None
     assert (again.starts, again.preemptions) == (decisions.starts, decisions.preemptions)
     quiet = get_policy(name).decide(snapshot, profile, explain=False)
     assert (quiet.starts, quiet.preemptions) == (decisions.starts, decisions.preemptions)
+
+
+class BruteForceFinder(BestBenefitFinder):
+    """Reference partner choice with none of the speed-ups: every resident judged with
+    :func:`plan_pair`, the beneficial ones sorted by ``(T_con, submit_time, id)``."""
+
+    def __init__(self, state: RoundState, profile: CachedProfile) -> None:
+        super().__init__(state, _Memo(profile))
+        self._state = state
+
+    def find(self, job: Job, need: int) -> SharePlan | str:
+        judged = []
+        for resident in self._state.residents.values():
+            plan = plan_pair(self._profile, job, resident.job, resident.sub_batch, resident.room_mb,
+                             self._min_sub)
+            if plan is not None and plan.beneficial:
+                row = (plan.t_con_s, resident.job.submit_time, resident.job.id, plan.sub_batch, resident)
+                judged.append(row)
+        judged.sort(key=lambda row: row[:3])
+        partners, subs, got = [], [], 0
+        for *_, sub, resident in judged:
+            if got == need:
+                break
+            take = resident.gpu_ids[: need - got]
+            partners.append((resident, take))
+            subs.append(sub)
+            got += len(take)
+        if got < need:
+            return "not enough"
+        return self._plan(job, partners, min(subs))
+
+
+@st.composite
+def crowded(draw: st.DrawFn) -> tuple[Snapshot, FakeProfile]:
+    """Most GPUs busy with residents of varied models and remaining times, several jobs waiting:
+    the partner choice of SJF-BSBF has many candidates to rank."""
+    profile = draw(profiles())
+    cluster = Cluster.uniform(draw(st.integers(1, 2)), 8)
+    config = SchedulerConfig(memory_reserve_mb=0, min_sub_batch=draw(st.sampled_from([1, 4])))
+
+    def new_job(job_id: int, gang: int) -> Job:
+        return Job(id=job_id, tenant="t", model=draw(st.sampled_from(MODELS)), batch_size=32, gpus=gang,
+                   iterations=draw(st.integers(1, 5000)), submit_time=float(draw(st.integers(0, 3))),
+                   iter_time_s=draw(st.sampled_from([0.5, 1.0, 2.0])))
+
+    running = []
+    for g in range(cluster.size):
+        if draw(st.integers(0, 9)) > 0:
+            j = new_job(100 + g, 1)
+            running.append(RunningJob(j, Placement(j.id, (g,), 32, 0.0)))
+    gangs = st.sampled_from([1, 1, 1, 2, 3])
+    pending = tuple(new_job(i, draw(gangs)) for i in range(draw(st.integers(1, 12))))
+    return Snapshot(100.0, cluster, pending, tuple(running), config), profile
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=st.one_of(scenarios(), crowded()))
+def test_bsbf_speed_ups_change_no_decision(case: tuple[Snapshot, FakeProfile]) -> None:
+    # grouping, benefit thresholds, dominated sub-batches and the T_con lower bound only skip
+    # residents that cannot win: the decisions equal the brute-force ones
+    snapshot, profile = case
+    fast = get_policy("sjf-bsbf").decide(snapshot, profile, explain=False)
+    slow = sharing_round(snapshot, profile, "sjf-bsbf", BruteForceFinder, explain=False)
+    assert fast.starts == slow.starts

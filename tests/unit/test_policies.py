@@ -387,3 +387,17 @@ def test_explain_false_gives_the_same_decisions(name: str) -> None:
     quiet = get_policy(name).decide(s, PLAIN, explain=False)
     assert (quiet.starts, quiet.preemptions) == (full.starts, full.preemptions)
     assert {s.job_id for s in full.starts} | waiting(full) == set(range(1, 9))
+
+
+def test_bsbf_picks_the_cheapest_paying_resident_near_the_threshold() -> None:
+    # ξ = 2 both ways: (1 − 1/4)·2 = 1.5 ≥ 1, so sharing pays only if B > (4 − 1 − 1)·A = 200 s
+    # (A = 100 s). Residents: B = 150 → a first: T_con = 75 + 0.75·2·100 = 225 ≥ T_seq = 200, no;
+    # B = 210 → T_con = 105 + 150 = 255 < 260, yes; B = 400 → 200 + 150 = 350 < 450, yes.
+    # Best sharing benefit first = lowest T_con = the resident with B = 210 (GPU 1).
+    profile = FakeProfile(slowdowns={("j", "r"): (2.0, 2.0)})
+    run = [running(job(100 + i, model="r", iterations=b), (i,)) for i, b in enumerate([150, 210, 400])]
+    d = decide("sjf-bsbf", snap(Cluster.uniform(1, 3), [job(1, model="j", iterations=100)], run), profile)
+    (start,) = d.starts
+    assert start.gpu_ids == (1,)
+    (share,) = start.shares
+    assert (share.partner_id, share.t_con_s, share.t_seq_s) == (101, pytest.approx(255), pytest.approx(260))
