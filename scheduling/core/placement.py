@@ -160,6 +160,7 @@ class RoundState:
             self._by_free[len(idle)][node] = None
         self.idle_count = sum(len(idle) for idle in self._idle)
         self.healthy_count = sum(1 for g in self.gpus if g.healthy)
+        self.largest_memory_mb = max((g.memory_mb for g in self.gpus if g.healthy), default=0)
         self.residents: dict[JobId, Resident] = {}
         self.shareable_count = 0
         self.listener: ResidentListener | None = None
@@ -285,13 +286,18 @@ def sjf_key(job: Job) -> tuple[float, float, JobId]:
     return (job.remaining_time_s, job.submit_time, job.id)
 
 
-def never_fits_reason(job: Job, state: RoundState) -> str | None:
-    """Why ``job``'s gang can never start on this cluster (``None`` if it can)."""
+def never_fits_reason(job: Job, state: RoundState, profile: Profile) -> str | None:
+    """Why ``job`` can never start on this cluster as it is (``None`` if it can): a gang larger
+    than the healthy GPUs, or memory above the largest healthy GPU at every sub-batch. Such a job
+    waits with this reason and never blocks others."""
     if job.gpus < 1:
         return f"asks for {job.gpus} GPUs; a job needs at least one"
     if job.gpus > state.healthy_count:
         return (f"needs {job.gpus} GPUs but the cluster has only {state.healthy_count} healthy GPUs: "
                 f"it cannot start until more GPUs are healthy")
+    if largest_fitting_sub_batch(profile, job, state.largest_memory_mb, state.min_sub_batch) is None:
+        return (f"needs more memory per GPU than the largest healthy GPU ({state.largest_memory_mb} MB) "
+                f"at every sub-batch down to {state.min_sub_batch}")
     return None
 
 
@@ -344,12 +350,13 @@ def exclusive_in_order(
     skipped and later ones may start (backfill). Jobs that can never fit never block.
     """
     state = RoundState(snapshot)
+    profile = cached(profile)
     min_sub = snapshot.config.min_sub_batch
     starts: list[Start] = []
     waits: list[Wait] = []
     blocker: Job | None = None
     for job in jobs:
-        reason = never_fits_reason(job, state)
+        reason = never_fits_reason(job, state, profile)
         if reason is None and blocker is not None:
             reason = f"waits behind job {blocker.id} (strict FIFO: the head of the queue does not fit)"
         elif reason is None:
@@ -385,6 +392,7 @@ def preemptive_exclusive(
     before starts, see :class:`RoundDecisions`). Running jobs are never migrated.
     """
     state = RoundState(snapshot)
+    profile = cached(profile)
     min_sub = snapshot.config.min_sub_batch
     promised: set[int] = set()
     free = state.healthy_count
@@ -397,7 +405,7 @@ def preemptive_exclusive(
     for rank, (_, is_pending, entry) in enumerate(ranked, start=1):
         if is_pending:
             job = entry
-            reason = never_fits_reason(job, state)
+            reason = never_fits_reason(job, state, profile)
             if reason is None and job.gpus <= free:
                 free -= job.gpus
                 admitted.append(job)
@@ -472,9 +480,9 @@ def sharing_round(
         if state.idle_count == 0 and state.shareable_count == 0:
             if explain:
                 left = "no idle or shareable GPU left this round"
-                waits.extend(Wait(j.id, never_fits_reason(j, state) or left) for j in order[position:])
+                waits.extend(Wait(j.id, never_fits_reason(j, state, cp) or left) for j in order[position:])
             break
-        reason = never_fits_reason(job, state)
+        reason = never_fits_reason(job, state, cp)
         if reason is None:
             if job.gpus <= state.idle_count:
                 outcome: Start | SharePlan | str = start_on_idle(state, job, cp, state.min_sub_batch)

@@ -401,3 +401,13 @@ def test_bsbf_picks_the_cheapest_paying_resident_near_the_threshold() -> None:
     assert start.gpu_ids == (1,)
     (share,) = start.shares
     assert (share.partner_id, share.t_con_s, share.t_seq_s) == (101, pytest.approx(255), pytest.approx(260))
+
+
+@pytest.mark.parametrize("name", POLICY_NAMES)
+def test_job_too_big_for_any_gpu_waits_without_blocking(name: str) -> None:
+    # "huge" needs 60,000 MB per GPU at every sub-batch (static memory) > 49,140 MB: it can never
+    # start, says so, and does not hold back the job behind it — not even under strict FIFO.
+    profile = FakeProfile(memory={"huge": (60_000, 0), "m": (1000, 0)})
+    d = decide(name, snap(Cluster.uniform(1, 1), [job(1, model="huge"), job(2, submit=1)]), profile)
+    assert started(d) == {2: (0,)}
+    assert "49140 MB" in next(w.reason for w in d.waits if w.job_id == 1)
