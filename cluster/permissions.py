@@ -11,13 +11,18 @@ from cluster.models import Membership, Tenant
 
 
 def tenant_of(request: Request) -> Tenant | None:
-    """The caller's tenant (cached on the request), or ``None`` for a user with no membership."""
-    if not hasattr(request, "_sharewise_tenant"):
-        membership = None
-        if request.user and request.user.is_authenticated:
-            membership = Membership.objects.select_related("tenant").filter(user_id=request.user.pk).first()
-        request._sharewise_tenant = membership.tenant if membership else None
-    return request._sharewise_tenant
+    """The caller's tenant, or ``None`` for an anonymous user or one with no membership.
+
+    :class:`cluster.authentication.TenantTokenAuthentication` has usually loaded it with the
+    user; otherwise (session auth) it costs one query, once per user object.
+    """
+    user = request.user
+    if not (user and user.is_authenticated):
+        return None
+    try:
+        return user.membership.tenant
+    except Membership.DoesNotExist:
+        return None
 
 
 class IsTenantMember(BasePermission):

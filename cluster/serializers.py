@@ -71,14 +71,19 @@ class PlacementSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class JobSerializer(RejectUnknownFieldsMixin, serializers.ModelSerializer):
+class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
     """A job as a tenant submits it (writable fields) and sees it (plus status and placement).
+
+    A plain ``Serializer`` with every field declared: submission is the hot path, and this
+    skips ModelSerializer's per-request model introspection. Jobs are created by
+    :meth:`cluster.models.Job.submit`, never by ``save()``.
 
     Bounds: ``gpus`` 1…healthy GPUs registered (the largest gang the cluster can hold);
     ``batch_size`` 1…2^20 samples; ``iterations`` 1…10^8; ``gpu_memory_mb`` 1…2^20 MB;
     ``iteration_time_s`` in (0, 86400] s; ``priority`` −100…100; ``command`` ≤ 4096 characters.
     """
 
+    id = serializers.IntegerField(read_only=True)
     name = StrictCharField(
         max_length=64,
         validators=[models.name_validator],
@@ -114,38 +119,13 @@ class JobSerializer(RejectUnknownFieldsMixin, serializers.ModelSerializer):
     )
     command = StrictCharField(max_length=models.MAX_COMMAND_LENGTH, required=False, allow_blank=True)
     priority = StrictIntegerField(min_value=-100, max_value=100, required=False)
+    status = serializers.ChoiceField(choices=Job.Status.choices, read_only=True)
+    iterations_done = serializers.FloatField(read_only=True, help_text="Iterations completed so far.")
+    failure_reason = serializers.CharField(read_only=True)
+    submitted_at = serializers.DateTimeField(read_only=True)
+    started_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    finished_at = serializers.DateTimeField(read_only=True, allow_null=True)
     placement = PlacementSerializer(source="current_placement", many=True, read_only=True)
-
-    class Meta:
-        model = Job
-        fields = [
-            "id",
-            "name",
-            "model",
-            "batch_size",
-            "iterations",
-            "gpus",
-            "gpu_memory_mb",
-            "iteration_time_s",
-            "command",
-            "priority",
-            "status",
-            "iterations_done",
-            "failure_reason",
-            "submitted_at",
-            "started_at",
-            "finished_at",
-            "placement",
-        ]
-        read_only_fields = [
-            "id",
-            "status",
-            "iterations_done",
-            "failure_reason",
-            "submitted_at",
-            "started_at",
-            "finished_at",
-        ]
 
     def validate_gpus(self, value: int) -> int:
         """Bound the gang by the healthy GPUs registered; none registered is a clear error."""

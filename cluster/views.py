@@ -131,9 +131,10 @@ class JobViewSet(
         except IdempotencyConflict as exc:
             return Response({"error": str(exc)}, status=status.HTTP_422_UNPROCESSABLE_ENTITY)
         job.active_placements = []
+        serializer.instance = job  # answer with the same serializer: its fields are built once
         headers = {"Location": f"{request.path}{job.pk}/"} if created else {"Idempotent-Replayed": "true"}
         return Response(
-            self.get_serializer(job).data,
+            serializer.data,
             status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
             headers=headers,
         )

@@ -15,7 +15,7 @@ class FakeClock:
     """A settable ``time.time`` stand-in for the throttle."""
 
     def __init__(self) -> None:
-        self.now = 1_000_000.0
+        self.now = 60.0 * 16_667  # the start of a one-minute window
 
     def __call__(self) -> float:
         return self.now
@@ -36,12 +36,18 @@ def test_third_submission_in_a_minute_is_429(alice_api: APIClient, clock: FakeCl
     clock.now += 10
     response = alice_api.post(JOBS_URL, job_body(), format="json")
     assert response.status_code == 429
-    # The oldest of the two counted submissions leaves the 60 s window 60 - 20 = 40 s from now.
+    # The window opened 20 s ago, so the next one opens in 60 - 20 = 40 s.
     assert response.json()["retry_after"] == 40
+    assert response["Retry-After"] == "40"
     assert response.json()["error"].startswith("Request was throttled.")
     assert Job.objects.count() == 2
-    clock.now += 40.5
+    clock.now += 39.5
+    assert alice_api.post(JOBS_URL, job_body(), format="json").status_code == 429
+    clock.now += 0.5  # the next window: a fresh budget of 2
     assert alice_api.post(JOBS_URL, job_body(), format="json").status_code == 201
+    assert alice_api.post(JOBS_URL, job_body(), format="json").status_code == 201
+    assert alice_api.post(JOBS_URL, job_body(), format="json").status_code == 429
+    assert Job.objects.count() == 4
 
 
 @override_settings(REST_FRAMEWORK=rest_settings(job_submit="2/min"))

@@ -93,6 +93,7 @@ def test_largest_gang_counts_schedulable_gpus(cluster: list[Node]) -> None:
     assert largest_gang() == 2  # 6 - the 4 GPUs of the unhealthy node
     Node.objects.filter(pk=cluster[1].pk).update(status=Node.Status.DRAINING)
     assert largest_gang() == 6  # a draining node's GPUs still exist for gangs
+    assert largest_gang() == GPU.objects.schedulable().count()  # the SQL and the ORM query agree
 
 
 def test_tenant_usage(tenant_a: Tenant, alice: Any) -> None:

@@ -1,0 +1,266 @@
+"""Job submissions per second over HTTP: gunicorn + PostgreSQL, load from ``wrk`` on loopback.
+
+What it does: (re)creates a PostgreSQL database (default ``sharewise_bench``), migrates it,
+registers a 4x8-GPU cluster and one tenant, starts gunicorn (gthread workers, keep-alive) with
+the submission throttle raised out of the way, then drives ``POST /api/v1/jobs/`` with ``wrk``
+(C, one connection per simulated client, keep-alive) for a fixed duration and prints sustained
+submissions/s, latency percentiles (p50/p90/p99, from wrk), errors, the jobs actually in the
+database, and the CPU time each program used per request (from ``/proc``), which says what
+bounds the rate. Without ``wrk`` a Python load client (threads, ``http.client`` keep-alive) is
+used instead; it competes for the same cores, so its numbers are lower.
+
+Not a test: nothing is asserted. Target: >= 500 submissions/s with p99 < 100 ms on 2 cores.
+
+Run: ``python benchmarks/bench_submit.py [--duration 20] [--connections 16] [--workers 2]
+[--threads 4] [--idempotency-keys] [--database-url postgres://postgres@127.0.0.1:5432/sharewise_bench]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections import defaultdict
+from pathlib import Path
+from urllib.parse import urlsplit
+
+REPO = Path(__file__).resolve().parent.parent
+BODY = {"name": "bench-job", "model": "resnet50", "batch_size": 128, "iterations": 1000, "gpus": 4}
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+WRK_SCRIPT = """
+wrk.method = "POST"
+wrk.body = [[%(body)s]]
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Token %(token)s"
+local counter = 0
+request = function()
+  if %(keys)s then
+    counter = counter + 1
+    wrk.headers["Idempotency-Key"] = "bench-" .. tostring(math.random(1, 1e9)) .. "-" .. counter
+  end
+  return wrk.format()
+end
+"""
+
+
+def machine() -> str:
+    """One line describing the machine: CPU model, cores, OS, Python."""
+    model = "unknown CPU"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        found = re.search(r"model name\s*:\s*(.+)", cpuinfo.read_text())
+        model = found.group(1).strip() if found else model
+    return f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}, Python {platform.python_version()}"
+
+
+def cpu_seconds_by_program() -> dict[str, float]:
+    """CPU time (user + system, s) used so far by live processes, summed per program name."""
+    totals: dict[str, float] = defaultdict(float)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1 : text.rindex(")")]
+        fields = text[text.rindex(")") + 2 :].split()
+        totals[name] += (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
+    return totals
+
+
+def manage(env: dict[str, str], *args: str) -> str:
+    """Run ``manage.py`` with ``env``; return stdout; exit with its stderr on failure."""
+    result = subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    if result.returncode != 0:
+        sys.exit(f"manage.py {' '.join(args)} failed:\n{result.stderr}")
+    return result.stdout.strip()
+
+
+def recreate_database(url: str) -> None:
+    """Drop and create the database named in ``url`` (connecting to the ``postgres`` database)."""
+    import psycopg
+
+    parts = urlsplit(url)
+    name = parts.path.lstrip("/")
+    if not re.fullmatch(r"[a-z_][a-z0-9_]*", name):
+        sys.exit(f"refusing odd database name {name!r}")
+    admin = parts._replace(path="/postgres").geturl()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name}")
+        conn.execute(f"CREATE DATABASE {name}")
+
+
+def start_gunicorn(env: dict[str, str], port: int, workers: int, threads: int) -> subprocess.Popen:
+    """Start gunicorn on 127.0.0.1:``port`` and wait until /healthz answers (exits after 30 s)."""
+    gunicorn = shutil.which("gunicorn", path=str(Path(sys.executable).parent)) or "gunicorn"
+    cmd = [
+        gunicorn, "config.wsgi", "--bind", f"127.0.0.1:{port}", "--worker-class", "gthread",
+        "--workers", str(workers), "--threads", str(threads), "--keep-alive", "30", "--log-level", "warning",
+    ]  # fmt: skip
+    server = subprocess.Popen(cmd, cwd=REPO, env=env)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as response:
+                if response.status == 200:
+                    return server
+        except OSError:
+            time.sleep(0.2)
+    server.terminate()
+    sys.exit("gunicorn did not become ready within 30 s")
+
+
+def run_wrk(port: int, token: str, args: argparse.Namespace) -> dict[str, float]:
+    """Drive the server with wrk; return throughput (1/s), latency percentiles (ms), errors."""
+    script = WRK_SCRIPT % {
+        "body": json.dumps(BODY),
+        "token": token,
+        "keys": str(args.idempotency_keys).lower(),
+    }
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as handle:
+        handle.write(script)
+    cmd = [
+        "wrk", "-t", str(args.load_threads), "-c", str(args.connections), "-d", f"{args.duration}s",
+        "--latency", "-s", handle.name, f"http://127.0.0.1:{port}/api/v1/jobs/",
+    ]  # fmt: skip
+    output = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    os.unlink(handle.name)
+    if args.verbose:
+        print(output)
+
+    def ms(label: str) -> float:
+        value, unit = re.search(rf"^\s+{label}\s+([\d.]+)(us|ms|s)\s*$", output, re.M).groups()
+        return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
+
+    completed = int(re.search(r"(\d+) requests in", output).group(1))
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
+    socket_errors = re.search(r"Socket errors: (.+)", output)
+    return {
+        "requests": completed,
+        "rate": float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1)),
+        "p50": ms("50%"),
+        "p90": ms("90%"),
+        "p99": ms("99%"),
+        "errors": int(errors.group(1)) if errors else 0,
+        "socket_errors": socket_errors.group(1) if socket_errors else "none",
+    }
+
+
+def run_python_client(port: int, token: str, args: argparse.Namespace) -> dict[str, float]:
+    """Fallback load client: one thread per connection, ``http.client`` keep-alive."""
+    latencies: list[list[float]] = [[] for _ in range(args.connections)]
+    errors = [0] * args.connections
+    body = json.dumps(BODY).encode()
+    stop_at = time.monotonic() + args.duration
+
+    def client(i: int) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        n = 0
+        while time.monotonic() < stop_at:
+            n += 1
+            headers = {"Content-Type": "application/json", "Authorization": f"Token {token}"}
+            if args.idempotency_keys:
+                headers["Idempotency-Key"] = f"bench-{i}-{n}"
+            start = time.perf_counter()
+            conn.request("POST", "/api/v1/jobs/", body, headers)
+            response = conn.getresponse()
+            response.read()
+            latencies[i].append((time.perf_counter() - start) * 1e3)
+            errors[i] += response.status >= 300
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(args.connections)]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.monotonic() - started
+    every = sorted(x for per in latencies for x in per)
+    cuts = statistics.quantiles(every, n=100)
+    return {
+        "requests": len(every), "rate": len(every) / elapsed, "p50": cuts[49], "p90": cuts[89], "p99": cuts[98],
+        "errors": sum(errors), "socket_errors": "n/a",
+    }  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/sharewise_bench")
+    parser.add_argument("--cache-url", default="redis://127.0.0.1:6379/15", help="throttle counters (shared)")
+    parser.add_argument("--duration", type=int, default=20, help="seconds of load")
+    parser.add_argument("--warmup", type=int, default=3, help="seconds of load before measuring")
+    parser.add_argument("--connections", type=int, default=16, help="concurrent keep-alive connections")
+    parser.add_argument("--load-threads", type=int, default=1, help="wrk threads")
+    parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
+    parser.add_argument("--threads", type=int, default=4, help="threads per gunicorn worker")
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument(
+        "--idempotency-keys", action="store_true", help="send a fresh Idempotency-Key each time"
+    )
+    parser.add_argument(
+        "--python-client", action="store_true", help="use the Python client even if wrk exists"
+    )
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args()
+
+    env = {
+        **os.environ,
+        "DATABASE_URL": args.database_url,
+        "CACHE_URL": args.cache_url,
+        "SHAREWISE_SUBMIT_RATE": "1000000/s",
+        "DEBUG": "0",
+        "LOG_LEVEL": "WARNING",
+        "CONN_MAX_AGE": "600",
+    }
+    recreate_database(args.database_url)
+    manage(env, "migrate", "--noinput", "-v", "0")
+    manage(env, "load_cluster", "4x8")
+    token = manage(env, "create_tenant", "bench", "--quota-gpus", "8")
+
+    use_wrk = shutil.which("wrk") is not None and not args.python_client
+    client = run_wrk if use_wrk else run_python_client
+    server = start_gunicorn(env, args.port, args.workers, args.threads)
+    try:
+        if args.warmup:
+            client(args.port, token, argparse.Namespace(**{**vars(args), "duration": args.warmup}))
+        before = cpu_seconds_by_program()
+        result = client(args.port, token, args)
+        after = cpu_seconds_by_program()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    jobs = manage(env, "shell", "-c", "from cluster.models import Job; print(Job.objects.count())")
+
+    print(f"machine: {machine()}")
+    print(
+        f"setup: gunicorn {args.workers} workers x {args.threads} threads (gthread, keep-alive), PostgreSQL, "
+        f"throttle cache {args.cache_url}; load: {'wrk' if use_wrk else 'Python threads'}, "
+        f"{args.connections} connections, {args.duration} s after {args.warmup} s warm-up"
+        + (", fresh Idempotency-Key per request" if args.idempotency_keys else "")
+    )
+    print(f"submissions/s: {result['rate']:.0f}  ({result['requests']} requests)")
+    print(f"latency ms: p50 {result['p50']:.1f}  p90 {result['p90']:.1f}  p99 {result['p99']:.1f}")
+    print(f"non-2xx: {result['errors']}  socket errors: {result['socket_errors']}  jobs in database: {jobs}")
+    used = {name: after.get(name, 0.0) - before.get(name, 0.0) for name in after}
+    busy = sorted(((s, n) for n, s in used.items() if s > 0.05), reverse=True)[:6]
+    total = sum(s for s, _ in busy)
+    print(f"CPU used during the run: {total:.1f} s of {args.duration * (os.cpu_count() or 1)} core-seconds")
+    for seconds, name in busy:
+        print(f"  {name:<16} {seconds:6.1f} s  = {seconds / result['requests'] * 1e3:.2f} ms per request")
+
+
+if __name__ == "__main__":
+    main()
