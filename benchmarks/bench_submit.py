@@ -62,7 +62,8 @@ def machine() -> str:
     if cpuinfo.exists():
         found = re.search(r"model name\s*:\s*(.+)", cpuinfo.read_text())
         model = found.group(1).strip() if found else model
-    return f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}, Python {platform.python_version()}"
+    system = f"{platform.system()} {platform.machine()}"
+    return f"{model}, {os.cpu_count()} cores, {system}, Python {platform.python_version()}"
 
 
 def cpu_seconds_by_program() -> dict[str, float]:
@@ -191,8 +192,8 @@ def run_python_client(port: int, token: str, args: argparse.Namespace) -> dict[s
     every = sorted(x for per in latencies for x in per)
     cuts = statistics.quantiles(every, n=100)
     return {
-        "requests": len(every), "rate": len(every) / elapsed, "p50": cuts[49], "p90": cuts[89], "p99": cuts[98],
-        "errors": sum(errors), "socket_errors": "n/a",
+        "requests": len(every), "rate": len(every) / elapsed, "errors": sum(errors), "socket_errors": "n/a",
+        "p50": cuts[49], "p90": cuts[89], "p99": cuts[98],
     }  # fmt: skip
 
 
@@ -242,7 +243,7 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(timeout=30)
-    jobs = manage(env, "shell", "-c", "from cluster.models import Job; print(Job.objects.count())")
+    jobs = manage(env, "shell", "-v", "0", "-c", "from cluster.models import Job; print(Job.objects.count())")
 
     print(f"machine: {machine()}")
     print(
