@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Protocol
 
 from scheduling.core.types import (
@@ -161,6 +162,7 @@ class RoundState:
         self.idle_count = sum(len(idle) for idle in self._idle)
         self.healthy_count = sum(1 for g in self.gpus if g.healthy)
         self.largest_memory_mb = max((g.memory_mb for g in self.gpus if g.healthy), default=0)
+        self.fits_some_gpu: dict[tuple, bool] = {}  # job shape → fits the largest GPU at some sub-batch
         self.residents: dict[JobId, Resident] = {}
         self.shareable_count = 0
         self.listener: ResidentListener | None = None
@@ -281,9 +283,8 @@ def arrival_key(job: Job) -> tuple[float, JobId]:
     return (job.submit_time, job.id)
 
 
-def sjf_key(job: Job) -> tuple[float, float, JobId]:
-    """SJF order: ``(P_j, submit_time, id)`` with ``P_j`` = remaining exclusive time (s), MODEL.md §1."""
-    return (job.remaining_time_s, job.submit_time, job.id)
+sjf_key: Callable[[Job], tuple[float, float, JobId]] = attrgetter("remaining_time_s", "submit_time", "id")
+"""SJF order: ``(P_j, submit_time, id)`` with ``P_j`` = remaining exclusive time (s), MODEL.md §1."""
 
 
 def never_fits_reason(job: Job, state: RoundState, profile: Profile) -> str | None:
@@ -295,7 +296,12 @@ def never_fits_reason(job: Job, state: RoundState, profile: Profile) -> str | No
     if job.gpus > state.healthy_count:
         return (f"needs {job.gpus} GPUs but the cluster has only {state.healthy_count} healthy GPUs: "
                 f"it cannot start until more GPUs are healthy")
-    if largest_fitting_sub_batch(profile, job, state.largest_memory_mb, state.min_sub_batch) is None:
+    shape = CachedProfile.shape(job)
+    fits = state.fits_some_gpu.get(shape)
+    if fits is None:
+        fits = state.fits_some_gpu[shape] = largest_fitting_sub_batch(
+            profile, job, state.largest_memory_mb, state.min_sub_batch) is not None
+    if not fits:
         return (f"needs more memory per GPU than the largest healthy GPU ({state.largest_memory_mb} MB) "
                 f"at every sub-batch down to {state.min_sub_batch}")
     return None

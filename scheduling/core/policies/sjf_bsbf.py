@@ -9,6 +9,7 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left, bisect_right, insort
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from scheduling.core.placement import CachedProfile, Resident, RoundState, SharePlan, cached, sharing_round
@@ -73,10 +74,19 @@ class BestBenefitFinder:
     ``T_con < T_seq``. Beneficial residents are visited in ascending ``T_con`` (ties: submit time,
     id) and their GPUs added until the job has ``need`` GPUs.
 
-    Speed: residents are grouped (:class:`_Group`); memory fit and ``ξ`` are computed once per
-    (job shape, group). Within a group ``T_con`` grows with ``B`` and, for each sub-batch, sharing
-    pays iff ``B`` exceeds :func:`~scheduling.core.sharing.benefit_threshold_s`; so a bisection skips
-    the residents that cannot pay, and a heap merges the groups in ascending ``T_con``.
+    Speed, without changing any decision (a test compares with a brute-force search):
+
+    - residents are grouped (:class:`_Group`); memory fit and ``ξ`` are computed once per
+      (job shape, group) and remembered across rounds (:class:`_Memo`);
+    - within a group ``T_con`` grows with ``B``, and for each sub-batch sharing pays iff ``B``
+      exceeds :func:`~scheduling.core.sharing.benefit_threshold_s`: a bisection skips the
+      residents that cannot pay;
+    - with every ``ξ ≥ 1``, ``T_con ≥ min(A/2 + κ·B, B/2 + μ·A)`` with ``κ``, ``μ`` the smallest
+      branch coefficients over the job's options (:meth:`_scan`), which grows with ``B``; so
+      groups are visited in ascending smallest ``B`` only while that bound (at the job's smallest
+      ``A``) could still match the best ``T_con`` found; groups with some ``ξ < 1`` are always
+      visited;
+    - a heap merges the visited groups in ascending ``T_con``.
     """
 
     def __init__(self, state: RoundState, memo: _Memo) -> None:
@@ -84,7 +94,10 @@ class BestBenefitFinder:
         self._profile = memo.profile
         self._min_sub = state.min_sub_batch
         self._groups: dict[tuple, _Group] = {}
+        self._by_head: list[tuple[float, int, _Group]] = []  # (smallest B, number, group), sorted
         self._where: dict[JobId, tuple[Resident, _Group, float]] = {}
+        self._created = 0  # groups created so far (invalidates the per-shape scans below)
+        self._unbounded: dict[tuple[int, int], tuple[int, list[_Group], float, float]] = {}  # see _scan
         for resident in state.residents.values():
             self.added(resident)
 
@@ -97,17 +110,31 @@ class BestBenefitFinder:
         if group is None:
             number = self._memo.group_ids.setdefault(key, len(self._memo.group_ids))
             group = self._groups[key] = _Group(key, number, job, resident.sub_batch, resident.room_mb)
-        insort(group.entries, (b_s, job.submit_time, job.id))
+            self._created += 1
+        self._reindex(group, lambda entries: insort(entries, (b_s, job.submit_time, job.id)))
         self._where[job.id] = (resident, group, b_s)
 
     def removed(self, resident: Resident) -> None:
         """Drop a withdrawn resident (an emptied group is dropped too, keeping the scans short)."""
         job = resident.job
         _, group, b_s = self._where.pop(job.id)
-        entries = group.entries
-        del entries[bisect_left(entries, (b_s, job.submit_time, job.id))]
-        if not entries:
+        key = (b_s, job.submit_time, job.id)
+        self._reindex(group, lambda entries: entries.pop(bisect_left(entries, key)))
+        if not group.entries:
             del self._groups[group.key]
+
+    def _reindex(self, group: _Group, change: Callable[[list], object]) -> None:
+        """Apply ``change`` to the group's entries and keep :attr:`_by_head` sorted."""
+        entries = group.entries
+        old = entries[0][0] if entries else None
+        change(entries)
+        new = entries[0][0] if entries else None
+        if old == new:
+            return
+        if old is not None:
+            del self._by_head[bisect_left(self._by_head, (old, group.number))]
+        if new is not None:
+            insort(self._by_head, (new, group.number, group))
 
     def _fits(self, job: Job, group: _Group) -> tuple[_Fits, _Fits]:
         """The job's sub-batches fitting the group's memory room (:data:`_Fits`): all of them, and
@@ -127,56 +154,78 @@ class BestBenefitFinder:
                 kept.append(option)
         return _with_bound(every), _with_bound(kept)
 
+    def _options(self, job: Job, shape_id: int, group: _Group, prune: int) -> _Fits:
+        """The job's options against ``group`` (memoised across rounds)."""
+        both = self._memo.fits.get((shape_id, group.number))
+        if both is None:
+            both = self._memo.fits[(shape_id, group.number)] = self._fits(job, group)
+        return both[prune]
+
+    def _scan(self, job: Job, shape_id: int, prune: int) -> tuple[list[_Group], float, float]:
+        """For the job's shape: the groups against which some option has ``ξ < 1`` (always
+        visited: no bound applies), and over all other groups' options the smallest
+        ``κ = ξ_b·(1 − 1/(2ξ_a))`` and ``μ = ξ_a·(1 − 1/(2ξ_b))`` (both ≥ 1/2), the coefficients of
+        ``B`` and ``A`` in the two branches of ``T_con``. Rescanned only when groups were created
+        since the last scan for this shape."""
+        scan = self._unbounded.get((shape_id, prune))
+        if scan is None or scan[0] != self._created:
+            unbounded: list[_Group] = []
+            kappa = mu = math.inf
+            for group in self._groups.values():
+                options, bounded = self._options(job, shape_id, group, prune)
+                if not bounded:
+                    unbounded.append(group)
+                for _, xi_a, xi_b, _ in options if bounded else ():
+                    kappa = min(kappa, xi_b * (1 - 1 / (2 * xi_a)))
+                    mu = min(mu, xi_a * (1 - 1 / (2 * xi_b)))
+            scan = self._unbounded[(shape_id, prune)] = (self._created, unbounded, kappa, mu)
+        return scan[1], scan[2], scan[3]
+
     def find(self, job: Job, need: int) -> SharePlan | str:
         """Beneficial partners for ``need`` GPUs in ascending ``T_con``, or why the job waits."""
         p = self._profile
-        shape = CachedProfile.shape(job)
         shape_ids = self._memo.shape_ids
-        shape_id = shape_ids.setdefault(shape, len(shape_ids))
-        memo_fits = self._memo.fits
+        shape_id = shape_ids.setdefault(CachedProfile.shape(job), len(shape_ids))
         subs = p.sub_batches(job, self._min_sub)
         remaining = job.remaining_iterations
         a_of = {sub: remaining * p.iter_time_s(job, sub) for sub in subs}
         # a smaller sub-batch is never faster → dominated options may be dropped (see _fits)
         prune = int(all(a_of[big] <= a_of[small] for big, small in zip(subs, subs[1:], strict=False)))
-        # Residents with B at or below every option's benefit threshold cannot pay: a group whose
-        # largest B is that low is skipped, the others are entered past that B by bisection (a
-        # relative margin keeps rounding from skipping one that pays; each is judged exactly).
-        # Lower bound (ξ ≥ 1 on both sides): T_con ≥ (A + B)/2 — each branch of the formula is at
-        # least that — so groups are visited in ascending (A_min + smallest B that may pay)/2 and
-        # only while that bound could still match the best T_con found (ties included).
         a_min = min(a_of.values())
-        candidates: list[tuple[float, int, _Group, _Options, float]] = []
-        fitting = 0
-        for position, group in enumerate(self._groups.values()):
-            both = memo_fits.get((shape_id, group.number))
-            if both is None:
-                both = memo_fits[(shape_id, group.number)] = self._fits(job, group)
-            fits, bounded = both[prune]
-            if not fits:
-                continue
-            entries = group.entries
-            fitting += len(entries)
-            threshold = min(c * a_of[sub] for sub, _, _, c in fits) * (1 - 1e-9)
-            if threshold >= entries[-1][0]:
-                continue
-            bound = (a_min + max(entries[0][0], threshold)) * 0.5 if bounded else -math.inf
-            candidates.append((bound, position, group, fits, threshold))
-        candidates.sort(key=_first)
         heap: list[tuple] = []
+        visited: set[int] = set()
+
+        def visit(group: _Group) -> None:
+            visited.add(group.number)
+            options, _ = self._options(job, shape_id, group, prune)
+            entries = group.entries
+            if not options or not entries:
+                return
+            # residents with B at or below every option's threshold cannot pay (the relative margin
+            # keeps rounding from skipping one that does: each is then judged exactly)
+            threshold = min(c * a_of[sub] for sub, _, _, c in options) * (1 - 1e-9)
+            if threshold >= entries[-1][0]:
+                return
+            start = bisect_right(entries, (threshold, math.inf)) if threshold > 0 else 0
+            _push_next(heap, group, [(sub, xi_a, xi_b, a_of[sub]) for sub, xi_a, xi_b, _ in options], start)
+
+        unbounded, kappa, mu = self._scan(job, shape_id, prune)
+        for group in unbounded:
+            visit(group)
+        by_head = self._by_head
         partners: list[tuple[Resident, tuple[int, ...]]] = []
         subs_chosen: list[int] = []
         got = 0
-        visited = 0
+        position = 0
         while got < need:
             best = heap[0][0] if heap else math.inf
-            while visited < len(candidates) and candidates[visited][0] <= best:
-                _, _, group, fits, threshold = candidates[visited]
-                visited += 1
-                options = [(sub, xi_a, xi_b, a_of[sub]) for sub, xi_a, xi_b, _ in fits]
-                start = bisect_right(group.entries, (threshold, math.inf)) if threshold > 0 else 0
-                _push_next(heap, group, options, start)
-                best = heap[0][0] if heap else math.inf
+            while position < len(by_head) and min(a_min * 0.5 + kappa * by_head[position][0],
+                                                  by_head[position][0] * 0.5 + mu * a_min) <= best:
+                group = by_head[position][2]
+                position += 1
+                if group.number not in visited:
+                    visit(group)
+                    best = heap[0][0] if heap else math.inf
             if not heap:
                 break
             _, _, job_id, index, group, options, sub = heapq.heappop(heap)
@@ -187,6 +236,8 @@ class BestBenefitFinder:
             got += len(take)
             _push_next(heap, group, options, index + 1)
         if got < need:
+            fitting = sum(len(g.entries) for g in self._groups.values()
+                          if self._options(job, shape_id, g, prune)[0])
             return (f"needs {need} more GPUs than the idle ones; sharing pays (T_con < T_seq) on only "
                     f"{got} resident GPUs ({fitting} resident jobs have memory room for it)")
         return self._plan(job, partners, min(subs_chosen))
@@ -259,7 +310,3 @@ def _push_next(heap: list, group: _Group, options: list[SubBatchOption], index: 
 
 def _with_bound(options: list[tuple[int, float, float, float]]) -> _Fits:
     return tuple(options), all(xi_a >= 1 and xi_b >= 1 for _, xi_a, xi_b, _ in options)
-
-
-def _first(candidate: tuple) -> tuple[float, int]:
-    return candidate[0], candidate[1]
