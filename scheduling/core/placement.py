@@ -56,6 +56,11 @@ class CachedProfile:
         """The key of everything but speed: ``(model, batch_size, gpus, memory_mb)``."""
         return (job.model, job.batch_size, job.gpus, job.memory_mb)
 
+    @property
+    def size(self) -> int:
+        """Number of answers cached."""
+        return len(self._iter) + len(self._mem) + len(self._subs) + len(self._xi)
+
     def iter_time_s(self, job: Job, sub_batch: int) -> float:
         """``t_j(b)`` (s), memoised."""
         key = (job.model, job.batch_size, job.gpus, job.memory_mb, job.iter_time_s, sub_batch)

@@ -231,3 +231,27 @@ def test_bsbf_speed_ups_change_no_decision(case: tuple[Snapshot, FakeProfile]) -
     fast = get_policy("sjf-bsbf").decide(snapshot, profile, explain=False)
     slow = sharing_round(snapshot, profile, "sjf-bsbf", BruteForceFinder, explain=False)
     assert fast.starts == slow.starts
+
+
+REUSED = {name: get_policy(name) for name in ("sjf-bsbf", "sjf-ffs")}
+
+
+@pytest.mark.parametrize("name", sorted(REUSED))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=st.one_of(scenarios(), crowded()))
+def test_reused_policy_object_decides_like_a_fresh_one(name: str, case: tuple[Snapshot, FakeProfile]) -> None:
+    # a policy object keeps caches between rounds (for one profile object): they must never leak
+    # into a decision — the same profile object is reused across examples with other snapshots
+    snapshot, _ = case
+    profile = SHARED_PROFILE
+    assert REUSED[name].decide(snapshot, profile) == get_policy(name).decide(snapshot, profile)
+
+
+# pairs with distinct slowdowns, and much gentler ones at sub-batch 2 (below a floor of 4 or 8), so
+# that remembering options computed under another sub-batch floor would change decisions
+SHARED_PROFILE = FakeProfile(
+    memory={"a": (6000, 200), "b": (12_000, 50), "c": (2000, 0)},
+    slowdowns={("a", "b"): (1.2, 1.4), ("b", "c"): (2.0, 1.1), ("a", "a"): (1.6, 1.6), ("c", "c"): (0.9, 1.3),
+               **{(x, 2, y, sub): (1.0, 1.0) for x in MODELS for y in MODELS for sub in (8, 32)}},
+    accum_overhead=0.0,
+)

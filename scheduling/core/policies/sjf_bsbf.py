@@ -62,7 +62,7 @@ class _Memo:
 
     def fresh(self, profile: Profile) -> _Memo:
         """This memo, or a new one for another profile object or when the caches grew too big."""
-        size = len(self.fits) + len(self.shape_ids) + len(self.group_ids)
+        size = len(self.fits) + len(self.shape_ids) + len(self.group_ids) + self.profile.size
         return self if profile is self.source and size < self.LIMIT else _Memo(profile)
 
 
@@ -185,7 +185,8 @@ class BestBenefitFinder:
         """Beneficial partners for ``need`` GPUs in ascending ``T_con``, or why the job waits."""
         p = self._profile
         shape_ids = self._memo.shape_ids
-        shape_id = shape_ids.setdefault(CachedProfile.shape(job), len(shape_ids))
+        # the options also depend on the sub-batch floor, which may change between rounds
+        shape_id = shape_ids.setdefault((CachedProfile.shape(job), self._min_sub), len(shape_ids))
         subs = p.sub_batches(job, self._min_sub)
         remaining = job.remaining_iterations
         a_of = {sub: remaining * p.iter_time_s(job, sub) for sub in subs}
