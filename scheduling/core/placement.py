@@ -9,6 +9,10 @@ Gang selection on idle GPUs (MODEL.md §3, "prefer one node, then the fewest nod
 fits on one node goes to the node with the fewest idle GPUs that still holds it (best fit, which
 keeps whole nodes free for large gangs); otherwise the nodes with the most idle GPUs are taken
 first (the fewest nodes), the last one again chosen by best fit. GPUs are always distinct.
+
+The round skeletons the policies share live here too: :func:`exclusive_in_order` (FIFO, SJF),
+:func:`preemptive_exclusive` (SRTF, Tiresias) and :func:`sharing_round` (SJF-FFS, SJF-BSBF, which
+differ only in their :class:`PartnerFinder`).
 """
 
 from __future__ import annotations
