@@ -111,7 +111,8 @@ def start_gunicorn(env: dict[str, str], port: int, workers: int, threads: int) -
         gunicorn, "config.wsgi", "--bind", f"127.0.0.1:{port}", "--worker-class", "gthread",
         "--workers", str(workers), "--threads", str(threads), "--keep-alive", "30", "--log-level", "warning",
     ]  # fmt: skip
-    server = subprocess.Popen(cmd, cwd=REPO, env=env)
+    log = tempfile.NamedTemporaryFile("w", prefix="bench_submit_gunicorn_", suffix=".log", delete=False)
+    server = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
@@ -121,7 +122,7 @@ def start_gunicorn(env: dict[str, str], port: int, workers: int, threads: int) -
         except OSError:
             time.sleep(0.2)
     server.terminate()
-    sys.exit("gunicorn did not become ready within 30 s")
+    sys.exit(f"gunicorn did not become ready within 30 s; see {log.name}")
 
 
 def run_wrk(port: int, token: str, args: argparse.Namespace) -> dict[str, float]:
