@@ -24,10 +24,12 @@ from scheduling.core.sharing import (
 from scheduling.core.types import Job, JobId, Profile, RoundDecisions, Snapshot
 
 _Options = tuple[tuple[int, float, float, float], ...]
-_Fits = tuple[_Options, bool]
+_Fits = tuple[_Options, bool, float, float]
 """``((sub_batch, ξ_job, ξ_resident, c), ...)`` per memory-feasible sub-batch, with ``c`` the benefit
-threshold per second of ``A`` (:func:`~scheduling.core.sharing.benefit_threshold_s` at ``A = 1``),
-and whether every ``ξ`` is ≥ 1 (then ``T_con ≥ (A + B)/2`` bounds the search)."""
+threshold per second of ``A`` (:func:`~scheduling.core.sharing.benefit_threshold_s` at ``A = 1``);
+whether every ``ξ`` is ≥ 1; and the smallest branch coefficients ``κ = ξ_b·(1 − 1/(2ξ_a))`` and
+``μ = ξ_a·(1 − 1/(2ξ_b))`` over the options (with every ``ξ ≥ 1``, ``T_con ≥ min(A/2 + κ·B,
+B/2 + μ·A)``)."""
 
 
 @dataclass(slots=True)
@@ -82,9 +84,10 @@ class BestBenefitFinder:
       exceeds :func:`~scheduling.core.sharing.benefit_threshold_s`: a bisection skips the
       residents that cannot pay;
     - with every ``ξ ≥ 1``, ``T_con ≥ min(A/2 + κ·B, B/2 + μ·A)`` with ``κ``, ``μ`` the smallest
-      branch coefficients over the job's options (:meth:`_scan`), which grows with ``B``; so
-      groups are visited in ascending smallest ``B`` only while that bound (at the job's smallest
-      ``A``) could still match the best ``T_con`` found; groups with some ``ξ < 1`` are always
+      branch coefficients over the job's options (:data:`_Fits`, :meth:`_scan`), which grows with
+      ``B``; so groups are visited in ascending smallest ``B`` only while that bound (at the job's
+      smallest ``A``) could still match the best ``T_con`` found, and a group whose own bound
+      cannot is deferred until the best found grows past it; groups with some ``ξ < 1`` are always
       visited;
     - a heap merges the visited groups in ascending ``T_con``.
     """
@@ -172,12 +175,11 @@ class BestBenefitFinder:
             unbounded: list[_Group] = []
             kappa = mu = math.inf
             for group in self._groups.values():
-                options, bounded = self._options(job, shape_id, group, prune)
+                _, bounded, group_kappa, group_mu = self._options(job, shape_id, group, prune)
                 if not bounded:
                     unbounded.append(group)
-                for _, xi_a, xi_b, _ in options if bounded else ():
-                    kappa = min(kappa, xi_b * (1 - 1 / (2 * xi_a)))
-                    mu = min(mu, xi_a * (1 - 1 / (2 * xi_b)))
+                else:
+                    kappa, mu = min(kappa, group_kappa), min(mu, group_mu)
             scan = self._unbounded[(shape_id, prune)] = (self._created, unbounded, kappa, mu)
         return scan[1], scan[2], scan[3]
 
@@ -198,7 +200,7 @@ class BestBenefitFinder:
 
         def visit(group: _Group) -> None:
             visited.add(group.number)
-            options, _ = self._options(job, shape_id, group, prune)
+            options = self._options(job, shape_id, group, prune)[0]
             entries = group.entries
             if not options or not entries:
                 return
@@ -218,15 +220,29 @@ class BestBenefitFinder:
         subs_chosen: list[int] = []
         got = 0
         position = 0
+        deferred: list[tuple[float, int, _Group]] = []  # groups whose own bound exceeded the best then
         while got < need:
             best = heap[0][0] if heap else math.inf
-            while position < len(by_head) and min(a_min * 0.5 + kappa * by_head[position][0],
-                                                  by_head[position][0] * 0.5 + mu * a_min) <= best:
-                group = by_head[position][2]
-                position += 1
-                if group.number not in visited:
+            while True:
+                if deferred and deferred[0][0] <= best:
+                    visit(heapq.heappop(deferred)[2])
+                elif position < len(by_head):
+                    head, number, group = by_head[position]
+                    if min(a_min * 0.5 + kappa * head, head * 0.5 + mu * a_min) > best:
+                        break  # nor can any later group: the bound grows with the smallest B
+                    position += 1
+                    if number in visited:
+                        continue
+                    _, _, group_kappa, group_mu = self._options(job, shape_id, group, prune)
+                    own = min(a_min * 0.5 + group_kappa * head, head * 0.5 + group_mu * a_min)
+                    if own > best:
+                        visited.add(number)
+                        heapq.heappush(deferred, (own, number, group))
+                        continue
                     visit(group)
-                    best = heap[0][0] if heap else math.inf
+                else:
+                    break
+                best = heap[0][0] if heap else math.inf
             if not heap:
                 break
             _, _, job_id, index, group, options, sub = heapq.heappop(heap)
@@ -310,4 +326,6 @@ def _push_next(heap: list, group: _Group, options: list[SubBatchOption], index: 
 
 
 def _with_bound(options: list[tuple[int, float, float, float]]) -> _Fits:
-    return tuple(options), all(xi_a >= 1 and xi_b >= 1 for _, xi_a, xi_b, _ in options)
+    kappa = min((xi_b * (1 - 1 / (2 * xi_a)) for _, xi_a, xi_b, _ in options), default=math.inf)
+    mu = min((xi_a * (1 - 1 / (2 * xi_b)) for _, xi_a, xi_b, _ in options), default=math.inf)
+    return tuple(options), all(xi_a >= 1 and xi_b >= 1 for _, xi_a, xi_b, _ in options), kappa, mu
