@@ -411,3 +411,34 @@ def test_job_too_big_for_any_gpu_waits_without_blocking(name: str) -> None:
     d = decide(name, snap(Cluster.uniform(1, 1), [job(1, model="huge"), job(2, submit=1)]), profile)
     assert started(d) == {2: (0,)}
     assert "49140 MB" in next(w.reason for w in d.waits if w.job_id == 1)
+
+
+TRACE_MODELS = [("vgg16", 16), ("vgg19", 16), ("resnet18", 128), ("shufflenet_v2_x1_0", 128),
+                ("bert", 4), ("gpt2", 4), ("dqn", 128), ("a2c", 64)]
+
+
+def test_bsbf_with_the_shipped_profile_follows_the_pairwise_rule() -> None:
+    # With the real profile (TableProfile from Gavel's measurements), for every pair of the SJF-BSBF
+    # testbed models: the waiting job joins the resident iff the pairwise rule on the profile's
+    # numbers says it pays (plan_pair: best sub-batch under memory, then T_con < T_seq).
+    from scheduling.core.sharing import plan_pair
+    from scheduling.profiles import load_default_profile
+
+    profile = load_default_profile()
+    cluster = Cluster.uniform(1, 1)
+    room = 49_140 - 1024
+    outcomes = set()
+    for waiting_model, waiting_batch in TRACE_MODELS:
+        for resident_model, resident_batch in TRACE_MODELS:
+            resident = Job(100, "t", resident_model, resident_batch, 1, 2000, 0.0, 0.2)
+            incoming = Job(1, "t", waiting_model, waiting_batch, 1, 1000, 1.0, 0.2)
+            expected = plan_pair(profile, incoming, resident, resident_batch,
+                                 room - profile.memory_mb(resident, resident_batch))
+            d = get_policy("sjf-bsbf").decide(snap(cluster, [incoming], [running(resident, (0,))]), profile)
+            pays = expected is not None and expected.beneficial
+            assert bool(d.starts) is pays, (waiting_model, resident_model)
+            if pays:
+                assert d.starts[0].sub_batch == expected.sub_batch
+                assert d.starts[0].shares[0].t_con_s == pytest.approx(expected.t_con_s)
+            outcomes.add(pays)
+    assert outcomes == {True, False}  # the table holds pairs that pay and pairs that hurt
