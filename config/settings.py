@@ -138,10 +138,13 @@ CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_TASK_EAGER_PROPAGATES = True
 # Acknowledge after the task ran, so a worker killed mid-round leaves the message for another.
 CELERY_TASK_ACKS_LATE = True
+# ...also when the worker process dies (SIGKILL, OOM): a round is safe to redo, it takes a lease.
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
 # One message at a time per worker process: rounds are long, fairness beats throughput.
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-# JSON only: no pickled payloads from the broker.
+# JSON only: never unpickle a payload that came from the broker.
 CELERY_ACCEPT_CONTENT = ["json"]
+# Send JSON too, so agents and tools in other languages can read the messages.
 CELERY_TASK_SERIALIZER = "json"
 # Timestamps in UTC, like the database.
 CELERY_TIMEZONE = "UTC"
