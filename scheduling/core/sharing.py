@@ -26,7 +26,7 @@ def pairwise_benefit(a_s: float, b_s: float, xi_a: float, xi_b: float) -> tuple[
     - ``a`` ends first: ``T_con = B/2 + (1 − 1/(2ξ_b))·ξ_a·A``.
 
     Share iff ``T_con < T_seq`` (:func:`shares`). Raises ``ValueError`` for a negative time or a
-    slowdown below 0.5 (the formulas assume a pair runs at least half as fast as alone ×2).
+    slowdown below 0.5 (there the coefficients ``1 − 1/(2ξ)`` turn negative and the formulas lose meaning).
     """
     if a_s < 0 or b_s < 0:
         raise ValueError(f"exclusive times must be ≥ 0 s, got A={a_s}, B={b_s}")
