@@ -17,8 +17,8 @@ Semantics (issue 3; MODEL.md §1–2; Luo et al., IWQoS 2024):
   restore and warm-up; default 30 s **(ours)**) while holding its GPUs.
 - The snapshot of a round holds the pending jobs as they are (their ``Job`` objects are only
   rebuilt when a preemption changes them) and the running jobs with ``iterations_done`` and
-  ``attained_gpu_s`` (GPUs × wall time held) brought up to the round's instant via
-  ``dataclasses.replace``. Preemptions are applied before starts.
+  ``attained_gpu_s`` (GPUs × wall time held) brought up to the round's instant in a copy
+  (:func:`with_progress`, equivalent to ``dataclasses.replace``). Preemptions are applied before starts.
 - Every decision is checked: a start must name a pending job, exactly ``job.gpus`` distinct
   healthy GPUs, none holding ``max_jobs_per_gpu`` jobs already, and jobs whose memory fits
   together; a preemption must name a running job. A violation raises :class:`SimulationError`
@@ -26,9 +26,10 @@ Semantics (issue 3; MODEL.md §1–2; Luo et al., IWQoS 2024):
 - Rounds that provably change nothing are skipped (``skip_idle_rounds``; results are identical
   with it off, which the tests check): a round with an empty queue; for non-preemptive policies,
   a round where fewer GPUs can take a job than the smallest pending gang asks for (free GPUs,
-  plus GPUs holding one job for the sharing policies); and for policies whose decision does not
-  depend on the passing of time (:data:`SKIP_RULES`), a round after a round that decided nothing
-  when no job has arrived or finished since.
+  plus GPUs holding one job for the sharing policies); and, after a round that decided nothing
+  with no arrival or completion since, every round before the policy's *horizon*: the next
+  instant at which the passing of time alone could change its decision (never, for policies
+  whose "do nothing" stays "do nothing" while time passes; see :data:`SKIP_RULES`).
 - The engine has no randomness: the same trace, cluster, policy, profile and config always give
   the same result. ``seed`` is carried into the result for the report.
 """
@@ -38,8 +39,8 @@ from __future__ import annotations
 import heapq
 import math
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, fields, replace
 
 from tqdm import tqdm
 
@@ -66,34 +67,73 @@ class SimulationError(RuntimeError):
     """A policy returned a decision the cluster cannot carry out (a policy bug)."""
 
 
+#: ``horizon(now, running, pending)``: the earliest instant (s) at which the passing of time
+#: alone may change a policy's decision; ``running`` yields ``(attained GPU-s now, GPUs)`` of
+#: the running jobs, ``pending`` the pending jobs as the policy sees them.
+Horizon = Callable[[float, Iterable[tuple[float, int]], Iterable[Job]], float]
+
+
+def never(now: float, running: Iterable[tuple[float, int]], pending: Iterable[Job]) -> float:
+    """Horizon of a policy whose "do nothing" stays "do nothing" while only time passes."""
+    return math.inf
+
+
+def tiresias_horizon(now: float, running: Iterable[tuple[float, int]], pending: Iterable[Job]) -> float:
+    """Next instant (s) at which a Tiresias queue may change with time alone.
+
+    Between such instants the Tiresias ranking ``(queue, submit time, id)`` is constant, so a
+    round that decided nothing is followed by rounds that decide nothing. Changes: a running
+    job of the high queue reaches :data:`~scheduling.core.policies.tiresias.QUEUE_THRESHOLD_GPU_S`
+    (it gains ``gpus`` GPU-s per second), or a pending low-queue job has waited
+    ``STARVATION_FACTOR`` × its executed time (starvation guard). 1 µs early, so float rounding
+    can only make a round run, never skip one that matters.
+    """
+    from scheduling.core.policies.tiresias import QUEUE_THRESHOLD_GPU_S, STARVATION_FACTOR
+
+    horizon = math.inf
+    for attained, gpus in running:
+        if attained < QUEUE_THRESHOLD_GPU_S:
+            horizon = min(horizon, now + (QUEUE_THRESHOLD_GPU_S - attained) / gpus)
+    for job in pending:
+        if job.attained_gpu_s >= QUEUE_THRESHOLD_GPU_S:
+            promoted_after = job.waiting_since + STARVATION_FACTOR * job.attained_gpu_s / max(job.gpus, 1)
+            if promoted_after >= now:
+                horizon = min(horizon, promoted_after)
+    return horizon - 1e-6
+
+
 @dataclass(frozen=True, slots=True)
 class SkipRule:
     """When a round of a policy may be skipped without changing the result.
 
     ``capacity``: the policy never preempts, so a round with fewer usable GPUs than the smallest
     pending gang starts nothing. ``shares``: GPUs holding one job count as usable (co-location).
-    ``time_invariant``: with the same pending and running jobs, the decision does not depend on
-    the clock or on running jobs' progress (or, for SRTF, it can only become "do nothing":
-    running jobs' remaining times only shrink while pending ones stay fixed).
+    ``horizon``: after a round that decided nothing, and with no arrival or completion since,
+    rounds before ``horizon(...)`` decide nothing too (``None``: always run such rounds).
     """
 
     capacity: bool
     shares: bool
-    time_invariant: bool
+    horizon: Horizon | None
 
 
-#: Per-policy skip rules (by registry name). Tiresias (attained service crosses queue
-#: thresholds, starvation guard ages) and SJF-BSBF (the pairwise rule depends on residents'
-#: remaining time) are time-dependent. A policy not listed here is only skipped on an empty queue.
+#: Per-policy skip rules (by registry name); a policy not listed is only skipped on an empty
+#: queue. Why "do nothing" stays "do nothing" while only time passes:
+#: FIFO, SJF, SJF-FFS look at queue order, gang sizes and memory, none of which changes; SRTF:
+#: pending jobs' remaining times are fixed and running jobs' only shrink, so no pending job can
+#: overtake a running one; SJF-BSBF: sharing with a resident pays iff the resident's remaining
+#: time exceeds a threshold set by the incoming job (``scheduling.core.sharing``), and remaining
+#: times only shrink, so the set of beneficial partners only shrinks. Tiresias changes when its
+#: queues do (:func:`tiresias_horizon`).
 SKIP_RULES: dict[str, SkipRule] = {
-    "fifo": SkipRule(capacity=True, shares=False, time_invariant=True),
-    "sjf": SkipRule(capacity=True, shares=False, time_invariant=True),
-    "srtf": SkipRule(capacity=False, shares=False, time_invariant=True),
-    "tiresias": SkipRule(capacity=False, shares=False, time_invariant=False),
-    "sjf-ffs": SkipRule(capacity=True, shares=True, time_invariant=True),
-    "sjf-bsbf": SkipRule(capacity=True, shares=True, time_invariant=False),
+    "fifo": SkipRule(capacity=True, shares=False, horizon=never),
+    "sjf": SkipRule(capacity=True, shares=False, horizon=never),
+    "srtf": SkipRule(capacity=False, shares=False, horizon=never),
+    "tiresias": SkipRule(capacity=False, shares=False, horizon=tiresias_horizon),
+    "sjf-ffs": SkipRule(capacity=True, shares=True, horizon=never),
+    "sjf-bsbf": SkipRule(capacity=True, shares=True, horizon=never),
 }
-_NO_SKIP = SkipRule(capacity=False, shares=False, time_invariant=False)
+_NO_SKIP = SkipRule(capacity=False, shares=False, horizon=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,7 +251,7 @@ class Simulator:
         self._n_single = 0  # healthy GPUs holding exactly one job
         self._n_busy = 0
         self._n_shared = 0
-        self._pending: dict[JobId, None] = {}
+        self._pending: dict[JobId, Job] = {}  # id -> the job as policies see it, arrival order
         self._pending_gangs: dict[int, int] = {}
         self._running: dict[JobId, None] = {}
         self._heap: list[tuple[float, int, JobId, int]] = []
@@ -220,13 +260,14 @@ class Simulator:
         self._outcomes: list[JobOutcome] = []
         self._slowdowns: dict[tuple[JobId, int, JobId, int], float] = {}
         self._rounds = 0
+        self._horizon = -math.inf  # rounds before this decide nothing (valid while unchanged)
         self._preemptions = 0
         self._xi_weighted = 0.0
         self._xi_time = 0.0
 
     # ------------------------------------------------------------------ queue
     def _enqueue(self, s: _JobState, now: float) -> None:
-        self._pending[s.base.id] = None
+        self._pending[s.base.id] = s.view
         g = s.base.gpus
         self._pending_gangs[g] = self._pending_gangs.get(g, 0) + 1
         s.queued_since = now
@@ -412,27 +453,38 @@ class Simulator:
             s = self._states[jid]
             assert s.placement is not None
             attained = s.attained + s.base.gpus * (now - s.last)
-            job = replace(s.base, iterations_done=self._progress_at(s, now), attained_gpu_s=attained,
-                          queued_since=s.queued_since)
+            job = with_progress(s.base, self._progress_at(s, now), attained, s.queued_since)
             running.append(RunningJob(job, s.placement))
-        pending = tuple(self._states[jid].view for jid in self._pending)
+        pending = tuple(self._pending.values())
         return Snapshot(now, self.cluster, pending, tuple(running), self.config.scheduler,
                         self.config.tenant_quotas)
 
-    def _round_useless(self, changed: bool) -> bool:
-        """True when a round now provably decides nothing (see :data:`SKIP_RULES`)."""
-        if self._rule is None:
-            return False
-        if not self._pending:
-            return True
+    def _useful_from(self, changed: bool) -> float:
+        """Earliest instant (s) at which a round may decide something, given the state now:
+        ``-inf`` (now), a time (the horizon), or ``inf`` (not before the next arrival or
+        completion); see :data:`SKIP_RULES`."""
         rule = self._rule
-        if rule.time_invariant and not changed:
-            return True
+        if rule is None:
+            return -math.inf
+        if not self._pending:
+            return math.inf
         if rule.capacity:
             usable = self._n_free + (self._n_single if rule.shares else 0)
             if usable < min(self._pending_gangs):
-                return True
-        return False
+                return math.inf
+        if not changed and rule.horizon is not None:
+            return self._horizon
+        return -math.inf
+
+    def _set_horizon(self, now: float) -> None:
+        """After a round that decided nothing: when may time alone change the policy's mind?"""
+        rule = self._rule
+        if rule is None or rule.horizon is None:
+            return
+        running = ((self._states[j].attained + self._states[j].base.gpus * (now - self._states[j].last),
+                    self._states[j].base.gpus) for j in self._running)
+        pending = self._pending.values()
+        self._horizon = rule.horizon(now, running, pending)
 
     # ------------------------------------------------------------------ run
     def run(self) -> SimResult:
@@ -447,7 +499,7 @@ class Simulator:
         states = self._states
         n_arrivals = len(arrivals)
         ai = 0
-        next_k = 0  # index of the next periodic round: at next_k × interval
+        next_k = 0  # first periodic round (at next_k × interval) not yet passed
         changed = True  # an arrival, completion or decision since the last round that did nothing
         inf = math.inf
         bar = tqdm(total=n_arrivals, desc=self.policy.name, unit="job", file=sys.stderr,
@@ -461,7 +513,13 @@ class Simulator:
             idle = not self._running and ai == n_arrivals
             if idle and (not self._pending or not changed):
                 break  # nothing left, or a queue no round can ever change
-            t_round = inf if self._round_useless(changed) else next_k * interval
+            useful_from = self._useful_from(changed)
+            if useful_from == inf:
+                t_round = inf
+            elif useful_from > next_k * interval:
+                t_round = _first_round_at_or_after(useful_from, interval) * interval
+            else:
+                t_round = next_k * interval
             now = min(t_done, t_arrive, t_round)
             if now == inf:
                 break
@@ -485,17 +543,16 @@ class Simulator:
                 event = True
             if event:
                 changed = True
-                k = int(now // interval)
-                if k * interval < now:
-                    k += 1
-                next_k = max(next_k, k)
-            due = (event and on_events) or now == next_k * interval
-            if now == next_k * interval:
-                next_k += 1
-            if due and not self._round_useless(changed):
+            k_now = _first_round_at_or_after(now, interval)
+            periodic = k_now >= next_k and k_now * interval == now
+            next_k = max(next_k, k_now + 1 if periodic else k_now)  # boundaries up to now are passed
+            due = periodic or (event and on_events)
+            if due and self._useful_from(changed) <= now:
                 self._rounds += 1
                 decisions = self.policy.decide(self._snapshot(now), self.profile, explain=False)
                 changed = self._apply(decisions, now)
+                if not changed:
+                    self._set_horizon(now)
             if finished_since_bar >= 256:
                 bar.update(finished_since_bar)
                 finished_since_bar = 0
@@ -513,6 +570,26 @@ class Simulator:
             mean_shared_slowdown=self._xi_weighted / self._xi_time if self._xi_time else math.nan,
             seed=self.config.seed,
         )
+
+
+_JOB_FIELDS = ("id", "tenant", "model", "batch_size", "gpus", "iterations", "submit_time", "iter_time_s",
+               "memory_mb", "iterations_done", "attained_gpu_s", "queued_since", "priority")
+if tuple(f.name for f in fields(Job)) != _JOB_FIELDS:  # pragma: no cover - guards the contract
+    raise ImportError("scheduling.core.types.Job changed its fields: update engine.with_progress")
+
+
+def with_progress(job: Job, iterations_done: float, attained_gpu_s: float, queued_since: float | None) -> Job:
+    """``dataclasses.replace(job, iterations_done=…, attained_gpu_s=…, queued_since=…)``, written
+    out because it runs for every running job in every round and ``replace`` is ~6× slower; the
+    field list is checked against :class:`Job` at import time."""
+    return Job(job.id, job.tenant, job.model, job.batch_size, job.gpus, job.iterations, job.submit_time,
+               job.iter_time_s, job.memory_mb, iterations_done, attained_gpu_s, queued_since, job.priority)
+
+
+def _first_round_at_or_after(t: float, interval: float) -> int:
+    """Index ``k`` of the first periodic round ``k × interval ≥ t``."""
+    k = int(t // interval)
+    return k + 1 if k * interval < t else k
 
 
 def simulate(
