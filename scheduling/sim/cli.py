@@ -69,7 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", type=Path, metavar="OUT.json", help="write the report as JSON")
     parser.add_argument("--html", type=Path, metavar="OUT.html", help="write a Plotly HTML report")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log every rejected trace row")
+    parser.add_argument("--verbose", action="store_true", help="log every rejected trace row")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -130,7 +130,7 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
         results[policy.name] = simulate(trace.jobs, cluster, policy, profile, config,
                                         progress=not args.no_progress)
     report = build_report(trace, cluster, config, results)
-    print(format_table(report), file=stdout)
+    stdout.write(format_table(report) + "\n")
     if args.json is not None:
         write_json(args.json, report)
     if args.html is not None:

@@ -1,0 +1,159 @@
+"""``python -m scheduling.sim``: the happy path on a tiny trace, the JSON report, the HTML page,
+and clear messages (exit code 2, no traceback) for bad input."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scheduling.datapaths import REPO_ROOT
+from scheduling.sim.cli import main
+
+HEADER = ("job_id,num_gpu,submit_time,iterations,model_name,batch_size,duration,interval,"
+          "iteration_time,resource_time_0,resource_time_1,resource_time_2,priority\n")
+# Three jobs at t=0 (iteration_time in ms): job 0: 1 GPU, 100 it x 1 s; job 1: 1 GPU, 50 it x 1 s;
+# job 2: 2 GPUs, 10 it x 1 s. A third row asks for 0 GPUs and is rejected.
+TINY = HEADER + ("0,1,0,100,resnet18,128,0,0,1000,0,0,0,0\n"
+                 "1,1,0,50,vgg16,16,0,0,1000,0,0,0,0\n"
+                 "2,2,0,10,dqn,128,0,0,1000,0,0,0,0\n"
+                 "3,0,0,10,dqn,128,0,0,1000,0,0,0,0\n")
+
+
+@pytest.fixture
+def tiny(tmp_path: Path) -> Path:
+    path = tmp_path / "tiny.csv"
+    path.write_text(TINY, encoding="utf-8")
+    return path
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    try:
+        code = main(args)
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_happy_path_table_and_json(tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_json = tmp_path / "out.json"
+    code, out, _ = run_cli(["--trace", str(tiny), "--cluster", "1x2", "--policies", "fifo,sjf",
+                            "--json", str(out_json), "--no-progress"], capsys)
+    assert code == 0
+    assert "fifo" in out and "sjf" in out and "asks for 0 GPUs: 1" in out
+    report = json.loads(out_json.read_text())
+    assert report["trace"] == "tiny.csv"
+    assert report["rejected"] == {"asks for 0 GPUs": 1}
+    assert report["cluster"] == {"nodes": 1, "gpus_per_node": 2, "gpus": 2, "gpu_memory_mb": 49_140,
+                                 "gpu_type": "v100"}
+    assert set(report["policies"]) == {"fifo", "sjf"}
+    fifo, sjf = report["policies"]["fifo"], report["policies"]["sjf"]
+    keys = {"jobs", "avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s", "makespan_s", "avg_queue_s",
+            "gpu_util", "shared_gpu_time_frac", "per_tenant"}
+    assert keys <= fifo.keys()
+    # FIFO on 2 GPUs: jobs 0 and 1 start at 0 (JCT 100, 50); job 2 needs both GPUs, which are free
+    # at 100, so it starts at the round at 120 and ends at 130. Mean (100+50+130)/3 = 93.33;
+    # median 100; makespan 130; queueing (0+0+120)/3 = 40; busy GPU-s 100+50+2x10 = 170 of
+    # 2 x 130 = 260 -> 65.38 %.
+    assert fifo["jobs"] == 3
+    assert fifo["avg_jct_s"] == pytest.approx(280 / 3)
+    assert fifo["p50_jct_s"] == pytest.approx(100.0)
+    assert fifo["makespan_s"] == pytest.approx(130.0)
+    assert fifo["avg_queue_s"] == pytest.approx(40.0)
+    assert fifo["gpu_util"] == pytest.approx(170 / 260)
+    assert fifo["shared_gpu_time_frac"] == 0.0
+    assert fifo["per_tenant"] == {"default": {"jobs": 3, "avg_jct_s": pytest.approx(280 / 3),
+                                              "gpu_hours": pytest.approx(170 / 3600)}}
+    # SJF: job 2 (10 s) first on both GPUs, 0..10; at the round at 60 jobs 1 and 0 start:
+    # they end at 110 and 160. JCTs 10, 110, 160: p50 110, makespan 160.
+    assert sjf["p50_jct_s"] == pytest.approx(110.0)
+    assert sjf["makespan_s"] == pytest.approx(160.0)
+    # p95 by linear interpolation over [10, 110, 160]: rank 0.95 x 2 = 1.9 -> 110 + 0.9 x 50 = 155.
+    assert sjf["p95_jct_s"] == pytest.approx(155.0)
+
+
+def test_html_report_is_written(tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_html = tmp_path / "out.html"
+    code, _, _ = run_cli(["--trace", str(tiny), "--cluster", "1x2", "--policies", "sjf,sjf-bsbf",
+                          "--html", str(out_html), "--no-progress"], capsys)
+    assert code == 0
+    html = out_html.read_text()
+    assert html.startswith("<!DOCTYPE html>")
+    for title in ("JCT CDF", "GPU utilisation over time", "Mean JCT per tenant"):
+        assert title in html
+    assert html.count("plotly") > 10  # plotly.js is inlined once, figures refer to it
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--cluster", "0x8"], "impossible cluster '0x8'"),
+        (["--cluster", "abc"], "bad --cluster 'abc': expected NODESxGPUS"),
+        (["--policies", "fifo,lottery"], "unknown policy 'lottery'; valid policies: fifo, sjf"),
+        (["--round-interval", "0"], "round interval must be a positive"),
+        (["--gpu-memory-mb", "0"], "--gpu-memory-mb must be positive"),
+    ],
+)
+def test_bad_options(tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str],
+                     message: str) -> None:
+    out_json = tmp_path / "out.json"
+    base = {"--trace": str(tiny), "--cluster": "1x2", "--json": str(out_json)}
+    for flag, value in zip(args[::2], args[1::2], strict=True):
+        base[flag] = value
+    argv = [x for kv in base.items() for x in kv] + ["--no-progress"]
+    code, _, err = run_cli(argv, capsys)
+    assert code == 2
+    assert message in err
+    assert "Traceback" not in err
+    assert not out_json.exists()  # nothing half-written
+
+
+def test_missing_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(["--trace", str(tmp_path / "nope.csv"), "--cluster", "1x2"], capsys)
+    assert code == 2
+    assert "trace not found" in err and "nope.csv" in err
+
+
+def test_unknown_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    odd = tmp_path / "odd.csv"
+    odd.write_text("a,b\n1,2\n", encoding="utf-8")
+    code, _, err = run_cli(["--trace", str(odd), "--cluster", "1x2"], capsys)
+    assert code == 2
+    assert "unknown trace format" in err
+
+
+def test_output_folder_missing(tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "no" / "x.html"
+    code, _, err = run_cli(["--trace", str(tiny), "--cluster", "1x2", "--html", str(target)], capsys)
+    assert code == 2
+    assert "does not exist" in err
+
+
+def test_module_entry_point(tiny: Path) -> None:
+    # The real `python -m scheduling.sim`: a usage error exits 2 without a traceback.
+    proc = subprocess.run([sys.executable, "-m", "scheduling.sim", "--trace", str(tiny), "--cluster", "2x0"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "impossible cluster '2x0'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_manage_py_simulate(tiny: Path, tmp_path: Path) -> None:
+    from django.core.management import CommandError, call_command
+
+    from scheduling.management.commands.simulate import Command
+
+    out_json = tmp_path / "m.json"
+    stdout = io.StringIO()
+    call_command(Command(), "--trace", str(tiny), "--cluster", "1x2", "--policies", "fifo",
+                 "--json", str(out_json), "--no-progress", stdout=stdout)
+    assert json.loads(out_json.read_text())["policies"]["fifo"]["jobs"] == 3
+    assert "fifo" in stdout.getvalue()
+    with pytest.raises(CommandError, match="impossible cluster") as info:
+        call_command(Command(), "--trace", str(tiny), "--cluster", "0x1", stdout=stdout)
+    assert info.value.returncode == 2
