@@ -134,9 +134,12 @@ def run_wrk(port: int, token: str, args: argparse.Namespace) -> dict[str, float]
     }
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as handle:
         handle.write(script)
+    target = ["-s", handle.name, f"http://127.0.0.1:{port}/api/v1/jobs/"]
+    if getattr(args, "healthz", False):  # the no-database baseline: GET /healthz
+        target = [f"http://127.0.0.1:{port}/healthz"]
     cmd = [
         "wrk", "-t", str(args.load_threads), "-c", str(args.connections), "-d", f"{args.duration}s",
-        "--latency", "-s", handle.name, f"http://127.0.0.1:{port}/api/v1/jobs/",
+        "--latency", *target,
     ]  # fmt: skip
     output = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     os.unlink(handle.name)
@@ -215,6 +218,7 @@ def main() -> None:
     parser.add_argument(
         "--python-client", action="store_true", help="use the Python client even if wrk exists"
     )
+    parser.add_argument("--baseline", action="store_true", help="also measure GET /healthz (no database)")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args()
 
@@ -241,6 +245,8 @@ def main() -> None:
         before = cpu_seconds_by_program()
         result = client(args.port, token, args)
         after = cpu_seconds_by_program()
+        if use_wrk and args.baseline:
+            baseline = run_wrk(args.port, token, argparse.Namespace(**{**vars(args), "healthz": True}))
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -256,6 +262,11 @@ def main() -> None:
     print(f"submissions/s: {result['rate']:.0f}  ({result['requests']} requests)")
     print(f"latency ms: p50 {result['p50']:.1f}  p90 {result['p90']:.1f}  p99 {result['p99']:.1f}")
     print(f"non-2xx: {result['errors']}  socket errors: {result['socket_errors']}  jobs in database: {jobs}")
+    if use_wrk and args.baseline:
+        print(
+            f"baseline GET /healthz (same server, no database): {baseline['rate']:.0f}/s, "
+            f"p50 {baseline['p50']:.1f} ms, p99 {baseline['p99']:.1f} ms"
+        )
     used = {name: after.get(name, 0.0) - before.get(name, 0.0) for name in after}
     busy = sorted(((s, n) for n, s in used.items() if s > 0.05), reverse=True)[:6]
     total = sum(s for s, _ in busy)
