@@ -289,3 +289,144 @@ def test_config_rejects_bad_values() -> None:
     with pytest.raises(ValueError, match="restart cost"):
         SimConfig(restart_cost_s=-1)
     assert math.isclose(SimConfig().restart_cost_s, 30.0)
+
+
+# ----------------------------------------------------------------- the registered policies
+# A: t=0, 100 it x 1 s; B: t=30, 30 it x 1 s; one GPU; a shared pair slows both by xi = 2.
+#  fifo, sjf, tiresias (both in the high queue, FIFO inside it), sjf-bsbf: A 0..100, B starts at
+#    the round at 120 -> 150. sjf-bsbf declines to share at 60: resident A has B = 40 s left,
+#    incoming B has A = 30 s; xi·A = 60 < xi·B = 80 so B would end first and
+#    T_con = 40/2 + (1 - 1/4)·2·30 = 65 > T_seq = 40 + 30/2 = 55 (MODEL.md §2).
+#  srtf: at 60 A has 40 s left > B's 30 s -> A preempted, B runs 60..90; A restarts at 120,
+#    pays 30 s, needs 40 s -> 190.
+#  sjf-ffs: B joins A at 60; A's 40 it take 80 s, B's 30 it take 60 s -> B ends 120; A did 30 it
+#    in those 60 s, 10 left alone -> 130.
+EXPECTED_ENDS = {
+    "fifo": {1: 100.0, 2: 150.0},
+    "sjf": {1: 100.0, 2: 150.0},
+    "tiresias": {1: 100.0, 2: 150.0},
+    "sjf-bsbf": {1: 100.0, 2: 150.0},
+    "srtf": {1: 190.0, 2: 90.0},
+    "sjf-ffs": {1: 130.0, 2: 120.0},
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_ENDS))
+def test_registered_policies_by_hand(name: str) -> None:
+    from scheduling.core.policies import get_policy
+
+    profile = FakeProfile(xi={("a", "b"): (2.0, 2.0)})
+    jobs = [job(1, 0, 100, model="a"), job(2, 30, 30, model="b")]
+    r = simulate(jobs, one_gpu(), get_policy(name), profile)
+    assert ends(r) == pytest.approx(EXPECTED_ENDS[name])
+
+
+def test_sjf_bsbf_shares_when_it_pays() -> None:
+    # Same trace with xi = 1.2: xi·A = 36 < xi·B = 48, T_con = 20 + (1 - 1/2.4)·1.2·30 = 41 < 55:
+    # B joins A at 60, its 30 it take 36 s -> ends 96; A did 30 it meanwhile, 10 left -> 106.
+    from scheduling.core.policies import get_policy
+
+    profile = FakeProfile(xi={("a", "b"): (1.2, 1.2)})
+    r = simulate([job(1, 0, 100, model="a"), job(2, 30, 30, model="b")], one_gpu(), get_policy("sjf-bsbf"),
+                 profile)
+    assert ends(r) == pytest.approx({1: 106.0, 2: 96.0})
+
+
+def test_tiresias_demotes_after_3200_gpu_seconds() -> None:
+    # A: t=0, 5000 it x 1 s; B: t=10, 100 it. A is ahead (same queue, earlier) until it has
+    # 3200 GPU-s; the first round after that, 3240, preempts it for B (3240..3340). A restarts at
+    # the round at 3360, pays 30 s, has 1760 it left -> ends 3390 + 1760 = 5150.
+    from scheduling.core.policies import get_policy
+
+    r = simulate([job(1, 0, 5000), job(2, 10, 100)], one_gpu(), get_policy("tiresias"), FakeProfile())
+    assert ends(r) == {1: 5150.0, 2: 3340.0}
+    assert r.preemptions == 1
+
+
+def test_tiresias_horizon() -> None:
+    from scheduling.sim.engine import tiresias_horizon
+
+    # Running: 3000 GPU-s on 2 GPUs crosses 3200 after 100 s; pending low-queue job with 4000 GPU-s
+    # on 1 GPU, waiting since 500: promoted after 500 + 4000 = 4500 s.
+    low = Job(3, "t", "m", 8, 1, 10, 0.0, 1.0, attained_gpu_s=4000.0, queued_since=500.0)
+    assert tiresias_horizon(1000.0, [(3000.0, 2)], [low]) == pytest.approx(1100.0)
+    assert tiresias_horizon(1000.0, [(5000.0, 2)], [low]) == pytest.approx(4500.0)
+    assert tiresias_horizon(1000.0, [], []) == math.inf
+
+
+@pytest.mark.parametrize("on_events", [False, True])
+@pytest.mark.parametrize("name", ["fifo", "sjf", "srtf", "tiresias", "sjf-ffs", "sjf-bsbf"])
+def test_skipping_changes_nothing_with_registered_policies(name: str, on_events: bool) -> None:
+    from scheduling.core.policies import get_policy
+
+    jobs = _random_trace(80, seed=11)
+    profile = FakeProfile(xi={("a", "b"): (1.3, 1.6), ("a", "a"): (1.4, 1.4), ("b", "b"): (2.5, 2.5)},
+                          mem_mb=15_000)
+    cluster = Cluster.uniform(2, 4)
+    fast = simulate(jobs, cluster, get_policy(name), profile, SimConfig(round_on_events=on_events))
+    slow = simulate(jobs, cluster, get_policy(name), profile,
+                    SimConfig(round_on_events=on_events, skip_idle_rounds=False))
+    assert fast.outcomes == slow.outcomes
+    assert fast.timeline == slow.timeline
+    assert len(fast.outcomes) == 80
+
+
+@pytest.mark.shared_data
+@pytest.mark.parametrize("name", ["fifo", "sjf", "srtf", "tiresias", "sjf-ffs", "sjf-bsbf"])
+def test_skipping_changes_nothing_on_the_testbed_trace(shared_data, name: str) -> None:
+    from scheduling.core.policies import get_policy
+    from scheduling.profiles import load_default_profile
+    from scheduling.sim.loaders import load_traces
+
+    trace = load_traces(shared_data / "traces" / "sjfbsbf-testbed-61.csv")
+    cluster = Cluster.uniform(4, 8)
+    profile = load_default_profile()
+    fast = simulate(trace.jobs, cluster, get_policy(name), profile)
+    slow = simulate(trace.jobs, cluster, get_policy(name), profile, SimConfig(skip_idle_rounds=False))
+    assert fast.outcomes == slow.outcomes
+    assert len(fast.outcomes) == 61 and fast.unfinished == ()
+
+
+# ------------------------------------------------------------------------------ metrics
+def test_percentile_linear_interpolation() -> None:
+    # [10, 20, 30, 40]: p50 rank 1.5 -> 25; p95 rank 2.85 -> 30 + 0.85 x 10 = 38.5; p0/p100 = ends.
+    values = [40.0, 10.0, 30.0, 20.0]
+    assert metrics.percentile(values, 50) == 25.0
+    assert metrics.percentile(values, 95) == pytest.approx(38.5)
+    assert (metrics.percentile(values, 0), metrics.percentile(values, 100)) == (10.0, 40.0)
+    with pytest.raises(ValueError):
+        metrics.percentile([], 50)
+    with pytest.raises(ValueError):
+        metrics.percentile(values, 101)
+
+
+def test_jain_index() -> None:
+    # (1+1+1+1)^2 / (4 x 4) = 1; (4+0+0+0)^2 / (4 x 16) = 1/4; (1+3)^2 / (2 x 10) = 0.8.
+    assert metrics.jain_index([1, 1, 1, 1]) == 1.0
+    assert metrics.jain_index([4, 0, 0, 0]) == 0.25
+    assert metrics.jain_index([1, 3]) == pytest.approx(0.8)
+    assert math.isnan(metrics.jain_index([]))
+    with pytest.raises(ValueError):
+        metrics.jain_index([-1, 2])
+
+
+def test_summarise_and_binned_utilisation() -> None:
+    # Two jobs on a 2-GPU cluster: one GPU busy 0..10, both 10..20 (one of them shared 10..15).
+    outcomes = [
+        metrics.JobOutcome(1, "x", 1, 0.0, 0.0, 20.0, 0.0, 17.5, 5.0),
+        metrics.JobOutcome(2, "y", 1, 5.0, 10.0, 20.0, 5.0, 7.5, 5.0),
+    ]
+    timeline = [(0.0, 1, 0), (10.0, 2, 1), (15.0, 2, 0), (20.0, 0, 0)]
+    s = metrics.summarise(outcomes, timeline, 2)
+    # JCTs 20 and 15; makespan 20 - 0; busy 10 + 20 = 30 GPU-s of 40 -> 0.75; shared 5 / 30.
+    assert (s["avg_jct_s"], s["makespan_s"], s["avg_queue_s"]) == (17.5, 20.0, 2.5)
+    assert s["gpu_util"] == 0.75
+    assert s["shared_gpu_time_frac"] == pytest.approx(5 / 30)
+    assert s["per_tenant"]["x"] == {"jobs": 1, "avg_jct_s": 20.0, "gpu_hours": pytest.approx(17.5 / 3600)}
+    # Jain over GPU-hours 17.5 and 7.5 (/3600): 25^2 / (2 x (306.25 + 56.25)) = 625 / 725.
+    assert s["jain_gpu_hours"] == pytest.approx(625 / 725)
+    times, util = metrics.binned_utilisation(timeline, 2, 0.0, 20.0, bins=4)
+    assert times == [0.0, 5.0, 10.0, 15.0]
+    assert util == [0.5, 0.5, 1.0, 1.0]
+    xs, ys = metrics.cdf_points([3.0, 1.0, 2.0, 4.0], max_points=2)
+    assert (xs, ys) == ([2.0, 4.0], [0.5, 1.0])
