@@ -1,0 +1,120 @@
+"""Prometheus metrics of the scheduler, read from the database at scrape time.
+
+Rounds run in Celery workers or ``run_scheduler`` while ``/metrics`` is served by the web
+processes, so in-process counters would show only the scraping process. The
+:class:`SchedulerCollector` therefore reads what every process wrote (a handful of aggregate
+queries per scrape):
+
+=========================================  =====  ===========================================
+metric                                     type   meaning
+=========================================  =====  ===========================================
+``sharewise_round_duration_seconds``       sum.   recorded rounds: count and total duration (s)
+``sharewise_last_round_duration_seconds``  gauge  the latest recorded round (s)
+``sharewise_last_round_timestamp_seconds`` gauge  when it started (POSIX s)
+``sharewise_jobs{tenant,status}``          gauge  pending and running jobs per tenant
+``sharewise_gpus_in_use{tenant}``          gauge  GPUs held by the tenant's running jobs
+``sharewise_gpus{state}``                  gauge  GPUs: total, schedulable, busy, shared
+``sharewise_shared_gpu_fraction``          gauge  shared ÷ busy GPUs (0 when none is busy)
+``sharewise_node_heartbeat_age_seconds``   gauge  seconds since each node's last heartbeat
+``sharewise_node_up{node}``                gauge  1 if the node takes new jobs, else 0
+=========================================  =====  ===========================================
+
+A GPU is *busy* with at least one active placement and *shared* with two (Luo et al.,
+IWQoS 2024: at most two jobs per GPU).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from django.db.models import Count, Sum
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric, SummaryMetricFamily
+from prometheus_client.registry import Collector
+
+from cluster.models import GPU, Job, Node, Placement, Tenant
+from scheduling import services
+from scheduling.models import Round
+
+
+class SchedulerCollector(Collector):
+    """Collects the metrics listed in the module docstring from the database."""
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._rounds()
+        yield from self._jobs()
+        yield from self._gpus()
+        yield from self._nodes()
+
+    def _rounds(self) -> Iterator[Metric]:
+        totals = Round.objects.aggregate(n=Count("id"), ms=Sum("duration_ms"))
+        summary = SummaryMetricFamily("sharewise_round_duration_seconds",
+                                      "Duration of recorded scheduling rounds (snapshot, policy, persist)")
+        summary.add_metric([], count_value=totals["n"], sum_value=(totals["ms"] or 0.0) / 1e3)
+        yield summary
+        last = Round.objects.order_by("-id").values_list("duration_ms", "started_at").first()
+        duration = GaugeMetricFamily("sharewise_last_round_duration_seconds",
+                                     "Duration of the latest recorded round")
+        when = GaugeMetricFamily("sharewise_last_round_timestamp_seconds",
+                                 "Start of the latest recorded round (POSIX time)")
+        if last is not None:
+            duration.add_metric([], last[0] / 1e3)
+            when.add_metric([], last[1].timestamp())
+        yield duration
+        yield when
+
+    def _jobs(self) -> Iterator[Metric]:
+        jobs = GaugeMetricFamily("sharewise_jobs", "Pending and running jobs per tenant",
+                                 labels=["tenant", "status"])
+        gpus = GaugeMetricFamily("sharewise_gpus_in_use", "GPUs held by running jobs per tenant",
+                                 labels=["tenant"])
+        counts = {(t, s): (n, g) for t, s, n, g in Job.objects.filter(status__in=Job.ACTIVE_STATUSES)
+                  .order_by().values_list("tenant__name", "status")
+                  .annotate(n=Count("id"), g=Sum("gpus")).values_list("tenant__name", "status", "n", "g")}
+        for tenant in Tenant.objects.order_by("name").values_list("name", flat=True):
+            for status in Job.ACTIVE_STATUSES:
+                jobs.add_metric([tenant, status], counts.get((tenant, status), (0, 0))[0])
+            gpus.add_metric([tenant], counts.get((tenant, Job.Status.RUNNING), (0, 0))[1] or 0)
+        yield jobs
+        yield gpus
+
+    def _gpus(self) -> Iterator[Metric]:
+        per_gpu = (Placement.objects.filter(active=True).order_by().values("gpu_id")
+                   .annotate(n=Count("id")).values_list("n", flat=True))
+        loads = list(per_gpu)
+        busy = len(loads)
+        shared = sum(1 for n in loads if n >= 2)
+        gpus = GaugeMetricFamily("sharewise_gpus", "GPUs by state", labels=["state"])
+        gpus.add_metric(["total"], GPU.objects.count())
+        gpus.add_metric(["schedulable"], GPU.objects.schedulable().count())
+        gpus.add_metric(["busy"], busy)
+        gpus.add_metric(["shared"], shared)
+        yield gpus
+        yield GaugeMetricFamily("sharewise_shared_gpu_fraction",
+                                "Busy GPUs that hold two jobs (shared / busy; 0 when none is busy)",
+                                value=shared / busy if busy else 0.0)
+
+    def _nodes(self) -> Iterator[Metric]:
+        now = timezone.now()
+        timeout_s = services.heartbeat_timeout_s()
+        age = GaugeMetricFamily("sharewise_node_heartbeat_age_seconds",
+                                "Seconds since the node's agent last sent a heartbeat", labels=["node"])
+        up = GaugeMetricFamily("sharewise_node_up", "1 if the node takes new jobs", labels=["node"])
+        for name, status, heartbeat in Node.objects.order_by("name").values_list("name", "status",
+                                                                                  "last_heartbeat"):
+            if heartbeat is not None:
+                age.add_metric([name], max(0.0, (now - heartbeat).total_seconds()))
+            up.add_metric([name], 1 if services.node_takes_jobs(status, heartbeat, now, timeout_s) else 0)
+        yield age
+        yield up
+
+
+registry = CollectorRegistry(auto_describe=False)
+registry.register(SchedulerCollector())
+
+
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """``GET /metrics``: the Prometheus text exposition of :data:`registry`."""
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
