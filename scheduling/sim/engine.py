@@ -503,7 +503,7 @@ class Simulator:
         changed = True  # an arrival, completion or decision since the last round that did nothing
         inf = math.inf
         bar = tqdm(total=n_arrivals, desc=self.policy.name, unit="job", file=sys.stderr,
-                   disable=not self.progress, leave=False, mininterval=0.5)
+                   disable=not self.progress, mininterval=0.5)
         finished_since_bar = 0
         while True:
             while heap and states[heap[0][2]].version != heap[0][3]:
@@ -553,7 +553,7 @@ class Simulator:
                 changed = self._apply(decisions, now)
                 if not changed:
                     self._set_horizon(now)
-            if finished_since_bar >= 256:
+            if finished_since_bar:
                 bar.update(finished_since_bar)
                 finished_since_bar = 0
         bar.update(finished_since_bar)
