@@ -197,8 +197,10 @@ def _cell_hover(cell: Mapping[str, Any]) -> str:
     lines = [head]
     for job in cell["jobs"]:
         slowdown = "" if job.get("slowdown") is None else f", slowdown ×{job['slowdown']:.2f}"
-        owner = job["tenant"] or "another tenant"
-        lines.append(f"{job['label']} ({owner}): sub-batch {job['sub_batch']}{slowdown}")
+        if job["tenant"] is None:
+            lines.append(job["label"])
+        else:
+            lines.append(f"{job['label']} ({job['tenant']}): sub-batch {job['sub_batch']}{slowdown}")
     return "<br>".join(lines)
 
 

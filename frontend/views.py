@@ -1,0 +1,107 @@
+"""Dashboard pages and the JSON endpoints they poll.
+
+Pages need a Django login (session); the JSON endpoints answer ``401 {"error": …}`` to an
+anonymous caller, ``403`` to a user who is neither staff nor a member of a tenant, and ``400``
+for a bad query parameter. Scoping (admin: whole cluster; member: own tenant) is decided once
+per request by :func:`frontend.data.viewer_of` and applied by every payload function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+from frontend import data
+
+#: How often the page polls each endpoint (ms) unless ``?poll=`` says otherwise.
+DEFAULT_POLL_MS = 2000
+
+#: Endpoints: URL name → (payload function, query parameter, default, lowest, highest).
+Endpoint = tuple[Callable[..., dict[str, Any]], str | None, int, int, int]
+ENDPOINTS: dict[str, Endpoint] = {
+    "cluster-map": (data.cluster_map_payload, None, 0, 0, 0),
+    "timeline": (data.timeline_payload, "window", 3600, 60, 7 * 86400),
+    "decisions": (data.decisions_payload, "rounds", 5, 1, 50),
+    "fairness": (data.fairness_payload, "window", 3600, 300, 7 * 86400),
+    "queue": (data.queue_payload, "limit", 100, 1, 1000),
+}
+
+#: Plotly draws with inline styles; every script, image, font and request stays on this origin.
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+    "connect-src 'self'; font-src 'self' data:; frame-ancestors 'none'; base-uri 'self'; form-action 'self'"
+)
+
+
+def _error(message: str, status: int) -> JsonResponse:
+    return JsonResponse({"error": message}, status=status)
+
+
+def _int_param(request: HttpRequest, name: str, default: int, lo: int, hi: int) -> int:
+    """``request.GET[name]`` as an integer in ``[lo, hi]`` (``default`` when absent).
+
+    Raises ``ValueError`` with a readable message otherwise.
+    """
+    raw = request.GET.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number from {lo} to {hi}, got {raw[:40]!r}") from None
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be from {lo} to {hi}, got {value}")
+    return value
+
+
+def with_csp(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Add the dashboard's Content-Security-Policy header (:data:`CSP`) to a page."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        response = view(request, *args, **kwargs)
+        response.headers["Content-Security-Policy"] = CSP
+        return response
+
+    return wrapped
+
+
+@require_GET
+@with_csp
+@login_required(login_url="frontend:login")
+def dashboard(request: HttpRequest) -> HttpResponse:
+    """The dashboard page: cluster map, timeline, sharing decisions, fairness, queue."""
+    viewer = data.viewer_of(request.user)
+    if viewer is None:
+        return render(request, "frontend/forbidden.html", status=403)
+    try:
+        poll_ms = _int_param(request, "poll", DEFAULT_POLL_MS, 500, 60_000)
+    except ValueError:
+        poll_ms = DEFAULT_POLL_MS
+    return render(request, "frontend/dashboard.html", {"viewer": viewer, "poll_ms": poll_ms})
+
+
+@require_GET
+@never_cache
+def endpoint(request: HttpRequest, name: str) -> JsonResponse:
+    """One JSON endpoint of :data:`ENDPOINTS` (see :mod:`frontend.data` for the body)."""
+    if not request.user.is_authenticated:
+        return _error("log in first (session authentication)", 401)
+    viewer = data.viewer_of(request.user)
+    if viewer is None:
+        return _error("this account is neither a cluster admin nor a member of a tenant", 403)
+    payload, param, default, lo, hi = ENDPOINTS[name]
+    if param is None:
+        return JsonResponse(payload(viewer))
+    try:
+        value = _int_param(request, param, default, lo, hi)
+    except ValueError as exc:
+        return _error(str(exc), 400)
+    return JsonResponse(payload(viewer, value))
