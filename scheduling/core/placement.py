@@ -13,15 +13,21 @@ first (the fewest nodes), the last one again chosen by best fit. GPUs are always
 The round skeletons the policies share live here too: :func:`exclusive_in_order` (FIFO, SJF),
 :func:`preemptive_exclusive` (SRTF, Tiresias) and :func:`sharing_round` (SJF-FFS, SJF-BSBF, which
 differ only in their :class:`PartnerFinder`).
+
+Quotas (docs/FAIRNESS.md): when the snapshot carries tenant quotas, every skeleton asks one
+:class:`~scheduling.core.quota.QuotaGate` before each start (cap, owners first, bounded
+borrowing) and tells it of each start and preemption — one mechanism for all policies. Without
+quotas the gate is ``None`` and nothing changes. A job refused by its quota never blocks others.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Protocol
 
+from scheduling.core.quota import QuotaGate, gate_for
 from scheduling.core.types import (
     GPU,
     Job,
@@ -362,22 +368,28 @@ def exclusive_in_order(
 
     ``blocking=True``: strict order — once a job that could ever fit does not fit now, every later
     job waits too (FIFO's head-of-line blocking). ``blocking=False``: a job that does not fit is
-    skipped and later ones may start (backfill). Jobs that can never fit never block.
+    skipped and later ones may start (backfill). Jobs that can never fit, or that their tenant's
+    quota refuses, never block.
     """
     state = RoundState(snapshot)
     profile = cached(profile)
+    gate = gate_for(snapshot)
     min_sub = snapshot.config.min_sub_batch
     starts: list[Start] = []
     waits: list[Wait] = []
     blocker: Job | None = None
     for job in jobs:
         reason = never_fits_reason(job, state, profile)
+        if reason is None and gate is not None and job.gpus <= state.idle_count:
+            reason = gate.refusal(job, state.idle_count - job.gpus)
         if reason is None and blocker is not None:
             reason = f"waits behind job {blocker.id} (strict FIFO: the head of the queue does not fit)"
         elif reason is None:
             outcome = start_on_idle(state, job, profile, min_sub)
             if isinstance(outcome, Start):
                 starts.append(outcome)
+                if gate is not None:
+                    gate.admit(job)
                 continue
             reason = outcome
             if blocking:
@@ -404,10 +416,13 @@ def preemptive_exclusive(
     keeps its own GPUs; a pending one needs ``job.gpus``); a job that does not fit is skipped and
     later ones may still be admitted. Running jobs not admitted are preempted; admitted pending
     jobs start on the GPUs left idle once the preempted jobs are gone (preemptions are applied
-    before starts, see :class:`RoundDecisions`). Running jobs are never migrated.
+    before starts, see :class:`RoundDecisions`). Running jobs are never migrated. With quotas, a
+    pending job is admitted only if the quota gate allows it (it does not reclaim lent GPUs, so
+    borrowing is time-bounded).
     """
     state = RoundState(snapshot)
     profile = cached(profile)
+    gate = gate_for(snapshot)
     min_sub = snapshot.config.min_sub_batch
     promised: set[int] = set()
     free = state.healthy_count
@@ -421,9 +436,13 @@ def preemptive_exclusive(
         if is_pending:
             job = entry
             reason = never_fits_reason(job, state, profile)
+            if reason is None and gate is not None and job.gpus <= free:
+                reason = gate.refusal(job, free - job.gpus)
             if reason is None and job.gpus <= free:
                 free -= job.gpus
                 admitted.append(job)
+                if gate is not None:
+                    gate.admit(job)
             elif explain:
                 waits.append(Wait(job.id, reason or f"rank {rank} under {policy}: needs {job.gpus} GPUs, "
                                                     f"{free} left after higher-ranked jobs"))
@@ -435,6 +454,8 @@ def preemptive_exclusive(
             promised |= healthy
         else:
             state.release(entry.placement.gpu_ids)
+            if gate is not None:
+                gate.release(entry.job)
             preemptions.append(Preempt(entry.job.id, f"rank {rank} under {policy}: its GPUs go to "
                                                      f"higher-ranked jobs"))
     starts: list[Start] = []
@@ -473,6 +494,10 @@ def sharing_round(
     make_finder: Callable[[RoundState, CachedProfile], PartnerFinder],
     *,
     explain: bool,
+    order: Sequence[Job] | None = None,
+    starving: Callable[[Job], bool] | None = None,
+    preemptions: Sequence[Preempt] = (),
+    can_preempt: bool = False,
 ) -> RoundDecisions:
     """One round of a non-preemptive SJF policy with co-location (MODEL.md §3 skeleton).
 
@@ -482,22 +507,33 @@ def sharing_round(
     in this round becomes a resident for later jobs of the same round; a resident joined by a job is
     withdrawn, so no GPU ever holds more than two jobs. Once no idle and no shareable GPU is left,
     the remaining jobs wait in O(1) each (no reason objects at all when ``explain`` is False).
-    Running jobs are never preempted.
+    Running jobs are never preempted here.
+
+    Extensions for ``sjf-bsbf-fair`` (docs/FAIRNESS.md), all off by default: ``order`` replaces the
+    SJF order; when a job for which ``starving`` is true cannot start for lack of GPUs, it holds a
+    **reservation**: every later job of the round waits (the GPUs freed by finishing jobs are
+    kept for it); ``preemptions`` (already removed from ``snapshot.running``) are returned with
+    the starts; ``can_preempt`` tells the quota gate that lent GPUs are reclaimed by preemption.
     """
     cp = cached(profile)
     state = RoundState(snapshot, cp, track_sharing=True)
     finder = make_finder(state, cp)
     state.listener = finder
-    order = sorted(snapshot.pending, key=sjf_key)
+    gate: QuotaGate | None = gate_for(snapshot, can_preempt=can_preempt)
+    order = sorted(snapshot.pending, key=sjf_key) if order is None else order
     starts: list[Start] = []
     waits: list[Wait] = []
+    blocker: Job | None = None
     for position, job in enumerate(order):
-        if state.idle_count == 0 and state.shareable_count == 0:
+        if blocker is not None or (state.idle_count == 0 and state.shareable_count == 0):
             if explain:
-                left = "no idle or shareable GPU left this round"
+                left = (f"GPUs reserved for starving job {blocker.id} (waiting past the starvation bound)"
+                        if blocker is not None else "no idle or shareable GPU left this round")
                 waits.extend(Wait(j.id, never_fits_reason(j, state, cp) or left) for j in order[position:])
             break
         reason = never_fits_reason(job, state, cp)
+        if reason is None and gate is not None:
+            reason = gate.refusal(job, state.idle_count - job.gpus if job.gpus <= state.idle_count else 0)
         if reason is None:
             if job.gpus <= state.idle_count:
                 outcome: Start | SharePlan | str = start_on_idle(state, job, cp, state.min_sub_batch)
@@ -510,11 +546,15 @@ def sharing_round(
                     outcome = _apply_share(state, cp, job, outcome)
             if isinstance(outcome, Start):
                 starts.append(outcome)
+                if gate is not None:
+                    gate.admit(job)
                 continue
             reason = outcome
+            if starving is not None and starving(job):
+                blocker = job
         if explain:
             waits.append(Wait(job.id, reason))
-    return RoundDecisions(policy, snapshot.now, tuple(starts), (), tuple(waits))
+    return RoundDecisions(policy, snapshot.now, tuple(starts), tuple(preemptions), tuple(waits))
 
 
 def _apply_share(state: RoundState, profile: Profile, job: Job, plan: SharePlan) -> Start | str:

@@ -11,6 +11,8 @@ Clusters via Wise Resource Sharing", IWQoS 2024, §1 of ``docs/MODEL.md`` (share
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -48,7 +50,8 @@ class Cluster:
     ) -> Cluster:
         """``nodes`` × ``gpus_per_node`` identical GPUs; nodes are named ``node-00``, ``node-01``…"""
         if nodes < 1 or gpus_per_node < 1:
-            raise ValueError(f"a cluster needs at least one node and one GPU per node, got {nodes}x{gpus_per_node}")
+            raise ValueError(f"a cluster needs at least one node and one GPU per node, "
+                             f"got {nodes}x{gpus_per_node}")
         if memory_mb < 1:
             raise ValueError(f"GPU memory must be a positive number of MB, got {memory_mb}")
         width = max(2, len(str(nodes - 1)))
@@ -143,11 +146,64 @@ class SchedulerConfig:
     - ``memory_reserve_mb``: memory kept free on every shared GPU (MB) **(ours)**.
     - ``min_sub_batch``: smallest sub-batch size SJF-BSBF tries (MODEL.md §2 "down to a floor").
     - ``max_jobs_per_gpu``: 2, the paper's pairs.
+
+    Multi-tenancy **(ours, docs/FAIRNESS.md)**; read by the quota filter of every policy and by
+    ``sjf-bsbf-fair``; without quotas in the snapshot only the starvation settings matter, and
+    only to ``sjf-bsbf-fair``:
+
+    - ``starvation_bound_s``: a pending job that has waited this long (s) is *starving*: it goes
+      first and, if it cannot start, holds a reservation no other job may take (``sjf-bsbf-fair``).
+    - ``aging_s``: aging time constant (s): ``sjf-bsbf-fair`` orders by ``P_j / (1 + wait/aging_s)``.
+    - ``reclaim``: how an owner gets back GPUs lent to other tenants: ``"preempt"`` (borrowed work
+      is preempted, checkpoint/restart), ``"bound"`` (a job may borrow only if ``P_j`` ≤
+      ``borrow_bound_s``), or ``"both"``. Non-preemptive policies always apply the bound.
+    - ``borrow_bound_s``: the bound (s) on the remaining exclusive time of a borrowing job.
+
+    Raises ``ValueError`` for a non-positive or non-finite time or an unknown reclaim mode.
     """
 
     memory_reserve_mb: int = 1024
     min_sub_batch: int = 1
     max_jobs_per_gpu: int = 2
+    starvation_bound_s: float = 12 * 3600.0
+    aging_s: float = 3600.0
+    reclaim: str = "preempt"
+    borrow_bound_s: float = 3600.0
+
+    def __post_init__(self) -> None:
+        for name in ("starvation_bound_s", "aging_s", "borrow_bound_s"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        if self.reclaim not in RECLAIM_MODES:
+            raise ValueError(f"reclaim must be one of {', '.join(RECLAIM_MODES)}, got {self.reclaim!r}")
+
+
+RECLAIM_MODES: tuple[str, ...] = ("preempt", "bound", "both")
+"""Values of :attr:`SchedulerConfig.reclaim`."""
+
+
+@dataclass(frozen=True, slots=True)
+class TenantQuota:
+    """A tenant's quota **(ours, docs/FAIRNESS.md)**: ``guaranteed_gpus`` it may always get back,
+    and ``borrow_limit`` more GPUs it may borrow while others leave them idle (``None``: any idle
+    GPU; 0: no borrowing). Counts are GPUs of running gangs (a shared GPU counts for both jobs).
+
+    Raises ``ValueError`` for a negative count.
+    """
+
+    guaranteed_gpus: int
+    borrow_limit: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.guaranteed_gpus < 0 or (self.borrow_limit is not None and self.borrow_limit < 0):
+            raise ValueError(f"quota counts must be ≥ 0 GPUs, got guaranteed {self.guaranteed_gpus}, "
+                             f"borrow limit {self.borrow_limit}")
+
+    @property
+    def cap(self) -> float:
+        """Most GPUs the tenant may hold: guaranteed + borrow limit (``inf`` without a limit)."""
+        return math.inf if self.borrow_limit is None else self.guaranteed_gpus + self.borrow_limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +211,9 @@ class Snapshot:
     """Everything a policy may look at in one round.
 
     ``pending``: jobs waiting for GPUs (any order; the policy sorts). ``running``: jobs holding
-    GPUs. ``tenant_quotas``: guaranteed GPUs per tenant (empty: no quotas).
+    GPUs. ``tenant_quotas``: tenant → :class:`TenantQuota`, or a plain int meaning
+    ``TenantQuota(int)`` (guaranteed GPUs, unlimited borrowing); empty: no quotas. With quotas, a
+    tenant missing from the mapping has no guarantee and may only borrow.
     """
 
     now: float
@@ -163,7 +221,7 @@ class Snapshot:
     pending: tuple[Job, ...]
     running: tuple[RunningJob, ...]
     config: SchedulerConfig = field(default_factory=SchedulerConfig)
-    tenant_quotas: dict[str, int] = field(default_factory=dict)
+    tenant_quotas: Mapping[str, int | TenantQuota] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,12 +49,13 @@ def waiting(d: RoundDecisions) -> set[int]:
 # -- registry ---------------------------------------------------------------------------------------
 
 
-def test_registry_has_the_six_standard_names() -> None:
-    assert POLICY_NAMES == ("fifo", "sjf", "srtf", "tiresias", "sjf-ffs", "sjf-bsbf")
+def test_registry_has_the_six_standard_names_and_ours() -> None:
+    assert POLICY_NAMES == ("fifo", "sjf", "srtf", "tiresias", "sjf-ffs", "sjf-bsbf", "sjf-bsbf-fair")
     for name in POLICY_NAMES:
         policy = get_policy(name)
         assert policy.name == name
-        assert policy.preemptive is (name in ("srtf", "tiresias"))
+        # sjf-bsbf-fair preempts only borrowed work when quotas are set (docs/FAIRNESS.md)
+        assert policy.preemptive is (name in ("srtf", "tiresias", "sjf-bsbf-fair"))
 
 
 def test_unknown_policy_lists_valid_names() -> None:

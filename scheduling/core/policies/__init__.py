@@ -10,16 +10,19 @@ from __future__ import annotations
 from scheduling.core.policies.fifo import FifoPolicy
 from scheduling.core.policies.sjf import SjfPolicy, SrtfPolicy
 from scheduling.core.policies.sjf_bsbf import SjfBsbfPolicy
+from scheduling.core.policies.sjf_bsbf_fair import SjfBsbfFairPolicy
 from scheduling.core.policies.sjf_ffs import SjfFfsPolicy
 from scheduling.core.policies.tiresias import TiresiasPolicy
 from scheduling.core.types import Policy
 
 _POLICIES: dict[str, type] = {
-    cls.name: cls for cls in (FifoPolicy, SjfPolicy, SrtfPolicy, TiresiasPolicy, SjfFfsPolicy, SjfBsbfPolicy)
+    cls.name: cls for cls in (FifoPolicy, SjfPolicy, SrtfPolicy, TiresiasPolicy, SjfFfsPolicy, SjfBsbfPolicy,
+                              SjfBsbfFairPolicy)
 }
 
 POLICY_NAMES: tuple[str, ...] = tuple(_POLICIES)
-"""The registered names: ``fifo``, ``sjf``, ``srtf``, ``tiresias``, ``sjf-ffs``, ``sjf-bsbf``."""
+"""The registered names: ``fifo``, ``sjf``, ``srtf``, ``tiresias``, ``sjf-ffs``, ``sjf-bsbf``,
+``sjf-bsbf-fair`` (ours: quotas, aging, starvation bound; docs/FAIRNESS.md)."""
 
 
 class UnknownPolicyError(ValueError):

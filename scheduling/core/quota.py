@@ -1,0 +1,244 @@
+"""Tenant quotas with borrowing, and how an owner gets its GPUs back (pure Python).
+
+Design (docs/FAIRNESS.md, **ours** — the SJF-BSBF paper has no tenants): a tenant ``t`` has a
+:class:`~scheduling.core.types.TenantQuota` of ``g_t`` guaranteed GPUs and a borrow limit ``b_t``.
+Its *usage* ``u_t`` is the sum of the gangs of its running jobs (a GPU shared by two jobs counts
+for both). In every round, for every policy, a pending job ``j`` of ``t`` (``G_j`` GPUs) may start
+only if (:meth:`QuotaGate.refusal`):
+
+1. **cap**: ``u_t + G_j ≤ g_t + b_t``;
+2. if it **borrows** (``u_t + G_j > g_t``):
+
+   - **owners first**: the idle GPUs left after the start still cover what the *other* tenants
+     are owed: ``Σ_{s≠t} min(g_s − u_s, pending GPUs of s)`` (their unused guarantee, as far as
+     they have jobs waiting for it);
+   - **bounded borrowing** (reclaim mode ``"bound"`` or ``"both"``, and always for a policy that
+     cannot preempt): ``P_j`` (remaining exclusive time, s) ≤ ``borrow_bound_s``, so an owner
+     arriving later waits at most about ``borrow_bound_s`` (times the slowdown ``ξ`` if shared).
+
+With reclaim mode ``"preempt"`` or ``"both"``, a preemptive policy (``sjf-bsbf-fair``) also calls
+:func:`reclaim_preemptions`: an owner with a waiting job that fits its unused guarantee gets the
+GPUs of other tenants' *borrowed* jobs preempted (checkpoint/restart: the simulator charges a
+restart cost when they run again).
+
+A running job is *borrowed* if it is part of its tenant's usage above the guarantee, counting the
+tenant's jobs in start order (the latest-started jobs are the borrowed ones, :func:`borrowed_jobs`)
+— a property of the snapshot alone, so the service needs no extra state.
+
+Without quotas in the snapshot (an empty mapping) nothing here applies and every policy decides
+exactly as before.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+
+from scheduling.core.types import Job, JobId, Preempt, RunningJob, Snapshot, TenantQuota
+
+NO_QUOTA = TenantQuota(0, None)
+"""The quota of a tenant missing from a non-empty quota mapping: no guarantee, may borrow."""
+
+
+def normalise(quotas: Mapping[str, int | TenantQuota]) -> dict[str, TenantQuota]:
+    """Tenant → :class:`TenantQuota`; a plain int ``n`` means ``TenantQuota(n)`` (guaranteed
+    GPUs, unlimited borrowing). Raises ``ValueError`` for a negative count or another type."""
+    out: dict[str, TenantQuota] = {}
+    for tenant, quota in quotas.items():
+        if isinstance(quota, TenantQuota):
+            out[tenant] = quota
+        elif isinstance(quota, int) and not isinstance(quota, bool):
+            out[tenant] = TenantQuota(quota)
+        else:
+            raise ValueError(f"quota of tenant {tenant!r} must be an int or a TenantQuota, got {quota!r}")
+    return out
+
+
+def usage_by_tenant(running: Iterable[RunningJob]) -> dict[str, int]:
+    """Tenant → GPUs held by its running jobs (the sum of their gangs)."""
+    usage: dict[str, int] = {}
+    for rj in running:
+        usage[rj.job.tenant] = usage.get(rj.job.tenant, 0) + rj.job.gpus
+    return usage
+
+
+def borrowed_jobs(running: Iterable[RunningJob], quotas: Mapping[str, TenantQuota]) -> list[RunningJob]:
+    """The running jobs that hold GPUs above their tenant's guarantee.
+
+    Per tenant, jobs are counted in start order ``(start_time, id)``; once the running sum of gangs
+    exceeds ``g_t``, that job and every later one are borrowed. Returned latest start first (the
+    order in which :func:`reclaim_preemptions` takes victims).
+    """
+    by_tenant: dict[str, list[RunningJob]] = {}
+    for rj in running:
+        by_tenant.setdefault(rj.job.tenant, []).append(rj)
+    borrowed: list[RunningJob] = []
+    for tenant, jobs in by_tenant.items():
+        guaranteed = quotas.get(tenant, NO_QUOTA).guaranteed_gpus
+        held = 0
+        for rj in sorted(jobs, key=lambda r: (r.placement.start_time, r.job.id)):
+            held += rj.job.gpus
+            if held > guaranteed:
+                borrowed.append(rj)
+    borrowed.sort(key=lambda r: (-r.placement.start_time, -r.job.id))
+    return borrowed
+
+
+class QuotaGate:
+    """Quota bookkeeping for one round, shared by every policy's round skeleton
+    (:mod:`scheduling.core.placement`); mutable, private to one ``decide`` call.
+
+    Build with :func:`gate_for` (``None`` when the snapshot has no quotas). ``can_preempt``: the
+    policy reclaims lent GPUs by preemption, so borrowing needs no time bound unless the reclaim
+    mode asks for one.
+    """
+
+    def __init__(self, snapshot: Snapshot, *, can_preempt: bool = False) -> None:
+        self.quotas = normalise(snapshot.tenant_quotas)
+        self.usage = usage_by_tenant(snapshot.running)
+        config = snapshot.config
+        bounded = not can_preempt or config.reclaim in ("bound", "both")
+        self.borrow_bound_s: float | None = config.borrow_bound_s if bounded else None
+        self._pending_gpus: dict[str, int] = {}
+        for job in snapshot.pending:
+            self._pending_gpus[job.tenant] = self._pending_gpus.get(job.tenant, 0) + job.gpus
+        self._owed: dict[str, int] = {t: self._owed_of(t) for t in self._pending_gpus}
+        self._owed_total = sum(self._owed.values())
+
+    def quota(self, tenant: str) -> TenantQuota:
+        """The tenant's quota (:data:`NO_QUOTA` when it has none)."""
+        return self.quotas.get(tenant, NO_QUOTA)
+
+    def _owed_of(self, tenant: str) -> int:
+        unused = self.quota(tenant).guaranteed_gpus - self.usage.get(tenant, 0)
+        return max(0, min(unused, self._pending_gpus.get(tenant, 0)))
+
+    def owed_to_others(self, tenant: str) -> int:
+        """GPUs the other tenants are owed now: ``Σ_{s≠t} min(g_s − u_s, pending GPUs of s)``."""
+        return self._owed_total - self._owed.get(tenant, 0)
+
+    def refusal(self, job: Job, idle_after: int) -> str | None:
+        """Why ``job`` may not start under its tenant's quota (``None``: it may).
+
+        ``idle_after``: idle GPUs left once the job has taken its GPUs (s of the start it is about
+        to make). Rules in the module docstring.
+        """
+        quota = self.quota(job.tenant)
+        after = self.usage.get(job.tenant, 0) + job.gpus
+        if after > quota.cap:
+            return (f"tenant {job.tenant} would hold {after} GPUs, above its quota cap of {quota.cap:.0f} "
+                    f"({quota.guaranteed_gpus} guaranteed + {quota.borrow_limit} borrowable)")
+        if after <= quota.guaranteed_gpus:
+            return None
+        borrow = after - max(quota.guaranteed_gpus, self.usage.get(job.tenant, 0))
+        if self.borrow_bound_s is not None and job.remaining_time_s > self.borrow_bound_s:
+            return (f"would borrow {borrow} GPUs beyond tenant {job.tenant}'s guarantee of "
+                    f"{quota.guaranteed_gpus}, but its remaining time {job.remaining_time_s:.0f} s exceeds "
+                    f"the borrow bound of {self.borrow_bound_s:.0f} s")
+        owed = self.owed_to_others(job.tenant)
+        if idle_after < owed:
+            return (f"would borrow {borrow} GPUs beyond tenant {job.tenant}'s guarantee of "
+                    f"{quota.guaranteed_gpus}, but {owed} idle GPUs are kept for other tenants' "
+                    f"waiting jobs within their guarantees")
+        return None
+
+    def _change(self, job: Job, gpus: int, pending: int) -> None:
+        tenant = job.tenant
+        self.usage[tenant] = self.usage.get(tenant, 0) + gpus
+        self._pending_gpus[tenant] = self._pending_gpus.get(tenant, 0) + pending
+        self._owed_total -= self._owed.get(tenant, 0)
+        self._owed[tenant] = self._owed_of(tenant)
+        self._owed_total += self._owed[tenant]
+
+    def admit(self, job: Job) -> None:
+        """Record that pending ``job`` started (its tenant's usage grows by ``G_j``)."""
+        self._change(job, job.gpus, -job.gpus)
+
+    def release(self, job: Job) -> None:
+        """Record that running ``job`` was preempted this round (it waits again next round)."""
+        self._change(job, -job.gpus, 0)
+
+
+def gate_for(snapshot: Snapshot, *, can_preempt: bool = False) -> QuotaGate | None:
+    """A :class:`QuotaGate` for the snapshot, or ``None`` when it carries no quotas."""
+    return QuotaGate(snapshot, can_preempt=can_preempt) if snapshot.tenant_quotas else None
+
+
+def idle_gpu_ids(snapshot: Snapshot) -> set[int]:
+    """Healthy GPUs holding no running job."""
+    held = {g for rj in snapshot.running for g in rj.placement.gpu_ids}
+    return {g.id for g in snapshot.cluster.gpus if g.healthy and g.id not in held}
+
+
+def reclaim_preemptions(
+    snapshot: Snapshot, order: Iterable[Job], policy: str
+) -> tuple[Preempt, ...]:
+    """Preempt other tenants' borrowed jobs so that owners' waiting jobs get their guarantees.
+
+    ``order``: the pending jobs in the policy's order. Walking it, a job ``j`` of tenant ``s`` with
+    ``u_s + G_j ≤ g_s`` (it fits the unused guarantee) claims ``G_j`` of the idle GPUs; if too
+    few are idle, borrowed jobs of tenants other than ``s`` (:func:`borrowed_jobs`, latest start
+    first) are chosen as victims until the GPUs they leave idle (healthy GPUs whose every job is a
+    victim) cover the shortfall. If even all of them cannot, nothing is preempted for ``j``.
+    Returns no preemption without quotas or when ``snapshot.config.reclaim`` is ``"bound"``.
+    """
+    if not snapshot.tenant_quotas or snapshot.config.reclaim == "bound":
+        return ()
+    quotas = normalise(snapshot.tenant_quotas)
+    usage = usage_by_tenant(snapshot.running)
+    candidates = borrowed_jobs(snapshot.running, quotas)
+    if not candidates:
+        return ()
+    on_gpu: dict[int, set[JobId]] = {}
+    for rj in snapshot.running:
+        for g in rj.placement.gpu_ids:
+            on_gpu.setdefault(g, set()).add(rj.job.id)
+    healthy = {g.id for g in snapshot.cluster.gpus if g.healthy}
+    available = len(idle_gpu_ids(snapshot))
+    victims: dict[JobId, RunningJob] = {}
+    for job in order:
+        tenant = job.tenant
+        if usage.get(tenant, 0) + job.gpus > quotas.get(tenant, NO_QUOTA).guaranteed_gpus:
+            continue
+        if job.gpus <= available:
+            available -= job.gpus
+            usage[tenant] = usage.get(tenant, 0) + job.gpus
+            continue
+        chosen: list[RunningJob] = []
+        freed = 0
+        gone = set(victims)
+        for rj in candidates:
+            if rj.job.id in victims or rj.job.tenant == tenant:
+                continue
+            chosen.append(rj)
+            gone.add(rj.job.id)
+            freed = sum(1 for g in healthy if g in on_gpu and on_gpu[g] and on_gpu[g] <= gone
+                        and not on_gpu[g] <= set(victims))
+            if available + freed >= job.gpus:
+                break
+        if available + freed < job.gpus:
+            continue
+        for rj in chosen:
+            victims[rj.job.id] = rj
+            usage[rj.job.tenant] -= rj.job.gpus
+        available += freed - job.gpus
+        usage[tenant] = usage.get(tenant, 0) + job.gpus
+    return tuple(
+        Preempt(jid, f"{policy}: borrowed GPUs of tenant {rj.job.tenant} reclaimed for an owner's job "
+                     f"within its guarantee (checkpoint and restart later)")
+        for jid, rj in sorted(victims.items())
+    )
+
+
+def wait_s(job: Job, now: float) -> float:
+    """How long ``job`` has been waiting now (s): ``now − job.waiting_since``, never negative."""
+    return max(0.0, now - job.waiting_since)
+
+
+def aged_key(job: Job, now: float, aging_s: float) -> float:
+    """Aging priority (smaller first) **(ours)**: ``P_j / (1 + wait/aging_s)`` (s) — SJF's key,
+    shrunk as the job waits; after one ``aging_s`` of waiting a job competes as if it were half as
+    long. Raises ``ValueError`` for a non-positive ``aging_s``."""
+    if not aging_s > 0 or math.isinf(aging_s):
+        raise ValueError(f"aging_s must be a positive finite number of seconds, got {aging_s}")
+    return job.remaining_time_s / (1.0 + wait_s(job, now) / aging_s)
