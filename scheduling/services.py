@@ -91,6 +91,10 @@ def _advisory_key(name: str) -> int:
     return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
 
 
+#: Leases this process holds now (see :meth:`RoundLease.acquire`).
+_HELD_HERE: set[str] = set()
+
+
 class RoundLease:
     """The lease that lets one round run at a time, across processes and machines.
 
@@ -125,15 +129,18 @@ class RoundLease:
             self._advisory = True
         SchedulerLease.objects.get_or_create(name=self.name)
         now = timezone.now()
-        claimable = SchedulerLease.objects.filter(name=self.name)
-        if not self._advisory:
-            claimable = claimable.filter(Q(holder="") | Q(expires_at__lt=now))
-        # Under the advisory lock no live round holds the row (a live holder keeps the advisory
-        # lock for as long as it holds the row), so the claim only has to be one atomic UPDATE.
-        claimed = claimable.update(holder=self.holder, expires_at=now + timedelta(seconds=self.duration_s))
+        free = Q(holder="") | Q(expires_at__lt=now)
+        if self._advisory:
+            # Under the advisory lock, a holder in the row is dead (a live one keeps the advisory
+            # lock while it holds the row) unless it is a lease of this very process: PostgreSQL
+            # advisory locks are re-entrant within one connection.
+            free |= ~Q(holder__in=_HELD_HERE) if _HELD_HERE else Q(pk__isnull=False)
+        claimed = SchedulerLease.objects.filter(free, name=self.name).update(
+            holder=self.holder, expires_at=now + timedelta(seconds=self.duration_s))
         if claimed != 1:
             self._unlock()
             return False
+        _HELD_HERE.add(self.holder)
         return True
 
     def release(self) -> None:
@@ -142,6 +149,7 @@ class RoundLease:
             SchedulerLease.objects.filter(name=self.name, holder=self.holder).update(
                 holder="", expires_at=timezone.now())
         finally:
+            _HELD_HERE.discard(self.holder)
             self._unlock()
 
     def _unlock(self) -> None:
