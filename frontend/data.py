@@ -290,6 +290,14 @@ def _shared_intervals(placements: Sequence[tuple]) -> list[tuple[str, datetime, 
     return shared
 
 
+def _zoom(placements: Sequence[tuple], start: datetime, now: datetime) -> tuple[str, str]:
+    """The timeline's x range: from just before the earliest bar (not the window's start, so a
+    young cluster's bars are not slivers at the right edge; at least 1 min) to now."""
+    first = min(p[6] for p in placements)
+    span = max((now - first).total_seconds() * 1.05, 60.0)
+    return iso(max(start, now - timedelta(seconds=span))), iso(now)
+
+
 def timeline_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     """Gantt of jobs on GPUs over the last ``window_s`` seconds, shared intervals hatched.
 
@@ -348,7 +356,7 @@ def timeline_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
         viewer,
         now,
         summary=summary,
-        figures_={"timeline": figures.timeline_spec(bars, shared, (iso(start), iso(now)))},
+        figures_={"timeline": figures.timeline_spec(bars, shared, _zoom(placements, start, now))},
         tables={"timeline": _table(["GPU", "job", "tenant", "start", "end", "seconds"], rows, note)},
     )
 

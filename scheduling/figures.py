@@ -28,8 +28,9 @@ Spec = dict[str, Any]
 PALETTE: tuple[str, ...] = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442")
 #: A GPU that is free, one used by another tenant (tenant view), one that is unhealthy.
 FREE_COLOUR, OTHER_COLOUR, UNHEALTHY_COLOUR = "#F2F2F2", "#9E9E9E", "#4D4D4D"
-#: The mark drawn on shared GPUs and shared intervals.
+#: The mark drawn on shared GPUs and shared intervals, and its legend entry on the cluster map.
 SHARED_COLOUR = "#000000"
+SHARED_LABEL = "shared by two jobs (dot: second job's tenant)"
 
 # Plotly.js knows no template names, so the light look is spelt out (``to_figure`` adds the
 # named template for the report's HTML, where plotly.py resolves it).
@@ -166,26 +167,28 @@ def cluster_map_spec(cells: Sequence[Mapping[str, Any]], tenants: Sequence[str] 
             "type": "scatter", "mode": "markers", "name": key,
             "x": [c["index"] for c in members], "y": [c["node"] for c in members],
             "text": [_cell_hover(c) for c in members], "hoverinfo": "text",
-            "marker": {"symbol": "square", "size": 18, "color": colours.get(key, fixed.get(key)),
+            "marker": {"symbol": "square", "size": 22, "color": colours.get(key, fixed.get(key)),
                        "line": {"width": 1, "color": "#BDBDBD"}},
         })
     shared = [c for c in cells if len(c["jobs"]) > 1]
     if shared:
+        # the mark: a black-ringed inner dot in the second job's tenant colour
         data.append({
-            "type": "scatter", "mode": "markers", "name": "shared by two jobs",
+            "type": "scatter", "mode": "markers", "name": SHARED_LABEL,
             "x": [c["index"] for c in shared], "y": [c["node"] for c in shared],
             "text": [_cell_hover(c) for c in shared], "hoverinfo": "text",
-            "marker": {"symbol": "circle-open", "size": 12, "color": SHARED_COLOUR, "line": {"width": 3}},
+            "marker": {"symbol": "circle", "size": 12, "line": {"width": 3, "color": SHARED_COLOUR},
+                       "color": [colours.get(c["jobs"][1]["tenant"] or "", OTHER_COLOUR) for c in shared]},
         })
     nodes = sorted({c["node"] for c in cells})
     width = max((c["index"] for c in cells), default=0) + 1
     layout = _layout(
-        "Cluster map", height=min(4000, 140 + 24 * max(len(nodes), 1)),
+        "Cluster map", height=min(4000, 190 + 34 * max(len(nodes), 1)),
         xaxis={"title": {"text": "GPU index"}, "dtick": 1, "range": [-0.6, width - 0.4], "zeroline": False},
         yaxis={"type": "category", "categoryorder": "array", "categoryarray": nodes[::-1],
                "automargin": True},
-        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
-        margin={"t": 90},
+        legend={"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0},
+        margin={"t": 80, "b": 50},
     )
     return {"data": data, "layout": layout}
 
@@ -308,7 +311,7 @@ def queue_spec(jobs: Sequence[Mapping[str, Any]]) -> Spec:
                       f"waiting {j['wait_s'] / 60.0:.1f} min" for j in jobs],
         "hoverinfo": "text",
     }]
-    layout = _layout("Queue in policy order", height=min(3000, 160 + 22 * max(len(jobs), 1)),
+    layout = _layout("Queue in policy order", height=min(3000, 190 + 30 * max(len(jobs), 1)),
                      showlegend=False,
                      xaxis={"title": {"text": "waiting (min)"}, "rangemode": "tozero"},
                      yaxis={"type": "category", "categoryorder": "array", "categoryarray": labels[::-1],
