@@ -19,6 +19,7 @@ from scheduling import services
 from scheduling.core import types as core
 from scheduling.models import Round, SchedulerLease
 from scheduling.profiles import load_default_profile
+from tests.service.invariants import assert_invariants
 
 
 def make_job(tenant: Tenant, name: str = "job", **fields: Any) -> Job:
@@ -223,6 +224,7 @@ def test_a_gang_is_placed_whole_or_not_at_all(
     assert waits == [{"job_id": gang.pk, "action": "wait", "gpu_ids": [], "gpus": [], "sub_batch": None,
                       "accum_steps": None, "shares": [], "reason": "GPU node-00:0 already holds two jobs"}]
     assert (record.n_started, record.n_waiting) == (2, 1)
+    assert_invariants()
 
 
 def test_a_job_cancelled_during_the_round_is_not_placed(
@@ -311,6 +313,7 @@ def test_rerunning_a_round_places_nothing_twice(
     assert (second.n_started, Placement.objects.count(), len(sent)) == (0, 6, 3)
     # the second round (nothing pending) is recorded once; the identical third is not stored again
     assert second.pk is not None and third.pk is None and Round.objects.count() == 2
+    assert_invariants()
 
 
 def test_a_second_round_while_one_runs_returns_none(
@@ -357,3 +360,4 @@ def test_gpus_never_hold_more_than_two_jobs_over_many_rounds(
         n=Count("id")).filter(n__gt=1).exists()
     running = Job.objects.filter(status=Job.Status.RUNNING)
     assert all(Placement.objects.filter(job=j, active=True).count() == j.gpus for j in running)
+    assert_invariants()
