@@ -208,9 +208,9 @@ def test_two_gangs_for_the_whole_cluster_one_runs(
 def test_a_gang_is_placed_whole_or_not_at_all(
     cluster: list[Node], tenant_a: Tenant, django_capture_on_commit_callbacks: Callable
 ) -> None:
-    full = make_job(tenant_a, "full", gpus=1, iteration_time_s=0.1)
-    other = make_job(tenant_a, "other", gpus=1, iteration_time_s=0.1)
-    gang = make_job(tenant_a, "gang", gpus=4, iteration_time_s=0.1)
+    full = make_job(tenant_a, "full", gpus=1, iteration_time_s=0.1, gpu_memory_mb=4000)
+    other = make_job(tenant_a, "other", gpus=1, iteration_time_s=0.1, gpu_memory_mb=4000)
+    gang = make_job(tenant_a, "gang", gpus=4, iteration_time_s=0.1, gpu_memory_mb=4000)
     # GPU 0 gets two jobs; then a 4-GPU start that names GPU 0 again must write none of its 4 rows
     policy = FixedPolicy(starts=(
         core.Start(full.pk, (0,), 128, 1), core.Start(other.pk, (0,), 128, 1),
