@@ -1,0 +1,221 @@
+"""Time of one full scheduling round (snapshot, policy, persist, dispatch) on a 1,024-GPU cluster.
+
+What it does: creates a fresh database (the PostgreSQL database named by ``--database-url``, which
+is dropped and recreated; default: beside ``DATABASE_URL`` when that is PostgreSQL, else a
+temporary SQLite file), migrates it, registers 128 nodes × 8 V100s (49,140 MB) and 4 tenants,
+and writes N pending jobs (seeded mix of models, batch sizes, gangs of 1–8 GPUs and lengths; half
+with a measured iteration time, half left to the profile's estimate). For each N it runs
+``--rounds`` rounds from the same state (placements, events and rounds are reset between them,
+outside the timing) through ``scheduling.services.run_round`` with the policy (default SJF-BSBF),
+and prints the median of each phase: snapshot (read the database), policy, persist (placements,
+jobs, events and the Round record, then commit), dispatch (after commit: the in-process
+dispatcher with one no-op subscriber, or Celery to Redis with ``--dispatch celery``), and the
+whole round as the caller sees it (lease included). ``--profile`` adds the top functions of one
+round by cumulative time (cProfile).
+
+Not a test: nothing is asserted. Target: a full round under 1 s with 10,000 pending jobs.
+
+Run: ``python benchmarks/bench_round.py [--pending 1000 10000] [--rounds 5] [--policy sjf-bsbf]
+[--dispatch local|celery] [--profile] [--database-url postgres://postgres@127.0.0.1:5432/sharewise_bench_round]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+REPO = Path(__file__).resolve().parent.parent
+TENANTS = ("team-a", "team-b", "team-c", "team-d")
+#: (model, global batch): models of the Tiresias/Muri traces the shipped profile knows.
+SHAPES = (("resnet50", 128), ("resnet18", 64), ("vgg16", 64), ("lm", 80), ("transformer", 128),
+          ("a3c", 32), ("resnet50", 64), ("ncf", 512))
+GANGS = ((1, 0.45), (2, 0.25), (4, 0.18), (8, 0.12))
+PHASES = ("snapshot", "policy", "persist", "dispatch")
+
+
+def machine() -> str:
+    """One line describing the machine: CPU model, cores, OS, Python."""
+    model = "unknown CPU"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        found = re.search(r"model name\s*:\s*(.+)", cpuinfo.read_text())
+        model = found.group(1).strip() if found else model
+    return (f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}, "
+            f"Python {platform.python_version()}")
+
+
+def default_database_url() -> str:
+    """``sharewise_bench_round`` on the server of ``DATABASE_URL`` when it is PostgreSQL, else a
+    temporary SQLite file."""
+    url = os.environ.get("DATABASE_URL", "")
+    if url.startswith("postgres"):
+        return urlsplit(url)._replace(path="/sharewise_bench_round").geturl()
+    return f"sqlite:///{tempfile.mkdtemp(prefix='sharewise-bench-')}/round.sqlite3"
+
+
+def setup_django(database_url: str) -> None:
+    """Point Django at a fresh database at ``database_url`` and migrate it quietly."""
+    os.environ["DATABASE_URL"] = database_url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    sys.path.insert(0, str(REPO))
+    if database_url.startswith("postgres"):
+        import psycopg
+
+        parts = urlsplit(database_url)
+        name = parts.path.lstrip("/")
+        with psycopg.connect(parts._replace(path="/postgres").geturl(), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+            conn.execute(f'CREATE DATABASE "{name}"')
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def populate_cluster() -> None:
+    """128 nodes × 8 GPUs of 49,140 MB and the four tenants (quota 256 GPUs each)."""
+    from cluster.models import Node, Tenant
+
+    for n in range(128):
+        Node.register(f"node-{n:03d}", 8, 49_140, "v100")
+    for name in TENANTS:
+        Tenant.create_with_owner(name, quota_gpus=256)
+
+
+def populate_jobs(count: int, seed: int) -> None:
+    """Replace all jobs by ``count`` pending ones (seeded)."""
+    from django.utils import timezone
+
+    from cluster.models import Job, Tenant
+
+    Job.objects.all().delete()
+    rng = random.Random(seed)
+    tenants = list(Tenant.objects.all())
+    now = timezone.now()
+    gangs, weights = zip(*GANGS, strict=True)
+    jobs = []
+    for i in range(count):
+        model, batch = rng.choice(SHAPES)
+        jobs.append(Job(
+            tenant=rng.choice(tenants), name=f"job-{i}", model=model, batch_size=batch,
+            gpus=rng.choices(gangs, weights)[0], iterations=rng.choice((500, 2_000, 10_000, 50_000)),
+            iteration_time_s=round(rng.uniform(0.05, 0.8), 3) if i % 2 else None,
+            submitted_at=now - timezone.timedelta(seconds=count - i)))
+    Job.objects.bulk_create(jobs, batch_size=2000)
+
+
+def reset() -> None:
+    """Every job pending again, no placement, placement event or round (outside the timing)."""
+    from cluster.models import Job, JobEvent, Placement
+    from scheduling.models import Round
+
+    Placement.objects.all().delete()
+    JobEvent.objects.all()._raw_delete(JobEvent.objects.db)  # append-only model: bulk delete by hand
+    Round.objects.all().delete()
+    Job.objects.update(status=Job.Status.PENDING, started_at=None)
+
+
+def measure(count: int, args: argparse.Namespace) -> None:
+    from django.db import connection
+
+    from scheduling import services
+
+    populate_jobs(count, args.seed)
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
+    sent: list[int] = []
+    if args.dispatch == "celery":
+        services.set_dispatcher(services.celery_dispatch)
+    else:
+        services.set_dispatcher(None)
+        services.subscribe(lambda message: sent.append(1))
+    phases: dict[str, list[float]] = {p: [] for p in (*PHASES, "total")}
+    record = None
+    for i in range(args.rounds + 1):  # the first round warms caches and is not counted
+        reset()
+        started = time.perf_counter()
+        record = services.run_round(policy=args.policy)
+        total = (time.perf_counter() - started) * 1e3
+        if args.dispatch == "celery":
+            purge_node_queues()
+        if i == 0:
+            continue
+        for p in PHASES:
+            phases[p].append(record.phases_ms.get(p, 0.0))
+        phases["total"].append(total)
+    assert record is not None
+    medians = {p: statistics.median(v) for p, v in phases.items()}
+    print(f"\n{count:,} pending jobs, {args.policy}, {args.rounds} rounds: {record.n_started} started "
+          f"({sum(1 for d in record.decisions if d['shares'])} sharing), {record.n_waiting} waiting; "
+          f"{len(record.decisions):,} decisions recorded")
+    for p in (*PHASES, "total"):
+        share = f" ({medians[p] / medians['total']:.0%})" if p != "total" else ""
+        print(f"  {p:<9} median {medians[p]:8.1f} ms{share}   "
+              f"min {min(phases[p]):8.1f}  max {max(phases[p]):8.1f}")
+    if args.profile:
+        profile_one(args)
+
+
+def profile_one(args: argparse.Namespace) -> None:
+    import cProfile
+    import pstats
+
+    from scheduling import services
+
+    reset()
+    profiler = cProfile.Profile()
+    profiler.runcall(services.run_round, policy=args.policy)
+    print("  top functions by cumulative time (one round):")
+    stats = pstats.Stats(profiler)
+    stats.sort_stats("cumulative").print_stats(18)
+
+
+def purge_node_queues() -> None:
+    import redis
+    from django.conf import settings
+
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    client.delete(*(f"node.node-{n:03d}" for n in range(128)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pending", type=int, nargs="+", default=[1_000, 10_000], help="pending jobs")
+    parser.add_argument("--rounds", type=int, default=5, help="timed rounds per size (median)")
+    parser.add_argument("--policy", default="sjf-bsbf", help="policy name")
+    parser.add_argument("--dispatch", choices=("local", "celery"), default="local",
+                        help="in-process subscriber (default) or Celery to REDIS_URL")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--profile", action="store_true", help="print the top functions of one round")
+    parser.add_argument("--database-url", default=None, help="database to (re)create")
+    args = parser.parse_args()
+    if args.rounds < 1 or any(n < 1 for n in args.pending):
+        sys.exit("--rounds and --pending must be positive")
+    url = args.database_url or default_database_url()
+    if args.dispatch == "celery" and not os.environ.get("REDIS_URL"):
+        sys.exit("--dispatch celery needs REDIS_URL")
+    setup_django(url)
+    from django.db import connection
+
+    populate_cluster()
+    print(f"machine: {machine()}")
+    print(f"database: {connection.vendor} {connection.settings_dict['NAME']}; cluster 128 nodes x 8 GPUs; "
+          f"dispatch: {args.dispatch}")
+    for count in args.pending:
+        measure(count, args)
+
+
+if __name__ == "__main__":
+    main()
