@@ -432,12 +432,18 @@ def preemptive_exclusive(
     admitted: list[Job] = []
     preemptions: list[Preempt] = []
     waits: list[Wait] = []
+    # for the quota gate: healthy GPUs held by running jobs not yet ranked (not idle for owners)
+    later: dict[int, int] = {}
+    for rj in snapshot.running:
+        for g in rj.placement.gpu_ids:
+            if 0 <= g < len(state.gpus) and state.gpus[g].healthy:
+                later[g] = later.get(g, 0) + 1
     for rank, (_, is_pending, entry) in enumerate(ranked, start=1):
         if is_pending:
             job = entry
             reason = never_fits_reason(job, state, profile)
             if reason is None and gate is not None and job.gpus <= free:
-                reason = gate.refusal(job, free - job.gpus)
+                reason = gate.refusal(job, free - job.gpus - len(later))
             if reason is None and job.gpus <= free:
                 free -= job.gpus
                 admitted.append(job)
@@ -448,6 +454,10 @@ def preemptive_exclusive(
                                                     f"{free} left after higher-ranked jobs"))
             continue
         healthy = {g for g in entry.placement.gpu_ids if 0 <= g < len(state.gpus) and state.gpus[g].healthy}
+        for g in healthy:
+            later[g] -= 1
+            if later[g] == 0 or g in promised:
+                del later[g]
         cost = len(healthy - promised)
         if cost <= free:
             free -= cost
@@ -510,10 +520,12 @@ def sharing_round(
     Running jobs are never preempted here.
 
     Extensions for ``sjf-bsbf-fair`` (docs/FAIRNESS.md), all off by default: ``order`` replaces the
-    SJF order; when a job for which ``starving`` is true cannot start for lack of GPUs, it holds a
+    SJF order; when a job for which ``starving`` is true cannot start (and could ever start, within
+    its tenant's cap), it holds a
     **reservation**: every later job of the round waits (the GPUs freed by finishing jobs are
-    kept for it); ``preemptions`` (already removed from ``snapshot.running``) are returned with
-    the starts; ``can_preempt`` tells the quota gate that lent GPUs are reclaimed by preemption.
+    kept for it) unless it fits its tenant's unused guarantee (guarantees come first);
+    ``preemptions`` (already removed from ``snapshot.running``) are returned with the starts;
+    ``can_preempt`` tells the quota gate that lent GPUs are reclaimed by preemption.
     """
     cp = cached(profile)
     state = RoundState(snapshot, cp, track_sharing=True)
@@ -524,16 +536,23 @@ def sharing_round(
     starts: list[Start] = []
     waits: list[Wait] = []
     blocker: Job | None = None
+    reserved = ""
     for position, job in enumerate(order):
-        if blocker is not None or (state.idle_count == 0 and state.shareable_count == 0):
+        exempt = blocker is not None and gate is not None and gate.within_guarantee(job)
+        if blocker is not None and gate is not None and not exempt:
+            if explain:  # only an owner's job within its guarantee passes a reservation
+                waits.append(Wait(job.id, never_fits_reason(job, state, cp) or reserved))
+            continue
+        if (blocker is not None and not exempt) or (state.idle_count == 0 and state.shareable_count == 0):
             if explain:
-                left = (f"GPUs reserved for starving job {blocker.id} (waiting past the starvation bound)"
-                        if blocker is not None else "no idle or shareable GPU left this round")
+                left = reserved or "no idle or shareable GPU left this round"
                 waits.extend(Wait(j.id, never_fits_reason(j, state, cp) or left) for j in order[position:])
             break
         reason = never_fits_reason(job, state, cp)
+        can_reserve = reason is None and starving is not None and starving(job)
         if reason is None and gate is not None:
             reason = gate.refusal(job, state.idle_count - job.gpus if job.gpus <= state.idle_count else 0)
+            can_reserve = can_reserve and not gate.over_cap(job)
         if reason is None:
             if job.gpus <= state.idle_count:
                 outcome: Start | SharePlan | str = start_on_idle(state, job, cp, state.min_sub_batch)
@@ -550,8 +569,9 @@ def sharing_round(
                     gate.admit(job)
                 continue
             reason = outcome
-            if starving is not None and starving(job):
-                blocker = job
+        if can_reserve:
+            blocker = job
+            reserved = f"GPUs reserved for starving job {job.id} (waiting past the starvation bound)"
         if explain:
             waits.append(Wait(job.id, reason))
     return RoundDecisions(policy, snapshot.now, tuple(starts), tuple(preemptions), tuple(waits))

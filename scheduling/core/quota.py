@@ -10,8 +10,9 @@ only if (:meth:`QuotaGate.refusal`):
 2. if it **borrows** (``u_t + G_j > g_t``):
 
    - **owners first**: the idle GPUs left after the start still cover what the *other* tenants
-     are owed: ``Σ_{s≠t} min(g_s − u_s, pending GPUs of s)`` (their unused guarantee, as far as
-     they have jobs waiting for it);
+     are owed: ``Σ_{s≠t} min(g_s − u_s, W_s)``, ``W_s`` the GPUs of the waiting jobs of ``s``
+     whose gang fits its unused guarantee ``g_s − u_s`` (a gang larger than that would have to
+     borrow itself, so it claims nothing);
    - **bounded borrowing** (reclaim mode ``"bound"`` or ``"both"``, and always for a policy that
      cannot preempt): ``P_j`` (remaining exclusive time, s) ≤ ``borrow_bound_s``, so an owner
      arriving later waits at most about ``borrow_bound_s`` (times the slowdown ``ξ`` if shared).
@@ -99,10 +100,11 @@ class QuotaGate:
         config = snapshot.config
         bounded = not can_preempt or config.reclaim in ("bound", "both")
         self.borrow_bound_s: float | None = config.borrow_bound_s if bounded else None
-        self._pending_gpus: dict[str, int] = {}
+        self._gangs: dict[str, dict[int, int]] = {}  # tenant → pending gang size → how many
         for job in snapshot.pending:
-            self._pending_gpus[job.tenant] = self._pending_gpus.get(job.tenant, 0) + job.gpus
-        self._owed: dict[str, int] = {t: self._owed_of(t) for t in self._pending_gpus}
+            gangs = self._gangs.setdefault(job.tenant, {})
+            gangs[job.gpus] = gangs.get(job.gpus, 0) + 1
+        self._owed: dict[str, int] = {t: self._owed_of(t) for t in self._gangs}
         self._owed_total = sum(self._owed.values())
 
     def quota(self, tenant: str) -> TenantQuota:
@@ -111,10 +113,20 @@ class QuotaGate:
 
     def _owed_of(self, tenant: str) -> int:
         unused = self.quota(tenant).guaranteed_gpus - self.usage.get(tenant, 0)
-        return max(0, min(unused, self._pending_gpus.get(tenant, 0)))
+        waiting = sum(size * n for size, n in self._gangs.get(tenant, {}).items() if size <= unused)
+        return max(0, min(unused, waiting))
+
+    def over_cap(self, job: Job) -> bool:
+        """Whether starting ``job`` would take its tenant above its cap ``g_t + b_t``."""
+        return self.usage.get(job.tenant, 0) + job.gpus > self.quota(job.tenant).cap
+
+    def within_guarantee(self, job: Job) -> bool:
+        """Whether starting ``job`` keeps its tenant within its guarantee (``u_t + G_j ≤ g_t``)."""
+        return self.usage.get(job.tenant, 0) + job.gpus <= self.quota(job.tenant).guaranteed_gpus
 
     def owed_to_others(self, tenant: str) -> int:
-        """GPUs the other tenants are owed now: ``Σ_{s≠t} min(g_s − u_s, pending GPUs of s)``."""
+        """GPUs the other tenants are owed now: ``Σ_{s≠t} min(g_s − u_s, W_s)`` with ``W_s`` the
+        GPUs of the pending jobs of ``s`` whose gang fits its unused guarantee ``g_s − u_s``."""
         return self._owed_total - self._owed.get(tenant, 0)
 
     def refusal(self, job: Job, idle_after: int) -> str | None:
@@ -142,21 +154,24 @@ class QuotaGate:
                     f"waiting jobs within their guarantees")
         return None
 
-    def _change(self, job: Job, gpus: int, pending: int) -> None:
+    def _change(self, job: Job, gpus: int, started: bool) -> None:
         tenant = job.tenant
         self.usage[tenant] = self.usage.get(tenant, 0) + gpus
-        self._pending_gpus[tenant] = self._pending_gpus.get(tenant, 0) + pending
+        if started:
+            gangs = self._gangs.get(tenant, {})
+            if gangs.get(job.gpus, 0) > 0:
+                gangs[job.gpus] -= 1
         self._owed_total -= self._owed.get(tenant, 0)
         self._owed[tenant] = self._owed_of(tenant)
         self._owed_total += self._owed[tenant]
 
     def admit(self, job: Job) -> None:
         """Record that pending ``job`` started (its tenant's usage grows by ``G_j``)."""
-        self._change(job, job.gpus, -job.gpus)
+        self._change(job, job.gpus, True)
 
     def release(self, job: Job) -> None:
         """Record that running ``job`` was preempted this round (it waits again next round)."""
-        self._change(job, -job.gpus, 0)
+        self._change(job, -job.gpus, False)
 
 
 def gate_for(snapshot: Snapshot, *, can_preempt: bool = False) -> QuotaGate | None:
