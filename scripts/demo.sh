@@ -20,13 +20,15 @@ done
 scripts/setup.sh requirements.txt
 py=.venv/bin/python
 mkdir -p var
-export DATABASE_URL="${DATABASE_URL:-sqlite:///var/demo.sqlite3}"
+# a fresh demo database each run, so the demo always starts from the same state
+rm -f var/demo.sqlite3
+export DATABASE_URL="sqlite:///var/demo.sqlite3"
 
 echo "==> database ($DATABASE_URL)"
 $py manage.py migrate --noinput >/dev/null
-$py manage.py load_cluster 4x8 --gpu-memory-mb 49140 --gpu-type v100 --if-empty
+$py manage.py load_cluster 4x8 --gpu-memory-mb 49140 --gpu-type v100
 for tenant in team-a team-b; do
-    $py manage.py create_tenant "$tenant" --quota-gpus 16 --if-missing
+    $py manage.py create_tenant "$tenant" --quota-gpus 16
 done
 
 if [ -z "$trace" ]; then
