@@ -10,8 +10,9 @@ outside the timing) through ``scheduling.services.run_round`` with the policy (d
 and prints the median of each phase: snapshot (read the database), policy, persist (placements,
 jobs, events and the Round record, then commit), dispatch (after commit: the in-process
 dispatcher with one no-op subscriber, or Celery to Redis with ``--dispatch celery``), and the
-whole round as the caller sees it (lease included). ``--profile`` adds the top functions of one
-round by cumulative time (cProfile).
+whole round as the caller sees it (lease included), with the CPU time of this process and of its
+PostgreSQL backend (``/proc``, when the server runs here): on a loaded machine wall times grow,
+CPU times much less. ``--profile`` adds the top functions of one round by cumulative time.
 
 Not a test: nothing is asserted. Target: a full round under 1 s with 10,000 pending jobs.
 
@@ -39,7 +40,7 @@ TENANTS = ("team-a", "team-b", "team-c", "team-d")
 SHAPES = (("resnet50", 128), ("resnet18", 64), ("vgg16", 64), ("lm", 80), ("transformer", 128),
           ("a3c", 32), ("resnet50", 64), ("ncf", 512))
 GANGS = ((1, 0.45), (2, 0.25), (4, 0.18), (8, 0.12))
-PHASES = ("snapshot", "policy", "persist", "dispatch")
+PHASES = ("snapshot", "policy", "persist", "commit", "dispatch")
 
 
 def machine() -> str:
@@ -126,6 +127,24 @@ def reset() -> None:
     Job.objects.update(status=Job.Status.PENDING, started_at=None)
 
 
+def backend_cpu_s() -> float | None:
+    """CPU time (user + system, s) of this connection's PostgreSQL backend process, when the server
+    runs on this machine (``/proc``), else ``None``."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def measure(count: int, args: argparse.Namespace) -> None:
     from django.db import connection
 
@@ -141,13 +160,17 @@ def measure(count: int, args: argparse.Namespace) -> None:
     else:
         services.set_dispatcher(None)
         services.subscribe(lambda message: sent.append(1))
-    phases: dict[str, list[float]] = {p: [] for p in (*PHASES, "total")}
+    phases: dict[str, list[float]] = {p: [] for p in (*PHASES, "total", "client CPU", "server CPU")}
     record = None
     for i in range(args.rounds + 1):  # the first round warms caches and is not counted
         reset()
+        server = backend_cpu_s()
+        cpu = time.process_time()
         started = time.perf_counter()
         record = services.run_round(policy=args.policy)
         total = (time.perf_counter() - started) * 1e3
+        cpu = (time.process_time() - cpu) * 1e3
+        server_after = backend_cpu_s()
         if args.dispatch == "celery":
             purge_node_queues()
         if i == 0:
@@ -155,15 +178,20 @@ def measure(count: int, args: argparse.Namespace) -> None:
         for p in PHASES:
             phases[p].append(record.phases_ms.get(p, 0.0))
         phases["total"].append(total)
+        phases["client CPU"].append(cpu)
+        if server is not None and server_after is not None:
+            phases["server CPU"].append((server_after - server) * 1e3)
     assert record is not None
-    medians = {p: statistics.median(v) for p, v in phases.items()}
+    medians = {p: statistics.median(v) for p, v in phases.items() if v}
     print(f"\n{count:,} pending jobs, {args.policy}, {args.rounds} rounds: {record.n_started} started "
           f"({sum(1 for d in record.decisions if d['shares'])} sharing), {record.n_waiting} waiting; "
           f"{len(record.decisions):,} decisions recorded")
-    for p in (*PHASES, "total"):
-        share = f" ({medians[p] / medians['total']:.0%})" if p != "total" else ""
-        print(f"  {p:<9} median {medians[p]:8.1f} ms{share}   "
-              f"min {min(phases[p]):8.1f}  max {max(phases[p]):8.1f}")
+    for p, values in phases.items():
+        if not values:
+            continue
+        share = f" ({medians[p] / medians['total']:.0%})" if p in PHASES else ""
+        print(f"  {p:<10} median {medians[p]:8.1f} ms{share:<6}  "
+              f"min {min(values):8.1f}  max {max(values):8.1f}")
     if args.profile:
         profile_one(args)
 

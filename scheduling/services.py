@@ -46,7 +46,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Max, Q, Sum
+from django.db.models import F, FloatField, Func, Max, Model, Q, Sum
 from django.utils import timezone
 
 from cluster.models import GPU, Job, JobEvent, Node, Placement, Quota
@@ -225,6 +225,21 @@ def node_takes_jobs(status: str, last_heartbeat: datetime | None, now: datetime,
     return last_heartbeat is None or (now - last_heartbeat).total_seconds() <= timeout_s
 
 
+class EpochSeconds(Func):
+    """A timestamp column as POSIX seconds (float), computed by the database: parsing 10,000
+    datetimes in Python costs more than the rest of the snapshot query."""
+
+    output_field = FloatField()
+
+    def as_postgresql(self, compiler: Any, conn: Any, **extra: Any) -> Any:
+        return self.as_sql(compiler, conn, template="EXTRACT(EPOCH FROM %(expressions)s)::float8", **extra)
+
+    def as_sqlite(self, compiler: Any, conn: Any, **extra: Any) -> Any:
+        # SQLite stores UTC text; julianday() reads it (day 2440587.5 is 1970-01-01T00:00Z).
+        return self.as_sql(compiler, conn, template="(julianday(%(expressions)s) - 2440587.5) * 86400.0",
+                           **extra)
+
+
 def load_state(now: datetime | None = None, profile: core.Profile | None = None) -> ClusterState:
     """Read the cluster from the database as a :class:`ClusterState` (5 queries).
 
@@ -271,11 +286,17 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
     pending: list[core.Job] = []
     running: list[core.RunningJob] = []
     jobs: dict[int, core.Job] = {}
-    rows = Job.objects.filter(status__in=Job.ACTIVE_STATUSES).values_list(
+    query = Job.objects.filter(status__in=Job.ACTIVE_STATUSES).annotate(
+        submit_s=EpochSeconds(F("submitted_at")), start_s=EpochSeconds(F("started_at"))).values_list(
         "pk", "tenant__name", "model", "batch_size", "gpus", "iterations", "iterations_done",
-        "iteration_time_s", "gpu_memory_mb", "submitted_at", "started_at", "priority", "status")
+        "iteration_time_s", "gpu_memory_mb", "submit_s", "start_s", "priority", "status").order_by()
+    # Every column is a plain number or string, so the ORM's per-row converters (a third of the
+    # snapshot's time at 10,000 jobs) are skipped: the compiled query runs on a bare cursor.
+    with connection.cursor() as cursor:
+        cursor.execute(*query.query.sql_with_params())
+        rows = cursor.fetchall()
     for (pk, tenant, model, batch, n_gpus, iterations, done, iter_s, memory, submitted, started,
-         priority, status) in rows.order_by():
+         priority, status) in rows:
         if iter_s is None:
             key = (model, batch, n_gpus)
             iter_s = estimates.get(key)
@@ -283,8 +304,8 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
                 iter_s = estimates[key] = estimate_iter_time_s(profile, model, batch, n_gpus)
         attained = 0.0
         if status == Job.Status.RUNNING and started is not None:
-            attained = n_gpus * max(0.0, now_s - started.timestamp())
-        job = core.Job(pk, tenant, model, batch, n_gpus, iterations, submitted.timestamp(), iter_s,
+            attained = n_gpus * max(0.0, now_s - started)
+        job = core.Job(pk, tenant, model, batch, n_gpus, iterations, submitted, iter_s,
                        None if memory is None else float(memory), float(done), attained, None, priority)
         jobs[pk] = job
         if status == Job.Status.PENDING:
@@ -405,7 +426,8 @@ def run_round(now: datetime | None = None, policy: str | core.Policy | None = No
     job status, events and the :class:`~scheduling.models.Round`; messages are dispatched after
     commit. A round that changes nothing and decides exactly what the last recorded round decided
     is not stored again: the returned ``Round`` is then unsaved (``pk`` is ``None``).
-    ``round.phases_ms`` gives the time of each phase (ms), ``dispatch`` included once sent.
+    ``round.phases_ms`` gives the time of each phase (ms): ``snapshot``, ``policy``, ``persist``
+    (stored with the record), then ``commit`` and ``dispatch`` (on the returned object only).
     Raises ``UnknownPolicyError`` for an unknown policy name; a database error rolls the whole
     round back (nothing of it is written) and propagates.
     """
@@ -423,29 +445,32 @@ def run_round(now: datetime | None = None, policy: str | core.Policy | None = No
 
 def _locked_round(now: datetime, policy: core.Policy, profile: core.Profile) -> Round:
     t0 = time.perf_counter()
-    phases: dict[str, float] = {}
     with transaction.atomic():
         state = load_state(now, profile)
         t1 = time.perf_counter()
         decisions = policy.decide(state.snapshot, profile, explain=True)
         t2 = time.perf_counter()
         plan = _persist(state, decisions, profile, now)
-        digest = hashlib.sha256(
-            json.dumps([decisions.policy, plan.decisions], sort_keys=True).encode()).hexdigest()
         record = Round(started_at=now, policy=decisions.policy, n_started=plan.n_started,
-                       n_waiting=plan.n_waiting, n_preempted=plan.n_preempted, decisions=plan.decisions,
-                       digest=digest)
-        phases = {"snapshot": (t1 - t0) * 1e3, "policy": (t2 - t1) * 1e3,
-                  "persist": (time.perf_counter() - t2) * 1e3}
-        record.phases_ms = {k: round(v, 3) for k, v in phases.items()}
-        record.duration_ms = round(sum(phases.values()), 3)
+                       n_waiting=plan.n_waiting, n_preempted=plan.n_preempted, decisions=plan.decisions)
+        if plan.n_started or plan.n_preempted or plan.messages:
+            record.save()  # a round that changed something is never a repeat: no digest needed
+        else:
+            record.digest = hashlib.sha256(json.dumps([record.policy, plan.decisions]).encode()).hexdigest()
+            if Round.objects.order_by("-id").values_list("digest", flat=True).first() != record.digest:
+                record.save()
+        t3 = time.perf_counter()
+        record.phases_ms = {"snapshot": round((t1 - t0) * 1e3, 3), "policy": round((t2 - t1) * 1e3, 3),
+                            "persist": round((t3 - t2) * 1e3, 3)}
+        record.duration_ms = round((t3 - t0) * 1e3, 3)
         record.finished_at = timezone.now()
-        changed = plan.n_started or plan.n_preempted or plan.messages
-        if changed or Round.objects.order_by("-id").values_list("digest", flat=True).first() != digest:
-            record.save()
+        if record.pk is not None:
+            Round.objects.filter(pk=record.pk).update(
+                phases_ms=record.phases_ms, duration_ms=record.duration_ms, finished_at=record.finished_at)
         messages = plan.messages
         if messages:
             transaction.on_commit(lambda: _dispatch(record, messages), robust=True)
+    record.phases_ms["commit"] = round((time.perf_counter() - t3) * 1e3, 3)
     return record
 
 
@@ -525,7 +550,8 @@ def _persist(state: ClusterState, decisions: core.RoundDecisions, profile: core.
                                       sub_batch=s.sub_batch, slot=slot, created_at=now))
         job_gpus[s.job_id] = list(s.gpu_ids)
         started.append(s)
-    Placement.objects.bulk_create(new_rows, batch_size=2000)
+    insert_rows(Placement, new_rows,
+                ("job", "gpu", "generation", "sub_batch", "slot", "active", "created_at"))
     started_ids = [s.job_id for s in started]
     if started_ids:
         Job.objects.filter(pk__in=started_ids, status=Job.Status.PENDING).update(status=Job.Status.RUNNING)
@@ -551,12 +577,37 @@ def _persist(state: ClusterState, decisions: core.RoundDecisions, profile: core.
             Placement.objects.filter(job_id=job_pk, active=True).update(generation=gen)
             plan.messages.extend(_messages(state, profile, occupied, job_pk, sorted(job_gpus[job_pk]), gen,
                                            "update", commands.get(job_pk, "")))
-    JobEvent.objects.bulk_create(events, batch_size=2000)
+    insert_rows(JobEvent, events, ("job", "kind", "at", "message", "data"))
 
     for w in decisions.waits:
         plan.decisions.append(_decision(w.job_id, "wait", w.reason))
         plan.n_waiting += 1
     return plan
+
+
+def insert_rows(model: type[Model], objects: Sequence[Model], fields: Sequence[str]) -> None:
+    """Insert ``objects`` (unsaved, their primary keys are not read back) setting ``fields``:
+    ``COPY … FROM STDIN`` on PostgreSQL (psycopg 3; several times faster than a multi-row INSERT
+    for a thousand rows, most of whose cost is building the SQL), ``bulk_create`` elsewhere."""
+    if not objects:
+        return
+    if connection.vendor != "postgresql":
+        model.objects.bulk_create(objects, batch_size=2000)
+        return
+    columns = [model._meta.get_field(name) for name in fields]
+    quote = connection.ops.quote_name
+    sql = (f"COPY {quote(model._meta.db_table)} ({', '.join(quote(c.column) for c in columns)}) "
+           "FROM STDIN")
+    from psycopg.types.json import Jsonb
+
+    # Raw attribute values: psycopg adapts ints, strings and aware datetimes itself, and Django's
+    # per-field preparation would cost more than the COPY (only JSON needs wrapping).
+    attnames = [c.attname for c in columns]
+    is_json = [c.get_internal_type() == "JSONField" for c in columns]
+    with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
+        for obj in objects:
+            copy.write_row([Jsonb(v) if j else v
+                            for v, j in zip([getattr(obj, a) for a in attnames], is_json, strict=True)])
 
 
 def _next_generations(job_ids: Iterable[int]) -> dict[int, int]:

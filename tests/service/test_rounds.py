@@ -149,7 +149,7 @@ def test_round_places_pending_jobs_and_records_why(
         placed = JobEvent.objects.get(job=job, kind=JobEvent.Kind.PLACED)
         assert placed.data["generation"] == 1 and placed.data["gpus"] == decision["gpus"]
     assert Job.objects.get(pk=huge.pk).status == Job.Status.PENDING
-    assert record.phases_ms.keys() == {"snapshot", "policy", "persist", "dispatch"}
+    assert record.phases_ms.keys() == {"snapshot", "policy", "persist", "commit", "dispatch"}
     # one start message per (job, node); the 2-GPU and the 4-GPU job each fit on one node
     assert sorted((m["job_id"], m["action"], len(m["gpu_indices"])) for m in sent) == [
         (a.pk, "start", 2), (b.pk, "start", 4)]
