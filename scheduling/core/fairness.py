@@ -1,0 +1,189 @@
+"""Fair accounting and fairness metrics across tenants (pure functions; docs/FAIRNESS.md).
+
+Used by the simulator's report, the fairness benchmark and the service's dashboard. Times in
+seconds (s), GPU-time in GPU-seconds (GPU-s) unless a name says hours.
+
+- **Accounting** (:func:`charge_split`, :func:`charge_rates`): a GPU held by one job charges it
+  1 GPU-s per second. A GPU shared by jobs ``a`` and ``b`` is split by their *normalised
+  progress*: each job progresses at ``1/ξ`` of its exclusive speed (``ξ`` its pairwise slowdown,
+  MODEL.md §2), so ``a`` is charged ``(1/ξ_a) / (1/ξ_a + 1/ξ_b) = ξ_b / (ξ_a + ξ_b)`` and ``b`` the
+  rest. The shares of a GPU always sum to 1, so GPU-hours charged to tenants add up to busy
+  GPU-hours (TESTING.md invariant 7). Equal slowdowns give the even ½/½ split.
+- **Finish-time fairness** ρ (Mahajan et al., "Themis: Fair and Efficient GPU Cluster
+  Scheduling", NSDI 2020): ``ρ = T_shared / T_independent`` — a tenant's mean JCT in the shared
+  cluster over its mean JCT when it runs alone on its own partition (its guaranteed GPUs).
+  ρ ≤ 1: sharing the cluster did not hurt it.
+- **Jain's index** over tenants' normalised shares ``x_t = 1/ρ_t`` (the fraction of its
+  independent speed the tenant got; :func:`scheduling.core.metrics.jain_index`).
+- **Usage vs quota**: GPU-hours charged to a tenant ÷ (guaranteed GPUs × the window in hours).
+- **Waits**: per job total pending time (``JobOutcome.queue_s``): max and p99.
+- **Quota checks on a snapshot** (:func:`guarantee_violations`, :func:`cap_violations`), as the
+  fairness benchmark applies them at every round.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from scheduling.core.metrics import JobOutcome, jain_index, mean, percentile
+from scheduling.core.quota import NO_QUOTA, borrowed_jobs, normalise, usage_by_tenant, wait_s
+from scheduling.core.types import JobId, Snapshot, TenantQuota
+
+
+def charge_split(xi_a: float, xi_b: float) -> tuple[float, float]:
+    """``(w_a, w_b)``: the shares of one shared GPU-second charged to jobs ``a`` and ``b``.
+
+    ``w_a = (1/ξ_a) / (1/ξ_a + 1/ξ_b) = ξ_b / (ξ_a + ξ_b)``, ``w_b = 1 − w_a`` (normalised
+    progress, module docstring). ``split(1.2, 1.2) == (0.5, 0.5)``; ``split(1, 3) == (0.75, 0.25)``:
+    the job slowed down less made more progress and pays more. Raises ``ValueError`` for a
+    non-positive or non-finite slowdown.
+    """
+    if not (math.isfinite(xi_a) and math.isfinite(xi_b) and xi_a > 0 and xi_b > 0):
+        raise ValueError(f"slowdowns must be positive and finite, got ξ_a={xi_a}, ξ_b={xi_b}")
+    w_a = xi_b / (xi_a + xi_b)
+    return w_a, 1.0 - w_a
+
+
+def charge_rates(
+    occupancy: Iterable[Sequence[JobId]], pair_slowdown: Callable[[JobId, JobId], float]
+) -> dict[JobId, float]:
+    """GPU-seconds charged per second to each job, given who holds each GPU.
+
+    ``occupancy``: for every busy GPU, the ids of the (one or two) jobs on it;
+    ``pair_slowdown(a, b)``: ``ξ_a`` of job ``a`` when it shares with ``b``. A GPU alone charges
+    its job 1; a shared GPU is split by :func:`charge_split`. The rates sum to the number of busy
+    GPUs. Raises ``ValueError`` for a GPU listing no job or more than two.
+    """
+    rates: dict[JobId, float] = {}
+    for jobs in occupancy:
+        if len(jobs) == 1:
+            rates[jobs[0]] = rates.get(jobs[0], 0.0) + 1.0
+        elif len(jobs) == 2:
+            a, b = jobs
+            w_a, w_b = charge_split(pair_slowdown(a, b), pair_slowdown(b, a))
+            rates[a] = rates.get(a, 0.0) + w_a
+            rates[b] = rates.get(b, 0.0) + w_b
+        else:
+            raise ValueError(f"a busy GPU holds one or two jobs, got {len(jobs)}")
+    return rates
+
+
+def finish_time_fairness(shared_jct_s: float, independent_jct_s: float) -> float:
+    """Themis' ρ = ``shared_jct_s / independent_jct_s`` (both s, the second > 0).
+
+    Raises ``ValueError`` for a non-positive independent time or a negative shared time."""
+    if not independent_jct_s > 0 or shared_jct_s < 0:
+        raise ValueError(f"need an independent JCT > 0 s and a shared JCT ≥ 0 s, got "
+                         f"{independent_jct_s} and {shared_jct_s}")
+    return shared_jct_s / independent_jct_s
+
+
+def tenant_rho(shared: Sequence[JobOutcome], independent: Sequence[JobOutcome]) -> dict[str, float]:
+    """Tenant → ρ: mean JCT of its jobs in ``shared`` over mean JCT of the same tenant's jobs in
+    ``independent`` (each tenant run alone on its own partition). Tenants missing from either side
+    are left out."""
+    def by_tenant(outcomes: Sequence[JobOutcome]) -> dict[str, float]:
+        groups: dict[str, list[float]] = {}
+        for o in outcomes:
+            groups.setdefault(o.tenant, []).append(o.jct_s)
+        return {t: mean(v) for t, v in groups.items()}
+
+    mine, alone = by_tenant(shared), by_tenant(independent)
+    return {t: finish_time_fairness(mine[t], alone[t]) for t in sorted(mine) if alone.get(t, 0) > 0}
+
+
+def wait_stats(outcomes: Sequence[JobOutcome]) -> dict[str, float]:
+    """``{"max_wait_s", "p99_wait_s", "avg_wait_s"}`` over the jobs' total pending time (s);
+    ``nan`` for no job."""
+    waits = [o.queue_s for o in outcomes]
+    if not waits:
+        return dict.fromkeys(("max_wait_s", "p99_wait_s", "avg_wait_s"), math.nan)
+    return {"max_wait_s": max(waits), "p99_wait_s": percentile(waits, 99), "avg_wait_s": mean(waits)}
+
+
+def usage_vs_quota(
+    outcomes: Iterable[JobOutcome], quotas: Mapping[str, int | TenantQuota], window_s: float
+) -> dict[str, dict[str, float]]:
+    """Tenant → ``{"gpu_hours", "quota_gpu_hours", "usage_over_quota"}`` over a window of
+    ``window_s`` seconds: GPU-hours charged (``JobOutcome.gpu_s``), the guarantee's GPU-hours
+    (``g_t × window``), and their ratio (``inf`` for a tenant with usage and no guarantee, 0 with
+    neither). Tenants with quotas or jobs, sorted."""
+    q = normalise(quotas)
+    used: dict[str, float] = {}
+    for o in outcomes:
+        used[o.tenant] = used.get(o.tenant, 0.0) + o.gpu_s / 3600.0
+    out: dict[str, dict[str, float]] = {}
+    for tenant in sorted(set(q) | set(used)):
+        hours = used.get(tenant, 0.0)
+        entitled = q.get(tenant, NO_QUOTA).guaranteed_gpus * max(window_s, 0.0) / 3600.0
+        ratio = hours / entitled if entitled > 0 else (math.inf if hours > 0 else 0.0)
+        out[tenant] = {"gpu_hours": hours, "quota_gpu_hours": entitled, "usage_over_quota": ratio}
+    return out
+
+
+def jain_of_rho(rho: Mapping[str, float]) -> float:
+    """Jain's index of the tenants' normalised shares ``1/ρ_t`` (``nan`` for no tenant)."""
+    return jain_index(1.0 / r for r in rho.values() if r > 0)
+
+
+def _freeable(snapshot: Snapshot, quotas: Mapping[str, TenantQuota], tenant: str) -> tuple[int, int]:
+    """``(idle GPUs, GPUs that would be idle without other tenants' borrowed jobs)``."""
+    on_gpu: dict[int, set[JobId]] = {}
+    for rj in snapshot.running:
+        for g in rj.placement.gpu_ids:
+            on_gpu.setdefault(g, set()).add(rj.job.id)
+    lent = {rj.job.id for rj in borrowed_jobs(snapshot.running, quotas) if rj.job.tenant != tenant}
+    idle = freeable = 0
+    for gpu in snapshot.cluster.gpus:
+        if not gpu.healthy:
+            continue
+        jobs = on_gpu.get(gpu.id)
+        if not jobs:
+            idle += 1
+        elif jobs <= lent:
+            freeable += 1
+    return idle, freeable
+
+
+def guarantee_violations(
+    snapshot: Snapshot, quotas: Mapping[str, int | TenantQuota], grace_s: float
+) -> list[JobId]:
+    """Pending jobs whose guarantee is broken at this instant (ids, sorted).
+
+    A pending job ``j`` of tenant ``t`` is a violation when it has waited more than ``grace_s``
+    (s), fits its tenant's unused guarantee (``u_t + G_j ≤ g_t``), and too few GPUs are idle but
+    enough would be without other tenants' borrowed jobs (:func:`~scheduling.core.quota.
+    borrowed_jobs`): its owner is kept waiting by lent GPUs. ``quotas`` are passed explicitly so
+    a run without quotas in its snapshots can be checked too.
+    """
+    q = normalise(quotas)
+    if not q:
+        return []
+    usage = usage_by_tenant(snapshot.running)
+    cache: dict[str, tuple[int, int]] = {}
+    out: list[JobId] = []
+    for job in snapshot.pending:
+        if wait_s(job, snapshot.now) <= grace_s:
+            continue
+        if usage.get(job.tenant, 0) + job.gpus > q.get(job.tenant, NO_QUOTA).guaranteed_gpus:
+            continue
+        if job.tenant not in cache:
+            cache[job.tenant] = _freeable(snapshot, q, job.tenant)
+        idle, freeable = cache[job.tenant]
+        if idle < job.gpus <= idle + freeable:
+            out.append(job.id)
+    return sorted(out)
+
+
+def cap_violations(snapshot: Snapshot, quotas: Mapping[str, int | TenantQuota]) -> dict[str, int]:
+    """Tenant → GPUs held above its cap ``g_t + b_t`` (only tenants above it)."""
+    q = normalise(quotas)
+    if not q:
+        return {}
+    out: dict[str, int] = {}
+    for tenant, used in usage_by_tenant(snapshot.running).items():
+        over = used - q.get(tenant, NO_QUOTA).cap
+        if over > 0:
+            out[tenant] = int(over)
+    return out
