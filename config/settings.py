@@ -34,6 +34,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "cluster",
     "scheduling",
+    "frontend",
 ]
 
 MIDDLEWARE = [
@@ -48,6 +49,8 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "config.urls"
+LOGIN_URL = "frontend:login"
+LOGIN_REDIRECT_URL = "frontend:dashboard"
 WSGI_APPLICATION = "config.wsgi.application"
 
 TEMPLATES = [
@@ -88,6 +91,12 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    # Plotly.js from the pinned plotly package, so the dashboard never loads a script from a CDN.
+    "frontend.staticfiles.PlotlyFinder",
+]
 STATIC_ROOT = Path(env("STATIC_ROOT", default=str(BASE_DIR / "var" / "static")))
 # WhiteNoise serves collectstatic's output from here; an absent folder only earns a warning per request.
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)

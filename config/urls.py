@@ -1,4 +1,4 @@
-"""Top-level URLs: admin, REST API v1, OpenAPI schema and docs, health checks."""
+"""Top-level URLs: admin, REST API v1, OpenAPI schema and docs, dashboard, health checks."""
 
 from django.contrib import admin
 from django.urls import include, path
@@ -11,6 +11,7 @@ urlpatterns = [
     path("api/v1/", include("cluster.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("dashboard/", include("frontend.urls")),
     path("healthz", cluster_views.healthz, name="healthz"),
     path("readyz", cluster_views.readyz, name="readyz"),
 ]
