@@ -66,6 +66,9 @@ DEFAULT_LEASE_S = 120.0
 #: A node silent for longer than this (s) is unreachable: its GPUs take no new job (setting
 #: ``SHAREWISE_HEARTBEAT_TIMEOUT_S``; AGENT.md §3 suggests three heartbeat intervals of 5 s).
 DEFAULT_HEARTBEAT_TIMEOUT_S = 15.0
+#: Recorded rounds kept (the oldest are deleted as new ones are written), setting
+#: ``SHAREWISE_ROUNDS_KEPT``: a round with 10,000 decisions is about 80 KB compressed in PostgreSQL.
+DEFAULT_ROUNDS_KEPT = 5000
 #: Exclusive iteration time assumed for a model the profile does not know (s) **(ours)**.
 UNKNOWN_MODEL_ITER_TIME_S = 1.0
 
@@ -467,6 +470,8 @@ def _locked_round(now: datetime, policy: core.Policy, profile: core.Profile) -> 
         if record.pk is not None:
             Round.objects.filter(pk=record.pk).update(
                 phases_ms=record.phases_ms, duration_ms=record.duration_ms, finished_at=record.finished_at)
+            kept = int(setting("SHAREWISE_ROUNDS_KEPT", DEFAULT_ROUNDS_KEPT))
+            Round.objects.filter(pk__lte=record.pk - kept).delete()
         messages = plan.messages
         if messages:
             transaction.on_commit(lambda: _dispatch(record, messages), robust=True)

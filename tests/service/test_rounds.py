@@ -361,3 +361,13 @@ def test_gpus_never_hold_more_than_two_jobs_over_many_rounds(
     running = Job.objects.filter(status=Job.Status.RUNNING)
     assert all(Placement.objects.filter(job=j, active=True).count() == j.gpus for j in running)
     assert_invariants()
+
+
+def test_only_the_latest_rounds_are_kept(
+    cluster: list[Node], tenant_a: Tenant, django_capture_on_commit_callbacks: Callable
+) -> None:
+    jobs = [make_job(tenant_a, f"j{i}", iteration_time_s=0.1) for i in range(4)]
+    with override_settings(SHAREWISE_ROUNDS_KEPT=2):
+        recorded = [place(django_capture_on_commit_callbacks, job, (i,)).pk for i, job in enumerate(jobs)]
+    # four rounds that each started a job: the two latest remain
+    assert list(Round.objects.order_by("pk").values_list("pk", flat=True)) == recorded[2:]
