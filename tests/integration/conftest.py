@@ -102,11 +102,14 @@ class Workers:
         self.log_dir = log_dir
         self.procs: list[subprocess.Popen] = []
 
-    def start(self, pause_file: Path | None = None) -> subprocess.Popen:
+    def start(self, pause_file: Path | None = None, visibility_s: float | None = None) -> subprocess.Popen:
         env = {**os.environ, "DATABASE_URL": database_url(), "SHAREWISE_REQUIRE_SERVICES": "0"}
         env.pop("SHAREWISE_TEST_PAUSE_FILE", None)
+        env.pop("SHAREWISE_TEST_VISIBILITY_S", None)
         if pause_file is not None:
             env["SHAREWISE_TEST_PAUSE_FILE"] = str(pause_file)
+        if visibility_s is not None:
+            env["SHAREWISE_TEST_VISIBILITY_S"] = str(visibility_s)
         log = (self.log_dir / f"worker-{len(self.procs)}.log").open("w")
         proc = subprocess.Popen([sys.executable, "-m", "tests.integration.worker"], cwd=REPO, env=env,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -70,11 +70,12 @@ def test_a_worker_killed_mid_round_leaves_no_partial_round(
     assert not Placement.objects.exists() and not Round.objects.exists()
     assert all(j.status == Job.Status.PENDING for j in Job.objects.all())
     assert_invariants()
-    # the dead worker's lease row is still claimed, but its advisory lock died with its connection:
-    # the next round takes over at once instead of waiting for the lease to expire
-    workers.start()
-    tasks.run_round.apply_async()
-    wait_for(lambda: all_running(jobs), 60, f"the next round to place the jobs\n{workers.logs()}")
+    # The round's message was never acknowledged (acks_late): Redis delivers it again (after the
+    # visibility timeout, shortened here) to the next worker. The dead worker's lease row is still
+    # claimed, but its advisory lock died with its connection, so the redelivered round takes over
+    # at once instead of waiting for the lease to expire.
+    workers.start(visibility_s=2)
+    wait_for(lambda: all_running(jobs), 90, f"the redelivered round to place the jobs\n{workers.logs()}")
     assert Round.objects.count() == 1
     assert Placement.objects.count() == 6
     assert JobEvent.objects.filter(kind=JobEvent.Kind.PLACED).count() == 3

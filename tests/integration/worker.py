@@ -3,7 +3,8 @@
 Consumes the round queue (``scheduler``, and ``celery`` while no route is configured) with one
 process (``--pool solo``). With ``SHAREWISE_TEST_PAUSE_FILE`` set, every round stops after it has
 written its placements but before its transaction commits: it writes that file and sleeps, so a
-test can kill the worker mid-round.
+test can kill the worker mid-round. ``SHAREWISE_TEST_VISIBILITY_S`` shortens Redis' visibility
+timeout, so this worker soon redelivers a message whose worker died before acknowledging it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ def main() -> None:
     from config.celery import app
     from scheduling import services
 
+    visibility = os.environ.get("SHAREWISE_TEST_VISIBILITY_S")
+    if visibility:
+        # Redis redelivers a message not acknowledged within this many seconds (the kill test).
+        app.conf.broker_transport_options = {"visibility_timeout": float(visibility)}
     pause_file = os.environ.get("SHAREWISE_TEST_PAUSE_FILE")
     if pause_file:
         persist = services._persist
