@@ -17,12 +17,17 @@ every job. Times are seconds unless a name says otherwise; GPU counts are GPUs.
 from __future__ import annotations
 
 import math
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Max, Min, Q, Sum
+from django.db import connection
+from django.db.models import Avg, Count, FloatField, Func, Max, Min, Q, Sum, Value
+from django.db.models.functions import Floor
 from django.utils import timezone
 
 from cluster.models import GPU, Job, JobEvent, Membership, Node, Placement, Quota, Tenant
@@ -120,22 +125,84 @@ def _round_model() -> Any:
     return Round
 
 
-def latest_rounds(limit: int) -> list[Any]:
-    """The ``limit`` most recent rounds, newest first (empty while there are none)."""
+@dataclass(frozen=True, slots=True)
+class RoundView:
+    """A recorded round, pre-digested for the dashboard (decisions are parsed once per process).
+
+    ``acts``: its ``start`` and ``preempt`` decisions (the dicts of ``Round.decisions``), in
+    order; ``waits``: ``(job id, reason)`` of its ``wait`` decisions in the policy's order;
+    ``slowdowns``: ``{job id: ξ}`` of both partners of every share it started.
+    """
+
+    pk: int
+    started_at: datetime
+    policy: str
+    duration_ms: float
+    n_started: int
+    n_waiting: int
+    n_preempted: int
+    acts: tuple[dict[str, Any], ...]
+    waits: tuple[tuple[int, str], ...]
+    slowdowns: dict[int, float]
+
+    @classmethod
+    def of(cls, meta: Sequence[Any], decisions: Sequence[Mapping[str, Any]] | None) -> RoundView:
+        """From ``(pk, started_at, policy, duration_ms, n_started, n_waiting, n_preempted)`` and
+        the round's ``decisions`` list (see ``scheduling.models.Round``)."""
+        acts, waits, slowdowns = [], [], {}
+        for d in decisions or ():
+            if d["action"] == "wait":
+                waits.append((d["job_id"], d.get("reason", "")))
+                continue
+            acts.append(dict(d))
+            for share in d.get("shares") or ():
+                slowdowns[d["job_id"]] = share["xi_self"]
+                slowdowns.setdefault(share["partner_id"], share["xi_partner"])
+        return cls(*meta, tuple(acts), tuple(waits), slowdowns)
+
+
+_ROUND_FIELDS = ("id", "started_at", "policy", "duration_ms", "n_started", "n_waiting", "n_preempted")
+_round_cache: OrderedDict[tuple[int, datetime], RoundView] = OrderedDict()
+_round_cache_lock = threading.Lock()
+ROUND_CACHE_SIZE = 64
+
+
+def round_summaries(limit: int) -> list[tuple]:
+    """``(pk, started_at, policy, duration_ms, n_started, n_waiting, n_preempted)`` of the
+    ``limit`` most recent rounds, newest first (empty while there are none)."""
     model = _round_model()
     if model is None:
         return []
-    return list(model.objects.order_by("-started_at", "-id")[:limit])
+    return list(model.objects.order_by("-started_at", "-id").values_list(*_ROUND_FIELDS)[:limit])
 
 
-def _shared_slowdowns(latest: Any) -> dict[int, float]:
-    """``{job id: ξ}`` for jobs the latest round started in a share (both partners)."""
-    slowdowns: dict[int, float] = {}
-    for decision in (latest.decisions if latest is not None else []) or []:
-        for share in decision.get("shares") or ():
-            slowdowns[decision["job_id"]] = share["xi_self"]
-            slowdowns.setdefault(share["partner_id"], share["xi_partner"])
-    return slowdowns
+def latest_rounds(limit: int) -> list[RoundView]:
+    """The ``limit`` most recent rounds as :class:`RoundView`, newest first.
+
+    A round's decisions never change once written (``scheduling.services`` stores them with the
+    row), so each is read and parsed once per process and kept in a small LRU cache keyed by
+    ``(pk, started_at)``; a poll then costs one small query.
+    """
+    metas = round_summaries(limit)
+    views: dict[int, RoundView] = {}
+    with _round_cache_lock:
+        for meta in metas:
+            cached = _round_cache.get((meta[0], meta[1]))
+            if cached is not None:
+                _round_cache.move_to_end((meta[0], meta[1]))
+                views[meta[0]] = cached
+    missing = [m for m in metas if m[0] not in views]
+    if missing:
+        decisions = dict(
+            _round_model().objects.filter(pk__in=[m[0] for m in missing]).values_list("id", "decisions")
+        )
+        with _round_cache_lock:
+            for meta in missing:
+                view = views[meta[0]] = RoundView.of(meta, decisions.get(meta[0]))
+                _round_cache[(meta[0], meta[1])] = view
+            while len(_round_cache) > ROUND_CACHE_SIZE:
+                _round_cache.popitem(last=False)
+    return [views[m[0]] for m in metas]
 
 
 def _profile_slowdown(model_a: str, sub_a: int, model_b: str, sub_b: int) -> float:
@@ -182,7 +249,7 @@ def cluster_map_payload(viewer: Viewer) -> dict[str, Any]:
     ):
         on_gpu.setdefault(row[0], []).append(row)
     rounds = latest_rounds(1)
-    from_round = _shared_slowdowns(rounds[0] if rounds else None)
+    from_round = rounds[0].slowdowns if rounds else {}
     cells, rows = [], []
     for gpu_id, node, index, healthy, node_status in gpus:
         placed = on_gpu.get(gpu_id, [])
@@ -245,13 +312,65 @@ def cluster_map_payload(viewer: Viewer) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------- timeline
-def _window_placements(start: datetime, now: datetime) -> list[tuple]:
+class EpochSeconds(Func):
+    """A timestamp column as seconds since 1970-01-01 UTC (float, millisecond precision).
+
+    Computed by the database so that thousands of rows are not parsed into ``datetime`` objects
+    one by one (on SQLite Django parses each with a regular expression).
+    """
+
+    output_field = FloatField()
+    template = "EXTRACT(EPOCH FROM %(expressions)s)"
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        # Django stores UTC text; julianday() of the Unix epoch is 2440587.5
+        return self.as_sql(
+            compiler, connection, template="((julianday(%(expressions)s) - 2440587.5) * 86400.0)", **extra
+        )
+
+    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        return self.as_sql(
+            compiler, connection, template="EXTRACT(EPOCH FROM %(expressions)s)::float8", **extra
+        )
+
+
+def _raw_rows(queryset: Any) -> list[tuple]:
+    """The rows of a ``values_list`` queryset without Django's per-row conversion (ints, floats,
+    strings; booleans as 0/1 on SQLite). Annotations must come last in ``values_list``: that is
+    their place in the SQL."""
+    sql, params = queryset.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def _at(epoch_s: float) -> str:
+    """ISO 8601 UTC of seconds since the epoch, to the millisecond (what Plotly's date axes
+    parse); ``time.strftime`` is several times cheaper than ``datetime.isoformat`` here."""
+    ms = round(epoch_s * 1000)
+    whole, frac = divmod(ms, 1000)
+    return f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(whole))}.{frac:03d}Z"
+
+
+def _in_window(start: datetime, now: datetime) -> Any:
+    """Placements that held a GPU at some time in ``[start, now]``."""
+    return Placement.objects.filter(created_at__lt=now).filter(
+        Q(ended_at__isnull=True, active=True) | Q(ended_at__gt=start)
+    )
+
+
+def _window_placements(start: datetime, now: datetime, tenant_id: int | None = None) -> list[tuple]:
     """Placements that held a GPU during ``[start, now]``: ``(gpu label, slot, job id, job name,
-    tenant id, tenant name, begin, end)`` with ``end`` ``now`` for active ones."""
-    rows = (
-        Placement.objects.filter(created_at__lt=now)
-        .filter(Q(ended_at__isnull=True, active=True) | Q(ended_at__gt=start))
-        .values_list(
+    tenant id, tenant name, begin, end)``, times in seconds since the epoch clipped to the
+    window (``end`` is now for an active placement). With ``tenant_id``: only on GPUs that a
+    job of that tenant held in the window (with the other jobs on those GPUs)."""
+    placements = _in_window(start, now)
+    if tenant_id is not None:
+        placements = placements.filter(
+            gpu_id__in=_in_window(start, now).filter(job__tenant_id=tenant_id).values("gpu_id")
+        )
+    rows = _raw_rows(
+        placements.annotate(begin_s=EpochSeconds("created_at"), end_s=EpochSeconds("ended_at")).values_list(
             "gpu__node__name",
             "gpu__index",
             "slot",
@@ -259,25 +378,50 @@ def _window_placements(start: datetime, now: datetime) -> list[tuple]:
             "job__name",
             "job__tenant_id",
             "job__tenant__name",
-            "created_at",
-            "ended_at",
+            "begin_s",
+            "end_s",
         )
     )
+    lo, hi = start.timestamp(), now.timestamp()
     return [
-        (f"{node}:{index}", slot, job_id, name, tenant_id, tenant, max(begin, start), min(end or now, now))
-        for node, index, slot, job_id, name, tenant_id, tenant, begin, end in rows
+        (
+            f"{node}:{index}",
+            slot,
+            job_id,
+            name,
+            tenant,
+            tenant_name,
+            max(begin, lo),
+            hi if end is None else min(end, hi),
+        )
+        for node, index, slot, job_id, name, tenant, tenant_name, begin, end in rows
     ]
 
 
-def _shared_intervals(placements: Sequence[tuple]) -> list[tuple[str, datetime, datetime]]:
-    """Intervals during which a GPU held two placements: ``(gpu label, start, end)``."""
-    by_gpu: dict[str, list[tuple[datetime, int]]] = {}
+def _window_usage(start: datetime, now: datetime) -> list[tuple[int, int, float, float]]:
+    """``(GPU id, tenant id, begin, end)`` of the placements of ``[start, now]`` (clipped, s)."""
+    rows = _raw_rows(
+        _in_window(start, now)
+        .annotate(begin_s=EpochSeconds("created_at"), end_s=EpochSeconds("ended_at"))
+        .values_list("gpu_id", "job__tenant_id", "begin_s", "end_s")
+    )
+    lo, hi = start.timestamp(), now.timestamp()
+    return [
+        (gpu, tenant, max(begin, lo), hi if end is None else min(end, hi)) for gpu, tenant, begin, end in rows
+    ]
+
+
+def _shared_intervals(placements: Sequence[tuple]) -> list[tuple[str, float, float]]:
+    """Intervals during which a GPU held two placements: ``(gpu label, start, end)`` (s)."""
+    by_gpu: dict[str, list[tuple[float, int]]] = {}
     for gpu, *_, begin, end in placements:
         if end > begin:
             by_gpu.setdefault(gpu, []).extend(((begin, 1), (end, -1)))
     shared = []
     for gpu, events in by_gpu.items():
-        events.sort(key=lambda e: (e[0], e[1]))  # an end before a start at the same instant
+        if len(events) < 4:
+            continue
+        events.sort()  # at the same instant an end (-1) sorts before a start (+1)
         held, since = 0, None
         for moment, change in events:
             held += change
@@ -294,25 +438,27 @@ def _zoom(placements: Sequence[tuple], start: datetime, now: datetime) -> tuple[
     """The timeline's x range: from just before the earliest bar (not the window's start, so a
     young cluster's bars are not slivers at the right edge; at least 1 min) to now."""
     first = min(p[6] for p in placements)
-    span = max((now - first).total_seconds() * 1.05, 60.0)
+    span = max((now.timestamp() - first) * 1.05, 60.0)
     return iso(max(start, now - timedelta(seconds=span))), iso(now)
+
+
+MAX_BARS = 2000
+MAX_TABLE_ROWS = 500
 
 
 def timeline_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     """Gantt of jobs on GPUs over the last ``window_s`` seconds, shared intervals hatched.
 
     A tenant's member sees the GPUs their jobs used, with any co-located job of another tenant
-    drawn anonymously (it explains the slowdown). At most 2,000 bars, newest first.
+    drawn anonymously (it explains the slowdown). At most :data:`MAX_BARS` bars, newest first;
+    the table lists the newest :data:`MAX_TABLE_ROWS`.
     """
     now = timezone.now()
     start = now - timedelta(seconds=window_s)
-    placements = _window_placements(start, now)
-    if not viewer.is_admin:
-        own_gpus = {p[0] for p in placements if p[4] == viewer.tenant_id}
-        placements = [p for p in placements if p[0] in own_gpus]
+    placements = _window_placements(start, now, viewer.tenant_id)
     placements.sort(key=lambda p: p[6], reverse=True)
-    dropped = max(0, len(placements) - 2000)
-    placements = placements[:2000]
+    dropped = max(0, len(placements) - MAX_BARS)
+    placements = placements[:MAX_BARS]
     minutes = f"{window_s / 60:g} min"
     if not placements:
         return _payload(viewer, now, empty=f"No job held a GPU in the last {minutes}.")
@@ -320,29 +466,24 @@ def timeline_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     for gpu, slot, job_id, name, tenant_id, tenant, begin, end in placements:
         visible = viewer.sees(tenant_id)
         label = _job_label(job_id, name) if visible else HIDDEN
+        begin_at, end_at = _at(begin), _at(end)
         bars.append(
             {
                 "gpu": gpu,
                 "slot": slot,
                 "tenant": tenant if visible else None,
                 "label": label,
-                "start": iso(begin),
-                "end": iso(end),
-                "duration_ms": (end - begin).total_seconds() * 1000,
+                "start": begin_at,
+                "end": end_at,
+                "duration_ms": round((end - begin) * 1000),
             }
         )
-        rows.append(
-            [
-                gpu,
-                label,
-                tenant if visible else "another tenant",
-                iso(begin),
-                iso(end),
-                round((end - begin).total_seconds()),
-            ]
-        )
+        if len(rows) < MAX_TABLE_ROWS:
+            rows.append(
+                [gpu, label, tenant if visible else "another tenant", begin_at, end_at, round(end - begin)]
+            )
     shared = [
-        {"gpu": g, "start": iso(a), "end": iso(b), "duration_ms": (b - a).total_seconds() * 1000}
+        {"gpu": g, "start": _at(a), "end": _at(b), "duration_ms": round((b - a) * 1000)}
         for g, a, b in _shared_intervals(placements)
     ]
     shared_s = sum(s["duration_ms"] for s in shared) / 1000
@@ -351,59 +492,113 @@ def timeline_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
         f"{len(shared)} shared interval{'' if len(shared) == 1 else 's'} "
         f"({shared_s / 60:.1f} GPU-min shared)."
     )
-    note = f"{dropped} older placements not drawn." if dropped else ""
+    notes = [
+        f"{dropped} older placements not drawn." if dropped else "",
+        f"Newest {len(rows)} of {len(bars)} listed." if len(rows) < len(bars) else "",
+    ]
     return _payload(
         viewer,
         now,
         summary=summary,
         figures_={"timeline": figures.timeline_spec(bars, shared, _zoom(placements, start, now))},
-        tables={"timeline": _table(["GPU", "job", "tenant", "start", "end", "seconds"], rows, note)},
+        tables={
+            "timeline": _table(
+                ["GPU", "job", "tenant", "start", "end", "seconds"], rows, " ".join(n for n in notes if n)
+            )
+        },
     )
 
 
 # ------------------------------------------------------------------------------ decisions
 WAITS_PER_ROUND = 20
+DECISION_COLUMNS = (
+    "round",
+    "policy",
+    "action",
+    "job",
+    "tenant",
+    "GPUs",
+    "sub-batch",
+    "accum steps",
+    "shares with",
+    "ξ self",
+    "ξ partner",
+    "T_seq s",
+    "T_con s",
+    "reason",
+)
+
+
+class _JobNames:
+    """Job id → (name, tenant id, tenant name), looked up in batches and remembered."""
+
+    def __init__(self) -> None:
+        self.known: dict[int, tuple[str, int | None, str]] = {}
+
+    def load(self, ids: Iterable[int]) -> None:
+        wanted = [j for j in set(ids) if j not in self.known]
+        for i in range(0, len(wanted), 500):
+            for j, name, tenant_id, tenant in Job.objects.filter(id__in=wanted[i : i + 500]).values_list(
+                "id", "name", "tenant_id", "tenant__name"
+            ):
+                self.known[j] = (name, tenant_id, tenant)
+
+    def label(self, job_id: int, viewer: Viewer) -> tuple[str, str, bool]:
+        """``(label, tenant, visible)`` of a job as ``viewer`` may see it."""
+        name, tenant_id, tenant = self.known.get(job_id, ("(deleted)", None, ""))
+        if viewer.sees(tenant_id):
+            return _job_label(job_id, name), tenant, True
+        return HIDDEN, "another tenant", False
+
+
+def _visible_waits(
+    view: RoundView, own: set[int] | None, names: _JobNames, k: int
+) -> tuple[list[tuple[int, str]], int]:
+    """The first ``k`` of the round's waits among ``own`` job ids (``None``: all, for an admin),
+    and how many there are in all."""
+    mine = list(view.waits) if own is None else [w for w in view.waits if w[0] in own]
+    names.load(j for j, _ in mine[:k])
+    return mine[:k], len(mine)
 
 
 def decisions_payload(viewer: Viewer, n_rounds: int) -> dict[str, Any]:
     """The last ``n_rounds`` rounds' decisions: who was paired with whom and why (predicted
     T_seq vs T_con, ξ of both, sub-batch), what started alone, what was preempted, and why jobs
-    wait (the first :data:`WAITS_PER_ROUND` per round; the queue lists them all)."""
+    wait (the first :data:`WAITS_PER_ROUND` per round; the queue lists them all).
+    A member sees the decisions about the tenant's jobs; a partner of another tenant is shown
+    as "another tenant's job" with its ξ (the slowdown it causes is the member's business)."""
     now = timezone.now()
-    recent = latest_rounds(max(n_rounds, 30))
-    if not recent:
+    counts = round_summaries(30)
+    if not counts:
         return _payload(viewer, now, empty="No scheduling round has run yet.")
-    shown = recent[:n_rounds]
-    ids = {d["job_id"] for r in shown for d in r.decisions or ()}
-    ids |= {s["partner_id"] for r in shown for d in r.decisions or () for s in d.get("shares") or ()}
-    jobs = {
-        j: (name, tenant_id, tenant)
-        for j, name, tenant_id, tenant in Job.objects.filter(id__in=ids).values_list(
-            "id", "name", "tenant_id", "tenant__name"
-        )
-    }
-
-    def label(job_id: int) -> tuple[str, str, bool]:
-        name, tenant_id, tenant = jobs.get(job_id, ("(deleted)", None, ""))
-        if viewer.sees(tenant_id):
-            return _job_label(job_id, name), tenant, True
-        return HIDDEN, "another tenant", False
-
-    rows, pairs = [], []
+    shown = latest_rounds(n_rounds)
+    names = _JobNames()
+    own = None
+    if not viewer.is_admin and shown:  # the tenant's jobs that may appear in these rounds
+        alive = Q(finished_at__isnull=True) | Q(finished_at__gte=shown[-1].started_at)
+        own = {
+            j
+            for (j,) in _raw_rows(
+                Job.objects.filter(alive, tenant_id=viewer.tenant_id).order_by().values_list("id")
+            )
+        }
+    names.load(
+        j
+        for r in shown
+        for d in r.acts
+        for j in (d["job_id"], *(s["partner_id"] for s in d.get("shares") or ()))
+    )
+    rows: list[list[Any]] = []
+    pairs = []
     for r in shown:
         when = iso(r.started_at)
-        waits = 0
-        for d in r.decisions or ():
-            job, tenant, visible = label(d["job_id"])
+        for d in r.acts:
+            job, tenant, visible = names.label(d["job_id"], viewer)
             if not visible:
                 continue
-            if d["action"] == "wait":
-                waits += 1
-                if waits > WAITS_PER_ROUND:
-                    continue
-            shares = d.get("shares") or [None]
-            for share in shares:
-                partner = label(share["partner_id"])[0] if share else ""
+            gpus = ", ".join(d.get("gpus") or ())
+            for share in d.get("shares") or [None]:
+                partner = names.label(share["partner_id"], viewer)[0] if share else ""
                 rows.append(
                     [
                         when,
@@ -411,14 +606,11 @@ def decisions_payload(viewer: Viewer, n_rounds: int) -> dict[str, Any]:
                         d["action"],
                         job,
                         tenant,
-                        ", ".join(d.get("gpus") or ()),
+                        gpus,
                         d.get("sub_batch"),
                         d.get("accum_steps"),
                         partner,
-                        _round(share["xi_self"]) if share else None,
-                        _round(share["xi_partner"]) if share else None,
-                        _round(share["t_seq_s"], 1) if share else None,
-                        _round(share["t_con_s"], 1) if share else None,
+                        *_share_cells(share),
                         d.get("reason", ""),
                     ]
                 )
@@ -433,13 +625,19 @@ def decisions_payload(viewer: Viewer, n_rounds: int) -> dict[str, Any]:
                             "sub_batch": d.get("sub_batch"),
                         }
                     )
-        if waits > WAITS_PER_ROUND:
+        waits, n_waits = _visible_waits(r, own, names, WAITS_PER_ROUND)
+        for job_id, reason in waits:
+            job, tenant, _ = names.label(job_id, viewer)
+            rows.append(
+                [when, r.policy, "wait", job, tenant, "", None, None, "", None, None, None, None, reason]
+            )
+        if n_waits > len(waits):
             rows.append(
                 [
                     when,
                     r.policy,
                     "wait",
-                    f"… and {waits - WAITS_PER_ROUND} more waiting jobs",
+                    f"… and {n_waits - len(waits)} more waiting jobs",
                     "",
                     "",
                     None,
@@ -452,113 +650,155 @@ def decisions_payload(viewer: Viewer, n_rounds: int) -> dict[str, Any]:
                     "see the queue",
                 ]
             )
-    counts = [
-        {
-            "started_at": iso(r.started_at),
-            "n_started": r.n_started,
-            "n_waiting": r.n_waiting,
-            "n_preempted": r.n_preempted,
-        }
-        for r in reversed(recent)
+    series = [
+        {"started_at": iso(c[1]), "n_started": c[4], "n_waiting": c[5], "n_preempted": c[6]}
+        for c in reversed(counts)
     ]
-    latest = recent[0]
+    _, started_at, policy, duration_ms, n_started, n_waiting, n_preempted = counts[0]
     summary = (
-        f"Latest round {iso(latest.started_at)} ({latest.policy}, {latest.duration_ms:.0f} ms): "
-        f"{latest.n_started} started, {latest.n_waiting} waiting, {latest.n_preempted} preempted; "
-        f"{len(pairs)} sharing decisions in the last {len(shown)} rounds."
+        f"Latest round {iso(started_at)} ({policy}, {duration_ms:.0f} ms): {n_started} started, "
+        f"{n_waiting} waiting, {n_preempted} preempted; {len(pairs)} sharing decisions in the last "
+        f"{len(shown)} rounds."
     )
-    columns = [
-        "round",
-        "policy",
-        "action",
-        "job",
-        "tenant",
-        "GPUs",
-        "sub-batch",
-        "accum steps",
-        "shares with",
-        "ξ self",
-        "ξ partner",
-        "T_seq s",
-        "T_con s",
-        "reason",
-    ]
-    count_rows = [[c["started_at"], c["n_started"], c["n_waiting"], c["n_preempted"]] for c in counts]
+    count_rows = [[c["started_at"], c["n_started"], c["n_waiting"], c["n_preempted"]] for c in series]
     return _payload(
         viewer,
         now,
         summary=summary,
         figures_={
             "pairs": figures.pair_decisions_spec(pairs),
-            "round_counts": figures.round_counts_spec(counts),
+            "round_counts": figures.round_counts_spec(series),
         },
         tables={
-            "decisions": _table(
-                columns, rows, "" if rows else "No decision about your jobs in these rounds."
-            ),
+            "decisions": _table(DECISION_COLUMNS, rows, "" if rows else "No decision about your jobs."),
             "round_counts": _table(["round", "started", "waiting", "preempted"], count_rows),
         },
     )
+
+
+def _share_cells(share: Mapping[str, Any] | None) -> list[float | None]:
+    if share is None:
+        return [None, None, None, None]
+    return [
+        _round(share["xi_self"]),
+        _round(share["xi_partner"]),
+        _round(share["t_seq_s"], 1),
+        _round(share["t_con_s"], 1),
+    ]
 
 
 # ------------------------------------------------------------------------------- fairness
 FAIRNESS_BINS = 30
 
 
+class _Bins:
+    """Per-key sums of ``weight × overlap`` of intervals with equal bins, in O(1) per interval:
+    the partial first and last bins directly, the full bins between as a difference array."""
+
+    def __init__(self, start_s: float, width_s: float, bins: int) -> None:
+        self.start_s, self.width_s, self.bins = start_s, width_s, bins
+        self.partial: dict[int, list[float]] = {}
+        self.full: dict[int, list[float]] = {}
+
+    def add(self, key: int, a: float, b: float, weight: float) -> None:
+        """Add ``weight × |[a, b] ∩ bin k|`` to bin k of ``key`` (``a``, ``b``: epoch s)."""
+        width, n = self.width_s, self.bins
+        a, b = max(a - self.start_s, 0.0), min(b - self.start_s, n * width)
+        if b <= a:
+            return
+        partial = self.partial.setdefault(key, [0.0] * n)
+        first, last = min(int(a // width), n - 1), min(int(b // width), n - 1)
+        if first == last:
+            partial[first] += weight * (b - a)
+            return
+        partial[first] += weight * ((first + 1) * width - a)
+        partial[last] += weight * (b - last * width)
+        if last > first + 1:
+            full = self.full.setdefault(key, [0.0] * (n + 1))
+            full[first + 1] += weight
+            full[last] -= weight
+
+    def totals(self) -> dict[int, list[float]]:
+        """``{key: [sum per bin]}``."""
+        result = {}
+        for key, partial in self.partial.items():
+            full, level, sums = self.full.get(key, ()), 0.0, []
+            for k, value in enumerate(partial):
+                level += full[k] if full else 0.0
+                sums.append(value + level * self.width_s)
+            result[key] = sums
+        return result
+
+
 def _usage_bins(
-    placements: Sequence[tuple], start: datetime, width_s: float, bins: int
+    placements: Sequence[tuple], start_s: float, width_s: float, bins: int
 ) -> dict[int, list[float]]:
-    """``{tenant id: [GPU-seconds per bin]}``; a GPU held by two jobs charges each half
-    (TESTING.md invariant 7: a shared GPU-second is never counted twice)."""
-    by_gpu: dict[str, list[tuple]] = {}
-    for p in placements:
-        by_gpu.setdefault(p[0], []).append(p)
-    charged: dict[int, list[float]] = {}
+    """``{tenant id: [GPU-seconds per bin]}`` of ``placements`` (``(GPU id, tenant id, begin,
+    end)`` as from :func:`_window_usage`); a GPU held by two jobs charges each half (TESTING.md invariant
+    7: a shared GPU-second is never counted twice). Bins of ``width_s`` s from ``start_s``."""
+    by_gpu: dict[int, list[tuple[float, float, int]]] = {}
+    for gpu, tenant_id, begin, end in placements:
+        by_gpu.setdefault(gpu, []).append((begin, end, tenant_id))
+    charged = _Bins(start_s, width_s, bins)
     for held in by_gpu.values():
-        cuts = sorted({m for p in held for m in (p[6], p[7])})
-        for lo, hi in zip(cuts, cuts[1:], strict=False):
-            active = [p[4] for p in held if p[6] <= lo and p[7] >= hi]
-            for tenant_id in active:
-                _spread(
-                    charged.setdefault(tenant_id, [0.0] * bins),
-                    (lo - start).total_seconds(),
-                    (hi - start).total_seconds(),
-                    1.0 / len(active),
-                    width_s,
-                )
-    return charged
-
-
-def _spread(acc: list[float], a: float, b: float, weight: float, width_s: float) -> None:
-    """Add ``weight × overlap`` of ``[a, b]`` (s from the window start) to each bin of ``acc``."""
-    first = max(0, int(a // width_s))
-    for k in range(first, min(len(acc), int(b // width_s) + 1)):
-        overlap = min(b, (k + 1) * width_s) - max(a, k * width_s)
-        if overlap > 0:
-            acc[k] += weight * overlap
+        if len(held) == 1:
+            begin, end, tenant_id = held[0]
+            charged.add(tenant_id, begin, end, 1.0)
+            continue
+        events = sorted([(b, 1, t) for b, _, t in held] + [(e, -1, t) for _, e, t in held])
+        active: list[int] = []
+        last = events[0][0]
+        for moment, change, tenant_id in events:
+            if active and moment > last:
+                for holder in active:
+                    charged.add(holder, last, moment, 1.0 / len(active))
+            if change > 0:
+                active.append(tenant_id)
+            else:
+                active.remove(tenant_id)
+            last = moment
+    return charged.totals()
 
 
 def _demand_bins(start: datetime, now: datetime, width_s: float, bins: int) -> dict[int, list[bool]]:
-    """``{tenant id: [had a pending or running job during bin k]}``."""
-    demand: dict[int, list[bool]] = {}
+    """``{tenant id: [had a pending or running job during bin k]}`` (a difference array per
+    tenant: +1 in the bin where a job's life in the queue or on GPUs begins, −1 after the bin
+    where it ends; now for a job still pending or running)."""
+    start_s = start.timestamp()
+    diffs: dict[int, list[int]] = {}
 
-    def mark(tenant_id: int, a: datetime, b: datetime) -> None:
-        flags = demand.setdefault(tenant_id, [False] * bins)
-        lo = max(0, int((a - start).total_seconds() // width_s))
-        hi = min(bins - 1, int((b - start).total_seconds() // width_s))
-        for k in range(lo, hi + 1):
-            flags[k] = True
+    def mark(tenant_id: int, lo: float, hi: float) -> None:
+        diff = diffs.setdefault(tenant_id, [0] * (bins + 1))
+        diff[min(bins - 1, max(0, int(lo)))] += 1
+        diff[min(bins, max(0, int(hi)) + 1)] -= 1
 
-    for tenant_id, first in (
-        Job.objects.filter(finished_at__isnull=True, status__in=Job.ACTIVE_STATUSES)
-        .values_list("tenant_id")
-        .annotate(first=Min("submitted_at"))
+    def bin_of(field: str) -> Any:
+        return Floor((EpochSeconds(field) - Value(start_s)) / Value(width_s))
+
+    active = Job.objects.filter(finished_at__isnull=True, status__in=Job.ACTIVE_STATUSES)
+    for tenant_id, first in _raw_rows(
+        active.values("tenant_id")
+        .annotate(first=Min(bin_of("submitted_at")))
+        .values_list("tenant_id", "first")
     ):
-        mark(tenant_id, max(first, start), now)
-    for tenant_id, submitted, finished in Job.objects.filter(
-        finished_at__gt=start, submitted_at__lt=now
-    ).values_list("tenant_id", "submitted_at", "finished_at"):
-        mark(tenant_id, max(submitted, start), finished)
+        mark(tenant_id, first, bins - 1)
+    # finished jobs: only the distinct (tenant, first bin, last bin) triples leave the database
+    ended = (
+        Job.objects.filter(finished_at__gt=start, submitted_at__lt=now)
+        .order_by()
+        .annotate(lo=bin_of("submitted_at"), hi=bin_of("finished_at"))
+        .values_list("tenant_id", "lo", "hi")
+        .distinct()
+    )
+    for tenant_id, lo, hi in _raw_rows(ended):
+        mark(tenant_id, lo, hi)
+    demand = {}
+    for tenant_id, diff in diffs.items():
+        level, flags = 0, []
+        for k in range(bins):
+            level += diff[k]
+            flags.append(level > 0)
+        demand[tenant_id] = flags
     return demand
 
 
@@ -580,7 +820,7 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
         return _payload(viewer, now, empty="No tenants yet: create one with manage.py create_tenant.")
     quotas = {t: q or 0 for t, q in Quota.objects.values_list("tenant_id").annotate(q=Sum("guaranteed_gpus"))}
     width_s = window_s / FAIRNESS_BINS
-    charged = _usage_bins(_window_placements(start, now), start, width_s, FAIRNESS_BINS)
+    charged = _usage_bins(_window_usage(start, now), start.timestamp(), width_s, FAIRNESS_BINS)
     demand = _demand_bins(start, now, width_s, FAIRNESS_BINS)
     jain: list[float | None] = []
     for k in range(FAIRNESS_BINS):
@@ -592,23 +832,25 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
         jain.append(_round(jain_index(xs), 3) if xs else None)
 
     visible = {t: n for t, n in tenants.items() if viewer.sees(t)}
-    jct = ExpressionWrapper(F("finished_at") - F("submitted_at"), output_field=DurationField())
-    queued = ExpressionWrapper(F("started_at") - F("submitted_at"), output_field=DurationField())
-    stats: dict[int, dict[str, Any]] = {t: {} for t in visible}
-    scoped = Job.objects.filter(tenant_id__in=list(visible))
-    for t, n, avg in (
-        scoped.filter(status=Job.Status.SUCCEEDED, finished_at__isnull=False)
-        .values_list("tenant_id")
-        .annotate(n=Count("id"), avg=Avg(jct))
-    ):
-        stats[t].update(finished=n, avg_jct_s=_seconds(avg))
-    for t, avg in scoped.filter(started_at__isnull=False).values_list("tenant_id").annotate(avg=Avg(queued)):
-        stats[t]["avg_queue_s"] = _seconds(avg)
-    for t, n in scoped.filter(status=Job.Status.PENDING).values_list("tenant_id").annotate(n=Count("id")):
-        stats[t]["pending"] = n
-    in_use_now = dict(
-        scoped.filter(status=Job.Status.RUNNING).values_list("tenant_id").annotate(n=Sum("gpus"))
-    )
+    succeeded = Q(status=Job.Status.SUCCEEDED, finished_at__isnull=False)
+    stats = {
+        t: (finished, avg_jct, avg_queue, pending, in_use)
+        for t, finished, avg_jct, avg_queue, pending, in_use in _raw_rows(
+            Job.objects.filter(tenant_id__in=list(visible))
+            .values("tenant_id")
+            .annotate(
+                finished=Count("id", filter=succeeded),
+                avg_jct=Avg(EpochSeconds("finished_at") - EpochSeconds("submitted_at"), filter=succeeded),
+                avg_queue=Avg(
+                    EpochSeconds("started_at") - EpochSeconds("submitted_at"),
+                    filter=Q(started_at__isnull=False),
+                ),
+                pending=Count("id", filter=Q(status=Job.Status.PENDING)),
+                in_use=Sum("gpus", filter=Q(status=Job.Status.RUNNING)),
+            )
+            .values_list("tenant_id", "finished", "avg_jct", "avg_queue", "pending", "in_use")
+        )
+    }
 
     times = [iso(start + timedelta(seconds=k * width_s)) for k in range(FAIRNESS_BINS)]
     usage = {
@@ -617,23 +859,19 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     per_tenant: dict[str, dict[str, float | None]] = {}
     rows = []
     for t, name in sorted(visible.items(), key=lambda kv: kv[1]):
-        s = stats[t]
+        finished, avg_jct, avg_queue, pending, in_use = stats.get(t, (0, None, None, 0, None))
         gpu_hours = sum(charged.get(t, ())) / 3600.0
-        per_tenant[name] = {
-            "avg_jct_s": s.get("avg_jct_s"),
-            "avg_queue_s": s.get("avg_queue_s"),
-            "gpu_hours": gpu_hours,
-        }
+        per_tenant[name] = {"avg_jct_s": avg_jct, "avg_queue_s": avg_queue, "gpu_hours": gpu_hours}
         rows.append(
             [
                 name,
                 quotas.get(t, 0),
-                in_use_now.get(t, 0),
+                in_use or 0,
                 round(gpu_hours, 3),
-                s.get("finished", 0),
-                s.get("pending", 0),
-                _round(s.get("avg_jct_s"), 1),
-                _round(s.get("avg_queue_s"), 1),
+                finished,
+                pending,
+                _round(avg_jct, 1),
+                _round(avg_queue, 1),
             ]
         )
     live = {"live": per_tenant}
@@ -682,34 +920,24 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     )
 
 
-def _seconds(value: timedelta | float | None) -> float | None:
-    """A duration aggregate as seconds (backends return a ``timedelta`` or microseconds)."""
-    if value is None:
-        return None
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    return float(value) / 1e6
-
-
 # ---------------------------------------------------------------------------------- queue
-def policy_order(pending: Sequence[tuple[int, datetime]], latest: Any) -> list[int]:
+def policy_order(waiting: Sequence[int], latest: RoundView | None, arrivals: Sequence[int]) -> list[int]:
     """Pending job ids in the order the policy considers them.
 
-    ``pending``: ``(job id, submitted_at)``. The latest round lists its ``wait`` decisions in the
-    policy's own order (``scheduling.core.placement`` appends them as it walks the sorted queue),
-    so those come first in that order; jobs submitted since (or requeued) follow by arrival,
-    ties by id, as every policy breaks ties (``scheduling.core.policies``).
+    ``waiting``: the pending job ids; ``arrivals``: pending ids by ``(submitted_at, id)``. The
+    latest round lists its ``wait`` decisions in the policy's own order
+    (``scheduling.core.placement`` appends them as it walks the sorted queue), so those come first
+    in that order; jobs submitted since (or requeued) follow by arrival, ties by id, as every
+    policy breaks ties (``scheduling.core.policies``).
     """
-    waiting = {job_id for job_id, _ in pending}
-    ranked = []
+    pending = set(waiting)
+    ranked: list[int] = []
     seen: set[int] = set()
-    for d in (latest.decisions if latest is not None else None) or ():
-        if d["action"] == "wait" and d["job_id"] in waiting and d["job_id"] not in seen:
-            ranked.append(d["job_id"])
-            seen.add(d["job_id"])
-    ranked.extend(
-        job_id for job_id, _ in sorted((p for p in pending if p[0] not in seen), key=lambda p: (p[1], p[0]))
-    )
+    for job_id, _ in latest.waits if latest is not None else ():
+        if job_id in pending and job_id not in seen:
+            ranked.append(job_id)
+            seen.add(job_id)
+    ranked.extend(j for j in arrivals if j not in seen)
     return ranked
 
 
@@ -717,18 +945,25 @@ def queue_payload(viewer: Viewer, limit: int) -> dict[str, Any]:
     """Waiting jobs in policy order (position among all waiting jobs), how long each has waited
     (since submission or its last preemption/requeue), and the latest round's reason."""
     now = timezone.now()
-    pending = list(
-        Job.objects.filter(status=Job.Status.PENDING).values_list("id", "submitted_at", "tenant_id")
-    )
-    if not viewer.is_admin:
-        own = {job_id for job_id, _, tenant_id in pending if tenant_id == viewer.tenant_id}
+    pending = Job.objects.filter(status=Job.Status.PENDING)
+    owners = dict(pending.values_list("id", "tenant_id"))
+    if not owners:
+        return _payload(viewer, now, empty="No job is waiting.")
     rounds = latest_rounds(1)
     latest = rounds[0] if rounds else None
-    order = policy_order([(j, s) for j, s, _ in pending], latest)
-    positions = [(i + 1, j) for i, j in enumerate(order) if viewer.is_admin or j in own]
+    in_round = {j for j, _ in latest.waits} if latest else set()
+    newcomers = [j for j in owners if j not in in_round]
+    if len(newcomers) > 500:  # sorting in SQL beats shipping the timestamps
+        arrivals = list(pending.order_by("submitted_at", "id").values_list("id", flat=True))
+    else:
+        arrivals = list(
+            pending.filter(id__in=newcomers).order_by("submitted_at", "id").values_list("id", flat=True)
+        )
+    order = policy_order(list(owners), latest, arrivals)
+    positions = [(i + 1, j) for i, j in enumerate(order) if viewer.sees(owners[j])]
     total = len(positions)
     if not total:
-        return _payload(viewer, now, empty="No job is waiting.")
+        return _payload(viewer, now, empty="No job of yours is waiting.")
     shown = positions[:limit]
     ids = [j for _, j in shown]
     details = {
@@ -742,11 +977,8 @@ def queue_payload(viewer: Viewer, limit: int) -> dict[str, Any]:
         .values_list("job_id")
         .annotate(last=Max("at"))
     )
-    reasons = {
-        d["job_id"]: d.get("reason", "")
-        for d in (latest.decisions if latest else None) or ()
-        if d["action"] == "wait"
-    }
+    shown_ids = set(ids)
+    reasons = dict(w for w in latest.waits if w[0] in shown_ids) if latest else {}
     jobs, rows = [], []
     for position, job_id in shown:
         name, tenant, gpus, submitted = details[job_id]

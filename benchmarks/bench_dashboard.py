@@ -1,0 +1,195 @@
+"""Latency of the dashboard's JSON endpoints with 10,000 jobs and 1,024 GPUs in the database.
+
+What it does: creates a fresh database (a temporary SQLite file by default, or the PostgreSQL
+database named by ``--database-url``, which is dropped and recreated), migrates it, and writes a
+busy cluster: 128 nodes × 8 GPUs, 4 tenants, 10,000 jobs (1,000 running on 1,300 GPU slots of
+which 300 GPUs are shared, 6,000 pending, 3,000 succeeded in the last 100 minutes, one after another on 24 GPUs,
+with their ended placements) and 30 rounds, the latest with a decision for every pending job. Then it requests
+each endpoint through Django's test client (the whole middleware stack and the database, no
+HTTP socket) as a cluster admin and as a tenant member, and prints the median and p95 latency
+(ms, wall clock and CPU time) and the response size of each.
+
+Not a test: nothing is asserted. Target: p95 < 50 ms per endpoint on this machine.
+
+Run: ``python benchmarks/bench_dashboard.py [--requests 40]
+[--database-url postgres://postgres@127.0.0.1:5432/sharewise_bench_dashboard]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import statistics
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+ENDPOINTS = ("cluster-map", "timeline", "decisions", "fairness", "queue")
+TENANTS = ("team-a", "team-b", "team-c", "team-d")
+MODELS = ("resnet50", "vgg16", "lm", "transformer", "resnet18", "a3c")
+
+
+def machine() -> str:
+    """One line describing the machine: CPU model, cores, OS, Python."""
+    model = "unknown CPU"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        found = re.search(r"model name\s*:\s*(.+)", cpuinfo.read_text())
+        model = found.group(1).strip() if found else model
+    return f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}, " \
+           f"Python {platform.python_version()}"
+
+
+def setup_django(database_url: str) -> None:
+    """Point Django at ``database_url`` with the dashboard installed, and migrate quietly."""
+    os.environ["DATABASE_URL"] = database_url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    sys.path.insert(0, str(REPO))
+    import django
+    from django.conf import settings
+
+    django.setup()
+    if "frontend" not in settings.INSTALLED_APPS:
+        sys.exit("the frontend app is not in INSTALLED_APPS (config/settings.py)")
+    from django.core.management import call_command
+
+    if database_url.startswith("postgres"):
+        _recreate_postgres(database_url)
+    call_command("migrate", verbosity=0)
+
+
+def _recreate_postgres(database_url: str) -> None:
+    from urllib.parse import urlsplit
+
+    import psycopg
+
+    parts = urlsplit(database_url)
+    name = parts.path.lstrip("/")
+    admin_url = parts._replace(path="/postgres").geturl()
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def populate() -> dict[str, Any]:
+    """Write the busy cluster described in the module docstring; return the two users."""
+    from django.contrib.auth import get_user_model
+    from django.db import transaction
+    from django.utils import timezone
+
+    from cluster.models import GPU, Job, Membership, Node, Placement, Quota, Tenant
+    from scheduling.models import Round
+
+    now = timezone.now()
+    with transaction.atomic():
+        tenants = Tenant.objects.bulk_create(Tenant(name=n) for n in TENANTS)
+        Quota.objects.bulk_create(Quota(tenant=t, guaranteed_gpus=256) for t in tenants)
+        nodes = Node.objects.bulk_create(Node(name=f"node-{i:03d}", agent_token_hash="x") for i in range(128))
+        GPU.objects.bulk_create(GPU(node=n, index=i, uuid=f"GPU-{n.name}-{i}", memory_mb=32_000)
+                                for n in nodes for i in range(8))
+        gpus = list(GPU.objects.order_by("node__name", "index"))
+        user_model = get_user_model()
+        admin = user_model.objects.create_user("admin", is_staff=True)
+        member = user_model.objects.create_user("alice")
+        Membership.objects.create(user=member, tenant=tenants[0])
+
+        def job(i: int, status: str, **extra: Any) -> Job:
+            return Job(tenant=tenants[i % 4], name=f"job-{i}", model=MODELS[i % len(MODELS)], batch_size=64,
+                       iterations=10_000, gpus=extra.pop("gpus", 1), status=status, **extra)
+
+        running = [job(i, "running", gpus=4 if 600 <= i < 700 else 1,
+                       submitted_at=now - timedelta(minutes=50), started_at=now - timedelta(minutes=40))
+                   for i in range(1000)]
+        pending = [job(i, "pending", submitted_at=now - timedelta(seconds=i)) for i in range(1000, 7000)]
+        # finished one after another on GPUs 1000..1023, 48 s each, the last one just now
+        ends = [now - timedelta(seconds=48 * ((i - 7000) // 24)) for i in range(7000, 10_000)]
+        done = [job(i, "succeeded", submitted_at=end - timedelta(minutes=10), started_at=end - timedelta(seconds=48),
+                    finished_at=end) for i, end in zip(range(7000, 10_000), ends, strict=True)]
+        Job.objects.bulk_create(running + pending + done, batch_size=2000)
+        running = list(Job.objects.filter(status="running").order_by("id"))
+        done = list(Job.objects.filter(status="succeeded").order_by("id"))
+        pending_ids = list(Job.objects.filter(status="pending").order_by("id").values_list("id", flat=True))
+        since = now - timedelta(minutes=40)
+        placements = []
+        for k, j in enumerate(running[:600]):  # 600 single-GPU jobs on GPUs 0..599
+            placements.append(Placement(job=j, gpu=gpus[k], generation=1, sub_batch=64, created_at=since))
+        for k, j in enumerate(running[600:700]):  # 100 gangs of 4 on GPUs 600..999
+            placements += [Placement(job=j, gpu=gpus[600 + 4 * k + g], generation=1, sub_batch=64, created_at=since)
+                           for g in range(4)]
+        for k, j in enumerate(running[700:1000]):  # 300 jobs sharing GPUs 0..299 (slot 1)
+            placements.append(Placement(job=j, gpu=gpus[k], generation=1, sub_batch=32, slot=1, created_at=since))
+        for k, j in enumerate(done):  # their finished runs, on GPUs 1000..1023
+            placements.append(Placement(job=j, gpu=gpus[1000 + k % 24], generation=1, sub_batch=64, active=False,
+                                        created_at=j.started_at, ended_at=j.finished_at))
+        Placement.objects.bulk_create(placements, batch_size=2000)
+
+        waits = [{"job_id": j, "action": "wait", "gpu_ids": [], "gpus": [], "sub_batch": None, "accum_steps": None,
+                  "shares": [], "reason": f"rank {r + 1} under sjf-bsbf: needs 1 GPUs, 0 free and no partner pays"}
+                 for r, j in enumerate(pending_ids)]
+        starts = [{"job_id": running[700 + k].pk, "action": "start", "gpu_ids": [gpus[k].pk],
+                   "gpus": [f"{gpus[k].node.name}:{gpus[k].index}"], "sub_batch": 32, "accum_steps": 2,
+                   "shares": [{"partner_id": running[k].pk, "gpu_ids": [gpus[k].pk], "xi_self": 1.4,
+                               "xi_partner": 1.3, "t_seq_s": 5000.0, "t_con_s": 4200.0}],
+                   "reason": "best sharing benefit first"} for k in range(50)]
+        Round.objects.bulk_create(
+            Round(started_at=now - timedelta(seconds=60 * (30 - r)), finished_at=now, policy="sjf-bsbf",
+                  duration_ms=40.0, n_started=50, n_waiting=len(waits), n_preempted=0, decisions=starts + waits)
+            for r in range(30))
+    return {"admin": admin, "tenant member": member}
+
+
+def _p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def measure(users: dict[str, Any], requests: int) -> None:
+    """Print median and p95 latency per endpoint and viewer: wall clock, and this process's CPU
+    time (which, with SQLite in-process, includes the database's work, and does not count time
+    lost to other programs on a busy machine)."""
+    from django.test import Client
+
+    print(f"{'endpoint':<14}{'viewer':<15}{'wall p50':>9}{'p95':>7}{'cpu p50':>9}{'p95':>7}{'KB':>6}   (ms)")
+    for name in ENDPOINTS:
+        for who, user in users.items():
+            client = Client(HTTP_HOST="127.0.0.1")
+            client.force_login(user)
+            url = f"/dashboard/api/{name}.json"
+            response = client.get(url)  # warm-up: profile tables, query compilation, parsed rounds
+            assert response.status_code == 200, response.content[:200]
+            wall, cpu = [], []
+            for _ in range(requests):
+                t0, c0 = time.perf_counter(), time.process_time()
+                response = client.get(url)
+                wall.append((time.perf_counter() - t0) * 1000)
+                cpu.append((time.process_time() - c0) * 1000)
+            print(f"{name:<14}{who:<15}{statistics.median(wall):>9.1f}{_p95(wall):>7.1f}"
+                  f"{statistics.median(cpu):>9.1f}{_p95(cpu):>7.1f}{len(response.content) / 1024:>6.0f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=40, help="timed requests per endpoint and viewer")
+    parser.add_argument("--database-url", default="", help="PostgreSQL URL (default: a temporary SQLite file)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        url = args.database_url or f"sqlite:///{tmp}/bench.sqlite3"
+        setup_django(url)
+        t0 = time.perf_counter()
+        users = populate()
+        from django.db import connection
+
+        print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f}")
+        print(f"database: {connection.vendor}; populated in {time.perf_counter() - t0:.1f} s "
+              "(1,024 GPUs, 10,000 jobs, 30 rounds of 6,050 decisions)")
+        measure(users, args.requests)
+
+
+if __name__ == "__main__":
+    main()
