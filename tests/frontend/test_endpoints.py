@@ -1,0 +1,381 @@
+"""Dashboard JSON endpoints: scoping (Alice and Bob see team-a, Charlie sees team-c, an admin sees
+all), the numbers they show, empty states, bad parameters and authentication."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.utils import timezone
+
+from cluster.models import GPU, Job, Node
+from scheduling.figures import PALETTE, SHARED_LABEL
+from scheduling.models import Round
+from tests.frontend.conftest import make_job, session_client
+
+NAMES = ("cluster-map", "timeline", "decisions", "fairness", "queue")
+
+
+def get(client: Client, name: str, **params: Any) -> dict[str, Any]:
+    response = client.get(f"/dashboard/api/{name}.json", params)
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def text(payload: dict[str, Any]) -> str:
+    return json.dumps(payload)
+
+
+def table(payload: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    t = payload["tables"][name]
+    return [dict(zip(t["columns"], row, strict=True)) for row in t["rows"]]
+
+
+def record_round(jobs: dict[str, Job], waits: list[str]) -> Round:
+    """A round that started a-train sharing node-00:0 with c-train (ξ 1.30 / 1.60, T_seq 1000 s,
+    T_con 800 s) and left ``waits`` waiting, in that (policy) order."""
+    a, c = jobs["a-train"], jobs["c-train"]
+    gpu = GPU.objects.get(node__name="node-00", index=0)
+    decisions = [
+        {
+            "job_id": c.pk,
+            "action": "start",
+            "gpu_ids": [gpu.pk],
+            "gpus": ["node-00:0"],
+            "sub_batch": 32,
+            "accum_steps": 2,
+            "shares": [],
+            "reason": "fits alone",
+        },
+        {
+            "job_id": a.pk,
+            "action": "start",
+            "gpu_ids": [gpu.pk],
+            "gpus": ["node-00:0"],
+            "sub_batch": 64,
+            "accum_steps": 2,
+            "shares": [
+                {
+                    "partner_id": c.pk,
+                    "gpu_ids": [gpu.pk],
+                    "xi_self": 1.3,
+                    "xi_partner": 1.6,
+                    "t_seq_s": 1000.0,
+                    "t_con_s": 800.0,
+                }
+            ],
+            "reason": "T_con < T_seq",
+        },
+        *(
+            {
+                "job_id": jobs[w].pk,
+                "action": "wait",
+                "gpu_ids": [],
+                "gpus": [],
+                "sub_batch": None,
+                "accum_steps": None,
+                "shares": [],
+                "reason": f"{w} has to wait",
+            }
+            for w in waits
+        ),
+    ]
+    return Round.objects.create(
+        policy="sjf-bsbf",
+        duration_ms=12.0,
+        n_started=2,
+        n_waiting=len(waits),
+        n_preempted=0,
+        decisions=decisions,
+        finished_at=timezone.now(),
+    )
+
+
+# ----------------------------------------------------------------------------- access
+@pytest.mark.django_db
+def test_anonymous_gets_401_json_and_the_page_redirects_to_login(client: Client) -> None:
+    for name in NAMES:
+        response = client.get(f"/dashboard/api/{name}.json")
+        assert response.status_code == 401
+        assert "log in" in response.json()["error"]
+    page = client.get("/dashboard/")
+    assert page.status_code == 302
+    assert page["Location"].startswith("/dashboard/login/")
+
+
+@pytest.mark.django_db
+def test_user_without_tenant_is_refused() -> None:
+    loner = session_client(get_user_model().objects.create_user("dave"))
+    assert loner.get("/dashboard/api/queue.json").status_code == 403
+    assert loner.get("/dashboard/").status_code == 403
+
+
+@pytest.mark.django_db
+def test_login_form_with_password_opens_the_dashboard(alice: Any, cluster: list[Node]) -> None:
+    alice.set_password("a-long-passphrase-7")
+    alice.save()
+    client = Client()
+    wrong = client.post("/dashboard/login/", {"username": "alice", "password": "nope"})
+    assert wrong.status_code == 200 and b"Wrong user name or password" in wrong.content
+    response = client.post("/dashboard/login/", {"username": "alice", "password": "a-long-passphrase-7"})
+    assert response.status_code == 302 and response["Location"] == "/dashboard/"
+    page = client.get("/dashboard/")
+    assert page.status_code == 200
+    assert b"tenant team-a" in page.content
+
+
+def test_bad_parameters_are_400_with_a_message(alice_web: Client) -> None:
+    for name, query in (
+        ("timeline", "window=abc"),
+        ("timeline", "window=5"),
+        ("queue", "limit=0"),
+        ("decisions", "rounds=51"),
+        ("fairness", "window=-1"),
+    ):
+        response = alice_web.get(f"/dashboard/api/{name}.json?{query}")
+        assert response.status_code == 400, (name, query)
+        assert "must be" in response.json()["error"]
+
+
+def test_page_loads_only_same_origin_scripts_and_styles(alice_web: Client) -> None:
+    from django.contrib.staticfiles import finders
+
+    page = alice_web.get("/dashboard/")
+    html = page.content.decode()
+    assert '<script src="/static/frontend/vendor/plotly.min.js"' in html
+    assert "http://" not in html and "https://" not in html and "//cdn" not in html
+    assert "connect-src 'self'" in page["Content-Security-Policy"]
+    found = finders.find("frontend/vendor/plotly.min.js")
+    assert found and found.endswith("plotly.min.js")
+
+
+# ------------------------------------------------------------------------- cluster map
+def test_cluster_map_scoping(
+    shared_cluster: dict[str, Job], admin_web: Client, alice_web: Client, bob_web: Client, charlie_web: Client
+) -> None:
+    a, c, solo = shared_cluster["a-train"], shared_cluster["c-train"], shared_cluster["a-solo"]
+    admin = get(admin_web, "cluster-map")
+    # 2 nodes × 4 GPUs; node-00:0 (shared), :1 and :2 (a-solo) in use → 3 in use, 5 free
+    assert admin["summary"] == "2 nodes, 8 GPUs (8 healthy): 3 in use, 1 shared by two jobs, 5 free."
+    rows = table(admin, "cluster_map")
+    assert [(r["GPU"], r["job"], r["sub-batch"], r["shared"]) for r in rows] == [
+        ("node-00:0", f"job {a.pk} a-train", 64, "yes"),
+        ("node-00:0", f"job {c.pk} c-train", 32, "yes"),
+        ("node-00:1", f"job {solo.pk} a-solo", 128, "no"),
+        ("node-00:2", f"job {solo.pk} a-solo", 128, "no"),
+    ]
+    names = [t["name"] for t in admin["figures"]["cluster_map"]["data"]]
+    assert names == ["team-a", "free", SHARED_LABEL]  # node-00:0's first job is team-a's
+    # the shared mark's dot has the second job's tenant colour: team-c, second by name
+    assert admin["figures"]["cluster_map"]["data"][2]["marker"]["color"] == [PALETTE[1]]
+    for member in (alice_web, bob_web):
+        body = get(member, "cluster-map")
+        assert body["scope"] == "tenant team-a"
+        assert "c-train" not in text(body) and "team-c" not in text(body)
+        assert [(r["GPU"], r["job"], r["tenant"]) for r in table(body, "cluster_map")][:2] == [
+            ("node-00:0", f"job {a.pk} a-train", "team-a"),
+            ("node-00:0", "another tenant's job", "another tenant"),
+        ]
+    charlie = get(charlie_web, "cluster-map")
+    assert "a-train" not in text(charlie) and "a-solo" not in text(charlie) and "team-a" not in text(charlie)
+    assert [(r["GPU"], r["job"]) for r in table(charlie, "cluster_map")] == [
+        ("node-00:0", "another tenant's job"),
+        ("node-00:0", f"job {c.pk} c-train"),
+        ("node-00:1", "another tenant's job"),
+        ("node-00:2", "another tenant's job"),
+    ]
+    names = [t["name"] for t in charlie["figures"]["cluster_map"]["data"]]
+    assert names == ["other tenants", "free", SHARED_LABEL]
+
+
+def test_cluster_map_slowdowns_from_the_latest_round_else_the_profile(
+    shared_cluster: dict[str, Job], admin_web: Client
+) -> None:
+    from scheduling.profiles import load_default_profile
+
+    profile = load_default_profile()
+    # no round yet: ξ of resnet50 at 64 with vgg16 at 32, and the other way round, from the profile
+    xi_a, xi_c = profile.type_slowdown(
+        profile.job_type_for("resnet50", 64), profile.job_type_for("vgg16", 32)
+    )
+    rows = table(get(admin_web, "cluster-map"), "cluster_map")
+    assert rows[0]["slowdown ξ"] == round(xi_a, 2) and rows[1]["slowdown ξ"] == round(xi_c, 2)
+    assert xi_a >= 1 and xi_c >= 1
+    assert rows[2]["slowdown ξ"] is None  # alone on its GPU
+    record_round(shared_cluster, [])
+    rows = table(get(admin_web, "cluster-map"), "cluster_map")
+    assert (rows[0]["slowdown ξ"], rows[1]["slowdown ξ"]) == (1.3, 1.6)
+    hover = get(admin_web, "cluster-map")["figures"]["cluster_map"]["data"][0]["text"][0]
+    assert "sub-batch 64, slowdown ×1.30" in hover and "sub-batch 32, slowdown ×1.60" in hover
+
+
+def test_cluster_map_marks_unhealthy_gpus(cluster: list[Node], admin_web: Client) -> None:
+    GPU.objects.filter(node__name="node-01", index=3).update(healthy=False)
+    body = get(admin_web, "cluster-map")
+    assert body["summary"] == "2 nodes, 8 GPUs (7 healthy): 0 in use, 0 shared by two jobs, 8 free."
+    unhealthy = [t for t in body["figures"]["cluster_map"]["data"] if t["name"] == "unhealthy"]
+    assert unhealthy[0]["x"] == [3] and unhealthy[0]["y"] == ["node-01"]
+
+
+@pytest.mark.django_db
+def test_empty_states_without_gpus_jobs_or_rounds(tenant_a: Any, alice: Any) -> None:
+    web = session_client(alice)
+    assert "No GPUs registered yet" in get(web, "cluster-map")["empty"]
+    assert get(web, "timeline")["empty"] == "No job held a GPU in the last 60 min."
+    assert get(web, "decisions")["empty"] == "No scheduling round has run yet."
+    assert get(web, "queue")["empty"] == "No job is waiting."
+    fairness = get(web, "fairness")
+    assert fairness["empty"] is None
+    assert table(fairness, "tenants")[0]["succeeded jobs"] == 0
+
+
+# ---------------------------------------------------------------------------- timeline
+def test_timeline_scoping_and_shared_intervals(
+    shared_cluster: dict[str, Job], admin_web: Client, alice_web: Client, charlie_web: Client
+) -> None:
+    admin = get(admin_web, "timeline")
+    # both jobs on node-00:0 since the same instant, 5 min ago → one shared interval of 5.0 GPU-min
+    assert admin["summary"].endswith("1 shared interval (5.0 GPU-min shared).")
+    assert {r["GPU"] for r in table(admin, "timeline")} == {"node-00:0", "node-00:1", "node-00:2"}
+    alice = get(alice_web, "timeline")
+    assert "c-train" not in text(alice)
+    assert sorted(r["job"] for r in table(alice, "timeline") if r["GPU"] == "node-00:0") == [
+        "another tenant's job",
+        f"job {shared_cluster['a-train'].pk} a-train",
+    ]
+    charlie = get(charlie_web, "timeline")
+    # Charlie's job only used node-00:0: A's other GPUs are not on his timeline at all
+    assert {r["GPU"] for r in table(charlie, "timeline")} == {"node-00:0"}
+    assert "a-train" not in text(charlie) and "a-solo" not in text(charlie)
+
+
+def test_timeline_window_excludes_older_placements(shared_cluster: dict[str, Job], admin_web: Client) -> None:
+    # the placements began 5 min ago and are still active: a 2-min window still shows them, clipped
+    body = get(admin_web, "timeline", window=120)
+    bars = [b for t in body["figures"]["timeline"]["data"] if t["name"] == "team-a" for b in t["x"]]
+    assert all(119_000 <= ms <= 121_000 for ms in bars)
+    Job.objects.all().update(status=Job.Status.SUCCEEDED)
+    shared_cluster["a-solo"].placements.update(active=False, ended_at=timezone.now() - timedelta(minutes=3))
+    body = get(admin_web, "timeline", window=120)
+    assert "a-solo" not in text(body)
+
+
+# --------------------------------------------------------------------------- decisions
+def test_decisions_scoping(
+    shared_cluster: dict[str, Job], admin_web: Client, alice_web: Client, charlie_web: Client
+) -> None:
+    a, c = shared_cluster["a-train"], shared_cluster["c-train"]
+    record_round(shared_cluster, ["c-wait", "a-wait"])
+    admin = get(admin_web, "decisions")
+    shares = [r for r in table(admin, "decisions") if r["shares with"]]
+    assert [
+        (r["job"], r["shares with"], r["ξ self"], r["ξ partner"], r["T_seq s"], r["T_con s"], r["sub-batch"])
+        for r in shares
+    ] == [(f"job {a.pk} a-train", f"job {c.pk} c-train", 1.3, 1.6, 1000.0, 800.0, 64)]
+    pairs = admin["figures"]["pairs"]["data"]
+    assert pairs[0]["x"] == [1000.0] and pairs[1]["x"] == [800.0]
+    assert [r["job"] for r in table(admin, "decisions") if r["action"] == "wait"] == [
+        f"job {shared_cluster['c-wait'].pk} c-wait",
+        f"job {shared_cluster['a-wait'].pk} a-wait",
+    ]
+    alice = get(alice_web, "decisions")
+    assert "c-train" not in text(alice) and "c-wait" not in text(alice)
+    assert [(r["job"], r["shares with"]) for r in table(alice, "decisions")] == [
+        (f"job {a.pk} a-train", "another tenant's job"),
+        (f"job {shared_cluster['a-wait'].pk} a-wait", ""),
+    ]
+    charlie = get(charlie_web, "decisions")
+    assert "a-train" not in text(charlie) and "a-wait" not in text(charlie)
+    assert [r["job"] for r in table(charlie, "decisions")] == [
+        f"job {c.pk} c-train",
+        f"job {shared_cluster['c-wait'].pk} c-wait",
+    ]
+    assert table(charlie, "round_counts")[0]["started"] == 2
+
+
+# ----------------------------------------------------------------------------- fairness
+def test_fairness_numbers_and_scoping(
+    shared_cluster: dict[str, Job], tenant_a: Any, admin_web: Client, alice_web: Client, charlie_web: Client
+) -> None:
+    start = timezone.now() - timedelta(hours=2)
+    make_job(
+        tenant_a,
+        "a-done",
+        status=Job.Status.SUCCEEDED,
+        submitted_at=start,
+        started_at=start + timedelta(seconds=60),
+        finished_at=start + timedelta(seconds=660),
+    )
+    admin = {r["tenant"]: r for r in table(get(admin_web, "fairness"), "tenants")}
+    # team-a over the last 60 min: a-train ½ × 5 min on the shared GPU + a-solo 2 GPUs × 5 min
+    # = 12.5 GPU-min = 0.208 GPU-h; team-c: ½ × 5 min = 2.5 GPU-min = 0.042 GPU-h
+    assert admin["team-a"]["GPU-hours (60 min)"] == pytest.approx(12.5 / 60, abs=0.002)
+    assert admin["team-c"]["GPU-hours (60 min)"] == pytest.approx(2.5 / 60, abs=0.002)
+    assert admin["team-a"]["GPUs in use"] == 3 and admin["team-c"]["GPUs in use"] == 1  # gangs: 1 + 2, 1
+    assert admin["team-a"]["quota GPUs"] == 4 and admin["team-c"]["quota GPUs"] == 2
+    # a-done, A's only succeeded job: JCT = finish − submit = 660 s (queueing delay: next test)
+    assert admin["team-a"]["mean JCT s"] == 660.0 and admin["team-a"]["succeeded jobs"] == 1
+    body = get(admin_web, "fairness")
+    # last bin: A uses 0.5 + 2 = 2.5 GPUs of quota 4 (x=0.625), C 0.5 of 2 (x=0.25), both have work:
+    # Jain = (0.875)² / (2 × (0.625² + 0.25²)) = 0.765625 / 0.90625 = 0.845
+    assert body["figures"]["jain"]["data"][0]["y"][-1] == 0.845
+    assert body["summary"].startswith("Jain's index now: 0.845")
+    alice = get(alice_web, "fairness")
+    assert [r["tenant"] for r in table(alice, "tenants")] == ["team-a"]
+    assert "team-c" not in text(alice)
+    charlie = get(charlie_web, "fairness")
+    assert [r["tenant"] for r in table(charlie, "tenants")] == ["team-c"]
+    assert "team-a" not in text(charlie)
+    assert charlie["figures"]["jain"]["data"][0]["y"][-1] == 0.845  # cluster-wide, names nobody
+
+
+def test_mean_queueing_delay_is_submit_to_first_start(tenant_c: Any, admin_web: Client) -> None:
+    start = timezone.now() - timedelta(hours=3)
+    for i, wait in enumerate((30, 90)):
+        make_job(
+            tenant_c,
+            f"c-{i}",
+            status=Job.Status.SUCCEEDED,
+            submitted_at=start,
+            started_at=start + timedelta(seconds=wait),
+            finished_at=start + timedelta(seconds=wait + 100),
+        )
+    row = {r["tenant"]: r for r in table(get(admin_web, "fairness"), "tenants")}["team-c"]
+    assert row["mean queueing delay s"] == 60.0  # (30 + 90) / 2
+    assert row["mean JCT s"] == 160.0  # (130 + 190) / 2
+
+
+# -------------------------------------------------------------------------------- queue
+def test_queue_order_scoping_and_wait(
+    shared_cluster: dict[str, Job], admin_web: Client, alice_web: Client, bob_web: Client, charlie_web: Client
+) -> None:
+    a_wait, c_wait = shared_cluster["a-wait"], shared_cluster["c-wait"]
+    # no round yet: arrival order (c-wait 20 min ago before a-wait 10 min ago)
+    rows = table(get(admin_web, "queue"), "queue")
+    assert [(r["position"], r["job"]) for r in rows] == [
+        (1, f"job {c_wait.pk} c-wait"),
+        (2, f"job {a_wait.pk} a-wait"),
+    ]
+    assert 1200 <= rows[0]["waiting s"] <= 1210 and 600 <= rows[1]["waiting s"] <= 610
+    # the round's policy order puts a-wait first
+    record_round(shared_cluster, ["a-wait", "c-wait"])
+    rows = table(get(admin_web, "queue"), "queue")
+    assert [(r["position"], r["job"], r["reason"]) for r in rows] == [
+        (1, f"job {a_wait.pk} a-wait", "a-wait has to wait"),
+        (2, f"job {c_wait.pk} c-wait", "c-wait has to wait"),
+    ]
+    for member in (alice_web, bob_web):
+        body = get(member, "queue")
+        assert [(r["position"], r["job"]) for r in table(body, "queue")] == [(1, f"job {a_wait.pk} a-wait")]
+        assert "c-wait" not in text(body)
+    body = get(charlie_web, "queue")
+    assert [(r["position"], r["job"]) for r in table(body, "queue")] == [(2, f"job {c_wait.pk} c-wait")]
+    assert "a-wait" not in text(body)
+    # a job submitted after the round comes after the round's order
+    late = make_job(shared_cluster["c-wait"].tenant, "c-late")
+    assert table(get(admin_web, "queue"), "queue")[-1]["job"] == f"job {late.pk} c-late"
+    assert table(get(admin_web, "queue", limit=1), "queue")[0]["position"] == 1
