@@ -360,15 +360,18 @@ def local_dispatch(messages: Sequence[Message]) -> None:
 
 def celery_dispatch(messages: Sequence[Message]) -> None:
     """Send each message as task ``sharewise.apply_placement`` to queue ``node.<node>`` (JSON),
-    over one broker connection."""
+    over one broker connection, batched (kombu's ``Producer.batch``: one Redis pipeline instead of
+    a round trip per message)."""
     from config.celery import app
 
     if not messages:
         return
-    with app.producer_or_acquire() as producer:
+    with app.producer_or_acquire() as producer, producer.batch():
         for message in messages:
+            # kwargsrepr given: Celery would otherwise build a safe repr of every payload for logs.
+            label = f"{{job {message['job_id']} {message['action']} g{message['generation']}}}"
             app.send_task("sharewise.apply_placement", kwargs=message, queue=f"node.{message['node']}",
-                          serializer="json", producer=producer)
+                          serializer="json", producer=producer, argsrepr="()", kwargsrepr=label)
 
 
 def broker_configured() -> bool:
@@ -475,7 +478,9 @@ def _locked_round(now: datetime, policy: core.Policy, profile: core.Profile) -> 
         messages = plan.messages
         if messages:
             transaction.on_commit(lambda: _dispatch(record, messages), robust=True)
-    record.phases_ms["commit"] = round((time.perf_counter() - t3) * 1e3, 3)
+    # the dispatch ran inside the commit (on_commit): count it once, as itself
+    after = (time.perf_counter() - t3) * 1e3 - record.phases_ms.get("dispatch", 0.0)
+    record.phases_ms["commit"] = round(after, 3)
     return record
 
 
