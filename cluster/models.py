@@ -385,10 +385,6 @@ class Job(models.Model):
             )
         return self
 
-    def is_active(self) -> bool:
-        """Whether the job may still run (pending or running)."""
-        return self.status in self.ACTIVE_STATUSES
-
     def cancel(self, by: str = "") -> bool:
         """Cancel the job if it is pending or running; return whether this call cancelled it.
 
