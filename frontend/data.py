@@ -27,7 +27,6 @@ from typing import Any
 
 from django.db import connection
 from django.db.models import Avg, Count, FloatField, Func, Max, Min, Q, Sum, Value
-from django.db.models.functions import Floor
 from django.utils import timezone
 
 from cluster.models import GPU, Job, JobEvent, Membership, Node, Placement, Quota, Tenant
@@ -332,6 +331,18 @@ class EpochSeconds(Func):
         return self.as_sql(
             compiler, connection, template="EXTRACT(EPOCH FROM %(expressions)s)::float8", **extra
         )
+
+
+class BinIndex(Func):
+    """``floor(x)``, for a bin number. SQLite has no native FLOOR (Django's is a Python function
+    called per row), so there a cast to integer, which truncates: the same for ``x ≥ 0``, and
+    the callers clamp negative bins to 0 anyway."""
+
+    output_field = FloatField()
+    function = "FLOOR"
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        return self.as_sql(compiler, connection, template="CAST(%(expressions)s AS INTEGER)", **extra)
 
 
 def _raw_rows(queryset: Any) -> list[tuple]:
@@ -773,15 +784,15 @@ def _demand_bins(start: datetime, now: datetime, width_s: float, bins: int) -> d
         diff[min(bins, max(0, int(hi)) + 1)] -= 1
 
     def bin_of(field: str) -> Any:
-        return Floor((EpochSeconds(field) - Value(start_s)) / Value(width_s))
+        return BinIndex((EpochSeconds(field) - Value(start_s)) / Value(width_s))
 
     active = Job.objects.filter(finished_at__isnull=True, status__in=Job.ACTIVE_STATUSES)
     for tenant_id, first in _raw_rows(
         active.values("tenant_id")
-        .annotate(first=Min(bin_of("submitted_at")))
+        .annotate(first=EpochSeconds(Min("submitted_at")))
         .values_list("tenant_id", "first")
     ):
-        mark(tenant_id, first, bins - 1)
+        mark(tenant_id, (first - start_s) // width_s, bins - 1)
     # finished jobs: only the distinct (tenant, first bin, last bin) triples leave the database
     ended = (
         Job.objects.filter(finished_at__gt=start, submitted_at__lt=now)
