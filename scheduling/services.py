@@ -46,7 +46,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, FloatField, Func, Max, Model, Q, Sum
+from django.db.models import F, FloatField, Func, Max, Model, Q, Sum, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from cluster.models import GPU, Job, JobEvent, Node, Placement, Quota
@@ -564,8 +565,8 @@ def _persist(state: ClusterState, decisions: core.RoundDecisions, profile: core.
                 ("job", "gpu", "generation", "sub_batch", "slot", "active", "created_at"))
     started_ids = [s.job_id for s in started]
     if started_ids:
-        Job.objects.filter(pk__in=started_ids, status=Job.Status.PENDING).update(status=Job.Status.RUNNING)
-        Job.objects.filter(pk__in=started_ids, started_at__isnull=True).update(started_at=now)
+        Job.objects.filter(pk__in=started_ids, status=Job.Status.PENDING).update(
+            status=Job.Status.RUNNING, started_at=Coalesce(F("started_at"), Value(now)))
         commands = dict(Job.objects.filter(pk__in=started_ids).values_list("pk", "command"))
     for s in started:
         decision = _decision(s.job_id, "start", s.reason, state, s.gpu_ids, s)

@@ -286,8 +286,11 @@ def test_preemption_stops_requeues_and_the_next_start_is_newer(
     assert set(Placement.objects.filter(job=job).values_list("generation", flat=True)) == {2}
     assert [(m["action"], m["generation"]) for m in sent[1:]] == [("stop", 2)]
     assert JobEvent.objects.get(job=job, kind=JobEvent.Kind.PREEMPTED).data == {"generation": 2}
+    first_start = job.started_at
     place(django_capture_on_commit_callbacks, job, (4, 5))
     assert [(m["action"], m["generation"], m["node"]) for m in sent[2:]] == [("start", 3, "node-01")]
+    job.refresh_from_db()
+    assert job.status == Job.Status.RUNNING and job.started_at == first_start  # the first start is kept
 
 
 def test_running_jobs_appear_in_the_next_snapshot(
