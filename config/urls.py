@@ -1,4 +1,5 @@
-"""Top-level URLs: admin, REST API v1, OpenAPI schema and docs, dashboard, health checks."""
+"""Top-level URLs: admin, REST API v1, OpenAPI schema and docs, dashboard, health checks and
+``/metrics`` (Prometheus)."""
 
 from django.contrib import admin
 from django.urls import include, path
@@ -14,4 +15,5 @@ urlpatterns = [
     path("dashboard/", include("frontend.urls")),
     path("healthz", cluster_views.healthz, name="healthz"),
     path("readyz", cluster_views.readyz, name="readyz"),
+    path("", include("scheduling.urls")),
 ]

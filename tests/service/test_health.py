@@ -1,4 +1,4 @@
-"""/healthz (process alive) and /readyz (database reachable)."""
+"""/healthz (process alive), /readyz (database reachable) and where /metrics is served."""
 
 from __future__ import annotations
 
@@ -28,3 +28,10 @@ def test_readyz_is_503_when_the_database_fails(db: None, monkeypatch: pytest.Mon
         response = Client().get("/readyz")
     assert response.status_code == 503
     assert response.json() == {"status": "unavailable", "error": "database unreachable: connection refused"}
+
+
+def test_metrics_is_served_at_the_site_root(db: None) -> None:
+    """``config/urls.py`` mounts the scheduling app's Prometheus endpoint at ``/metrics``."""
+    response = Client().get("/metrics")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/plain")
