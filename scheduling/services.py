@@ -104,11 +104,13 @@ class RoundLease:
 
     ``acquire()`` returns whether this holder got it. On PostgreSQL it first takes the session
     advisory lock ``pg_try_advisory_lock(key(name))`` (released when the connection closes, e.g.
-    when a worker is killed); holding it proves that any holder recorded in the row is dead, so
-    the row is taken over. Everywhere, the row is claimed by one conditional UPDATE
-    (``holder`` empty or expired, or the dead holder seen under the advisory lock) and counts only
-    if exactly one row changed (the pattern of healthchecks' ``sendalerts``). Must be used in
-    autocommit mode (not inside ``transaction.atomic``) so other processes see the claim.
+    when a worker is killed); holding it proves that a holder recorded in the row by another
+    process is dead, so the row is taken over. Everywhere, the row is claimed by one conditional
+    UPDATE (``holder`` empty or expired; on PostgreSQL also any holder that is not a lease of this
+    process) and counts only if exactly one row changed (the pattern of healthchecks'
+    ``sendalerts``). Must be used in autocommit mode (not inside ``transaction.atomic``) so other
+    processes see the claim; the advisory lock needs session-level connections (no PgBouncer
+    transaction pooling).
     """
 
     def __init__(self, name: str = ROUND_LEASE, duration_s: float | None = None) -> None:
