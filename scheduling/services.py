@@ -23,8 +23,11 @@ Generations (AGENT.md §1): every change sent for a job gets ``1 +`` the highest
 ``Placement`` row of that job ever carried. A placement row's ``generation`` is the latest one sent
 about the job on that GPU: an ``update`` (the partner changed) raises it on the active rows, and a
 ``stop`` (preemption) writes it on the rows it deactivates, so the next ``start`` is always higher.
-Each message is also recorded in a ``JobEvent``'s ``data["generation"]`` (``placed`` for a start,
-``preempted`` for a stop; updates are not job events).
+Each message of a round is also recorded in a ``JobEvent``'s ``data["generation"]`` (``placed``
+for a start, ``preempted`` for a stop; updates are not job events), so the *floor* of AGENT.md §2
+(the last start or stop sent) is the ``placed`` generation while the job holds GPUs, else the
+highest generation of its rows. :func:`stop_job` sends the ``stop`` for a job whose placement
+ended outside a round (a cancel).
 
 Units: seconds (s), MB, GPUs, iterations. Times given to the core are POSIX timestamps (s).
 """
@@ -621,6 +624,27 @@ def insert_rows(model: type[Model], objects: Sequence[Model], fields: Sequence[s
         for obj in objects:
             copy.write_row([Jsonb(v) if j else v
                             for v, j in zip([getattr(obj, a) for a in attnames], is_json, strict=True)])
+
+
+def stop_job(job_id: int) -> list[Message]:
+    """Tell the agents to stop a job whose placement ended outside a round (e.g. a cancel).
+
+    One ``stop`` (AGENT.md §1) per node of the job's latest placement (its rows of the highest
+    generation, active or not), with a new generation that is also written on those rows; sent
+    by the dispatcher after the current transaction commits. Returns the messages (``[]`` for a
+    job that never held a GPU). A ``stop`` for a job an agent does not run changes nothing there.
+    """
+    with transaction.atomic():
+        latest = Placement.objects.filter(job_id=job_id).aggregate(g=Max("generation"))["g"]
+        if latest is None:
+            return []
+        rows = Placement.objects.filter(job_id=job_id, generation=latest)
+        nodes = sorted(set(rows.values_list("gpu__node__name", flat=True)))
+        rows.update(generation=latest + 1)
+        messages: list[Message] = [{"node": node, "job_id": job_id, "generation": latest + 1,
+                                    "action": "stop"} for node in nodes]
+        transaction.on_commit(lambda: get_dispatcher()(messages), robust=True)
+    return messages
 
 
 def _next_generations(job_ids: Iterable[int]) -> dict[int, int]:

@@ -374,3 +374,18 @@ def test_only_the_latest_rounds_are_kept(
         recorded = [place(django_capture_on_commit_callbacks, job, (i,)).pk for i, job in enumerate(jobs)]
     # four rounds that each started a job: the two latest remain
     assert list(Round.objects.order_by("pk").values_list("pk", flat=True)) == recorded[2:]
+
+
+def test_a_cancelled_job_is_stopped_with_a_newer_generation(
+    cluster: list[Node], tenant_a: Tenant, sent: list, django_capture_on_commit_callbacks: Callable
+) -> None:
+    job = make_job(tenant_a, "gang", gpus=6, iteration_time_s=0.1)
+    place(django_capture_on_commit_callbacks, job, (2, 3, 4, 5, 6, 7))  # node-00:2,3 and node-01:0-3
+    assert job.cancel(by="alice")
+    with django_capture_on_commit_callbacks(execute=True):
+        messages = services.stop_job(job.pk)
+    expected = [{"node": "node-00", "job_id": job.pk, "generation": 2, "action": "stop"},
+                {"node": "node-01", "job_id": job.pk, "generation": 2, "action": "stop"}]
+    assert messages == expected and sent[2:] == expected
+    assert set(Placement.objects.filter(job=job).values_list("generation", "active")) == {(2, False)}
+    assert services.stop_job(make_job(tenant_a, "never-ran").pk) == []
