@@ -147,15 +147,17 @@ def _freeable(snapshot: Snapshot, quotas: Mapping[str, TenantQuota], tenant: str
 
 
 def guarantee_violations(
-    snapshot: Snapshot, quotas: Mapping[str, int | TenantQuota], grace_s: float
+    snapshot: Snapshot, quotas: Mapping[str, int | TenantQuota], grace_s: float = 0.0
 ) -> list[JobId]:
     """Pending jobs whose guarantee is broken at this instant (ids, sorted).
 
-    A pending job ``j`` of tenant ``t`` is a violation when it has waited more than ``grace_s``
-    (s), fits its tenant's unused guarantee (``u_t + G_j ≤ g_t``), and too few GPUs are idle but
-    enough would be without other tenants' borrowed jobs (:func:`~scheduling.core.quota.
+    A pending job ``j`` of tenant ``t`` is a violation when it has waited at least ``grace_s``
+    (s; 0: any pending job), fits its tenant's unused guarantee (``u_t + G_j ≤ g_t``), and too few
+    GPUs are idle but enough would be without other tenants' borrowed jobs (:func:`~scheduling.core.quota.
     borrowed_jobs`): its owner is kept waiting by lent GPUs. ``quotas`` are passed explicitly so
-    a run without quotas in its snapshots can be checked too.
+    a run without quotas in its snapshots can be checked too. A job may have waited for other
+    reasons before it became entitled (its tenant held more); :class:`GuaranteeMonitor` measures
+    how long each job stays entitled and blocked.
     """
     q = normalise(quotas)
     if not q:
@@ -164,7 +166,7 @@ def guarantee_violations(
     cache: dict[str, tuple[int, int]] = {}
     out: list[JobId] = []
     for job in snapshot.pending:
-        if wait_s(job, snapshot.now) <= grace_s:
+        if wait_s(job, snapshot.now) < grace_s:
             continue
         if usage.get(job.tenant, 0) + job.gpus > q.get(job.tenant, NO_QUOTA).guaranteed_gpus:
             continue
@@ -187,3 +189,33 @@ def cap_violations(snapshot: Snapshot, quotas: Mapping[str, int | TenantQuota]) 
         if over > 0:
             out[tenant] = int(over)
     return out
+
+
+class GuaranteeMonitor:
+    """Follows :func:`guarantee_violations` (at grace 0) over successive snapshots: a job is a
+    violation once it has stayed entitled-and-blocked for more than ``grace_s`` seconds, counted
+    from the first snapshot in which it was (a streak ends when it is not). ``violated``: the ids.
+    Also counts snapshots with a tenant above its cap (``cap_snapshots``)."""
+
+    def __init__(self, quotas: Mapping[str, int | TenantQuota], grace_s: float) -> None:
+        self.quotas = normalise(quotas)
+        self.grace_s = grace_s
+        self.since: dict[JobId, float] = {}
+        self.violated: set[JobId] = set()
+        self.longest_s = 0.0
+        self.cap_snapshots = 0
+
+    def observe(self, snapshot: Snapshot) -> None:
+        """Check one snapshot (times must not go backwards)."""
+        now = snapshot.now
+        blocked = set(guarantee_violations(snapshot, self.quotas))
+        for job_id in list(self.since):
+            if job_id not in blocked:
+                del self.since[job_id]
+        for job_id in blocked:
+            start = self.since.setdefault(job_id, now)
+            self.longest_s = max(self.longest_s, now - start)
+            if now - start > self.grace_s:
+                self.violated.add(job_id)
+        if cap_violations(snapshot, self.quotas):
+            self.cap_snapshots += 1

@@ -15,7 +15,9 @@ only if (:meth:`QuotaGate.refusal`):
      borrow itself, so it claims nothing);
    - **bounded borrowing** (reclaim mode ``"bound"`` or ``"both"``, and always for a policy that
      cannot preempt): ``P_j`` (remaining exclusive time, s) ≤ ``borrow_bound_s``, so an owner
-     arriving later waits at most about ``borrow_bound_s`` (times the slowdown ``ξ`` if shared).
+     arriving later waits at most about ``borrow_bound_s`` (times the slowdown ``ξ`` if shared) —
+     unless the job has waited ``starvation_bound_s`` already: a gang larger than its tenant's
+     guarantee with a long ``P_j`` could otherwise never start (liveness before the bound).
 
 With reclaim mode ``"preempt"`` or ``"both"``, a preemptive policy (``sjf-bsbf-fair``) also calls
 :func:`reclaim_preemptions`: an owner with a waiting job that fits its unused guarantee gets the
@@ -100,6 +102,8 @@ class QuotaGate:
         config = snapshot.config
         bounded = not can_preempt or config.reclaim in ("bound", "both")
         self.borrow_bound_s: float | None = config.borrow_bound_s if bounded else None
+        self.starvation_bound_s = config.starvation_bound_s
+        self.now = snapshot.now
         self._gangs: dict[str, dict[int, int]] = {}  # tenant → pending gang size → how many
         for job in snapshot.pending:
             gangs = self._gangs.setdefault(job.tenant, {})
@@ -143,7 +147,8 @@ class QuotaGate:
         if after <= quota.guaranteed_gpus:
             return None
         borrow = after - max(quota.guaranteed_gpus, self.usage.get(job.tenant, 0))
-        if self.borrow_bound_s is not None and job.remaining_time_s > self.borrow_bound_s:
+        if (self.borrow_bound_s is not None and job.remaining_time_s > self.borrow_bound_s
+                and wait_s(job, self.now) < self.starvation_bound_s):
             return (f"would borrow {borrow} GPUs beyond tenant {job.tenant}'s guarantee of "
                     f"{quota.guaranteed_gpus}, but its remaining time {job.remaining_time_s:.0f} s exceeds "
                     f"the borrow bound of {self.borrow_bound_s:.0f} s")

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduling.core.fairness import (
+    GuaranteeMonitor,
     cap_violations,
     charge_rates,
     charge_split,
@@ -175,14 +176,16 @@ def test_quota_invariant_every_policy(name: str, case: tuple[Snapshot, FakeProfi
     if not quotas or (name == "sjf-bsbf-fair" and snapshot.config.reclaim == "preempt"):
         return
     # walk the starts in admission order from a lower bound of the usage the gate saw (running jobs
-    # minus every preemption): a start that borrows even then must be within the borrow bound
+    # minus every preemption): a start that borrows even then must be within the borrow bound, or
+    # have waited past the starvation bound
     gone = {p.job_id for p in d.preemptions}
     usage = usage_by_tenant(rj for rj in snapshot.running if rj.job.id not in gone)
     for s in d.starts:
         j = pending[s.job_id]
         usage[j.tenant] = usage.get(j.tenant, 0) + j.gpus
         if usage[j.tenant] > quotas.get(j.tenant, TenantQuota(0)).guaranteed_gpus:
-            assert j.remaining_time_s <= snapshot.config.borrow_bound_s
+            assert (j.remaining_time_s <= snapshot.config.borrow_bound_s
+                    or wait_s(j, snapshot.now) >= snapshot.config.starvation_bound_s)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -253,3 +256,22 @@ def test_generous_quotas_change_no_decision_of_the_paper_policies() -> None:
         generous = get_policy(name).decide(
             Snapshot(0.0, cluster, tuple(jobs), (), SchedulerConfig(), quotas), FakeProfile())
         assert plain.starts == generous.starts and plain.preemptions == generous.preemptions
+
+
+def test_guarantee_monitor_counts_from_when_the_owner_became_entitled() -> None:
+    # the snapshot of test_guarantee_and_cap_violations_hand_example at three instants: b's job is
+    # entitled-and-blocked from t=1,000 (the first look); grace 120 s → not yet at 1,100 (100 s),
+    # a violation at 1,200 (200 s > 120 s) although it had waited since 800 all along
+    cluster = Cluster.uniform(1, 8)
+    run = (RunningJob(job(1, gpus=4, tenant="a"), Placement(1, (0, 1, 2, 3), 32, 0.0)),
+           RunningJob(job(2, gpus=4, tenant="a"), Placement(2, (4, 5, 6, 7), 32, 50.0)))
+    waiting = (job(3, gpus=4, tenant="b", submit=800.0),)
+    monitor = GuaranteeMonitor({"a": 4, "b": 4}, grace_s=120.0)
+    monitor.observe(Snapshot(1000.0, cluster, waiting, run))
+    monitor.observe(Snapshot(1100.0, cluster, waiting, run))
+    assert monitor.violated == set()
+    monitor.observe(Snapshot(1100.0, cluster, waiting, run[:1]))  # job 2 gone: 4 idle, not blocked
+    monitor.observe(Snapshot(1200.0, cluster, waiting, run))  # blocked again: a new streak from 1,200
+    assert monitor.violated == set()
+    monitor.observe(Snapshot(1321.0, cluster, waiting, run))
+    assert monitor.violated == {3} and monitor.longest_s == 121.0

@@ -112,6 +112,16 @@ def test_policies_that_do_not_reclaim_borrow_only_within_the_bound(name: str) ->
     assert "borrow bound of 3600 s" in reasons(d)[2]
 
 
+@pytest.mark.parametrize("name", ["fifo", "sjf", "srtf", "tiresias", "sjf-ffs", "sjf-bsbf"])
+def test_a_job_past_the_starvation_bound_may_borrow_beyond_the_borrow_bound(name: str) -> None:
+    # same long job (P = 5,000 s), but submitted at 0 and now = 1,000 ≥ starvation bound 900 s:
+    # it would otherwise never start (liveness), so it borrows
+    own = job(1, gpus=4, tenant="a")
+    long = job(2, gpus=4, tenant="a", iterations=5000, submit=0.0)
+    s = snap([long], [running(own, (0, 1, 2, 3))], QUOTAS, starvation_bound_s=900.0)
+    assert started(get_policy(name).decide(s, PLAIN)) == {2: (4, 5, 6, 7)}
+
+
 @pytest.mark.parametrize("name", POLICY_NAMES)
 def test_cap_is_guarantee_plus_borrow_limit(name: str) -> None:
     own = job(1, gpus=4, tenant="a")
