@@ -157,6 +157,33 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_SERIALIZER = "json"
 # Timestamps in UTC, like the database.
 CELERY_TIMEZONE = "UTC"
+# Rounds are the server's only task: a plain `celery -A config worker` consumes their queue.
+CELERY_TASK_DEFAULT_QUEUE = "scheduler"
+# Rounds in their own queue, never behind other work (placements go to the node.<name> queues).
+CELERY_TASK_ROUTES = {"sharewise.run_round": {"queue": "scheduler"}}
+# Redis redelivers a message not acknowledged within this many seconds (a killed worker's round):
+# longer than any round, short enough that the lost round is soon redone.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT_S", default=300)}
+
+# --- Scheduling rounds (scheduling/services.py, scheduling/tasks.py) ---
+# Policy of every round: a name of the scheduling.core.policies registry.
+SHAREWISE_POLICY = env("SHAREWISE_POLICY", default="sjf-bsbf")
+# Seconds between periodic rounds (Celery beat; `manage.py run_scheduler` by default).
+SHAREWISE_ROUND_INTERVAL_S = env.float("SHAREWISE_ROUND_INTERVAL_S", default=10.0)
+# A submission or completion asks for a round this many seconds later; requests meanwhile share it.
+SHAREWISE_ROUND_DEBOUNCE_S = env.float("SHAREWISE_ROUND_DEBOUNCE_S", default=2.0)
+# A node silent for longer (s) takes no new job: three of the agent's 5 s heartbeats.
+SHAREWISE_HEARTBEAT_TIMEOUT_S = env.float("SHAREWISE_HEARTBEAT_TIMEOUT_S", default=15.0)
+# Recorded rounds kept; older ones are deleted as new ones are written.
+SHAREWISE_ROUNDS_KEPT = env.int("SHAREWISE_ROUNDS_KEPT", default=5000)
+# A round every interval; a tick no worker started within one interval expires (the next one comes).
+CELERY_BEAT_SCHEDULE = {
+    "scheduling-round": {
+        "task": "sharewise.run_round",
+        "schedule": SHAREWISE_ROUND_INTERVAL_S,
+        "options": {"expires": SHAREWISE_ROUND_INTERVAL_S},
+    },
+}
 
 LOGGING = {
     "version": 1,
