@@ -677,7 +677,7 @@ def decisions_payload(viewer: Viewer, n_rounds: int) -> dict[str, Any]:
         now,
         summary=summary,
         figures_={
-            "pairs": figures.pair_decisions_spec(pairs),
+            **({"pairs": figures.pair_decisions_spec(pairs)} if pairs else {}),
             "round_counts": figures.round_counts_spec(series),
         },
         tables={
@@ -813,6 +813,10 @@ def _demand_bins(start: datetime, now: datetime, width_s: float, bins: int) -> d
     return demand
 
 
+def _bars(live: Mapping[str, Any], metric: str, scale: float, title: str, axis: str) -> figures.Spec:
+    return figures.tenant_bars_spec(live, metric, scale, title, axis, colour_by_tenant=True)
+
+
 def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     """Per tenant over the last ``window_s`` s: GPUs in use vs quota (stacked), Jain's index over
     time, mean JCT and queueing delay, GPU-hours.
@@ -899,15 +903,11 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
         figures_={
             "usage": figures.tenant_usage_spec(times, usage, {visible[t]: quotas.get(t, 0) for t in visible}),
             "jain": figures.jain_spec(times, jain),
-            "jct": figures.tenant_bars_spec(
-                live, "avg_jct_s", 1 / 60.0, "Mean JCT per tenant", "mean JCT (min)"
-            ),
-            "queueing": figures.tenant_bars_spec(
+            "jct": _bars(live, "avg_jct_s", 1 / 60.0, "Mean JCT per tenant", "mean JCT (min)"),
+            "queueing": _bars(
                 live, "avg_queue_s", 1 / 60.0, "Mean queueing delay per tenant", "mean queueing delay (min)"
             ),
-            "gpu_hours": figures.tenant_bars_spec(
-                live, "gpu_hours", 1.0, f"GPU-hours per tenant (last {minutes})", "GPU-hours"
-            ),
+            "gpu_hours": _bars(live, "gpu_hours", 1.0, f"GPU-hours per tenant (last {minutes})", "GPU-hours"),
         },
         tables={
             "tenants": _table(

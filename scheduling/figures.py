@@ -97,12 +97,14 @@ def tenant_bars_spec(
     scale: float = 1 / 3600.0,
     title: str = "Mean JCT per tenant",
     axis_title: str = "mean JCT (h)",
+    colour_by_tenant: bool = False,
 ) -> Spec:
     """Grouped bars, one group per tenant, one bar per series (a policy, or ``live``).
 
     ``per_tenant``: ``{series: {tenant: {metric: value, …}}}`` (the report's ``per_tenant``
     dicts, or the dashboard's per-tenant figures); each value is multiplied by ``scale`` (default:
-    seconds → hours); a missing or ``None`` value leaves a gap.
+    seconds → hours); a missing or ``None`` value leaves a gap. ``colour_by_tenant`` (one
+    series, the live dashboard): each bar takes its tenant's colour, as on the other charts.
     """
     tenants = sorted({t for by_tenant in per_tenant.values() for t in by_tenant})
     data = []
@@ -112,8 +114,13 @@ def tenant_bars_spec(
             value = by_tenant.get(t, {}).get(metric)
             ys.append(None if value is None else value * scale)
         data.append({"type": "bar", "x": tenants, "y": ys, "name": name})
-    return {"data": data, "layout": _layout(title, barmode="group", xaxis={"title": {"text": "tenant"}},
-                                            yaxis={"title": {"text": axis_title}})}
+    if colour_by_tenant:
+        colours = tenant_colours(tenants)
+        for trace in data:
+            trace["marker"] = {"color": [colours[t] for t in tenants]}
+    layout = _layout(title, barmode="group", xaxis={"title": {"text": "tenant"}},
+                     yaxis={"title": {"text": axis_title}}, showlegend=not colour_by_tenant)
+    return {"data": data, "layout": layout}
 
 
 def jct_cdf_figure(jcts_s: Mapping[str, Sequence[float]], max_points: int = 1000) -> go.Figure:
