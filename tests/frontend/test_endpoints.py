@@ -379,3 +379,21 @@ def test_queue_order_scoping_and_wait(
     late = make_job(shared_cluster["c-wait"].tenant, "c-late")
     assert table(get(admin_web, "queue"), "queue")[-1]["job"] == f"job {late.pk} c-late"
     assert table(get(admin_web, "queue", limit=1), "queue")[0]["position"] == 1
+
+
+def test_plotly_js_is_served_from_the_package_and_collected_under_its_prefix() -> None:
+    from frontend.staticfiles import PLOTLY_PATH, PlotlyFinder
+
+    finder = PlotlyFinder()
+    listed = list(finder.list([]))
+    assert [(path, storage.prefix) for path, storage in listed] == [("plotly.min.js", "frontend/vendor")]
+    assert finder.find(PLOTLY_PATH).endswith("package_data/plotly.min.js")
+    assert finder.find("frontend/vendor/other.js") is None
+    assert finder.check() == []
+
+
+def test_logout_ends_the_session(alice_web: Client) -> None:
+    assert alice_web.get("/dashboard/").status_code == 200
+    response = alice_web.post("/dashboard/logout/")
+    assert response.status_code == 302 and response["Location"] == "/dashboard/login/"
+    assert alice_web.get("/dashboard/api/queue.json").status_code == 401
