@@ -298,6 +298,8 @@ class Job(models.Model):
     priority = models.SmallIntegerField(default=0)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
     iterations_done = models.FloatField(default=0.0)
+    #: The latest iteration time an agent measured (s, includes the co-location slowdown ξ).
+    measured_iteration_time_s = models.FloatField(null=True, blank=True)
     failure_reason = models.TextField(blank=True, default="")
     submitted_at = models.DateTimeField(default=timezone.now, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)

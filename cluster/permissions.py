@@ -32,3 +32,14 @@ class IsTenantMember(BasePermission):
 
     def has_permission(self, request: Request, view: Any) -> bool:
         return tenant_of(request) is not None
+
+
+class IsNodeAgent(BasePermission):
+    """Requests authenticated by a node agent's token (``request.auth`` is the ``Node``)."""
+
+    message = "send the node's agent token as 'Authorization: Node <token>'"
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        from cluster.models import Node
+
+        return isinstance(request.auth, Node)

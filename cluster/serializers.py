@@ -284,3 +284,48 @@ class NodeCreateSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
         data = NodeSerializer(instance).data
         data["agent_token"] = getattr(instance, "agent_token", None)
         return data
+
+
+# ------------------------------------------------------------------ node agents (docs/AGENT.md)
+
+
+class AgentEventSerializer(serializers.Serializer):
+    """A job event from a node agent (AGENT.md §2). Unknown fields are ignored (a newer agent may
+    send more). ``iterations_done`` ≥ 0 iterations; ``iter_time_s`` > 0 s or null."""
+
+    generation = StrictIntegerField(min_value=0)
+    event = serializers.ChoiceField(choices=["started", "progress", "finished", "failed", "stopped"])
+    iterations_done = StrictFloatField(min_value=0, max_value=models.MAX_ITERATIONS)
+    iter_time_s = StrictFloatField(required=False, allow_null=True, default=None,
+                                   max_value=models.MAX_ITERATION_TIME_S)
+    reason = StrictCharField(required=False, allow_blank=True, default="", max_length=2000)
+
+    def validate_iter_time_s(self, value: float | None) -> float | None:
+        if value is not None and value <= 0:
+            raise serializers.ValidationError("must be a positive number of seconds or null")
+        return value
+
+
+class AgentGPUSerializer(serializers.Serializer):
+    """One GPU of a heartbeat: index on the node, uuid, memory (MB, 0 when unreadable), health."""
+
+    index = StrictIntegerField(min_value=0, max_value=1023)
+    uuid = StrictCharField(max_length=64, allow_blank=True, required=False, default="")
+    memory_mb = StrictIntegerField(min_value=0, max_value=models.MAX_GPU_MEMORY_MB, required=False, default=0)
+    healthy = serializers.BooleanField()
+
+
+class AgentRunningSerializer(serializers.Serializer):
+    """One job a heartbeat says the node runs."""
+
+    job_id = StrictIntegerField(min_value=0)
+    generation = StrictIntegerField(min_value=0)
+    iterations_done = StrictFloatField(min_value=0, required=False, default=0)
+
+
+class HeartbeatSerializer(serializers.Serializer):
+    """A node agent's heartbeat (AGENT.md §3); ``node`` must be the token's node."""
+
+    node = StrictCharField(max_length=64)
+    gpus = AgentGPUSerializer(many=True, max_length=1024)
+    running = AgentRunningSerializer(many=True, max_length=10_000)

@@ -13,4 +13,9 @@ router.register("admin/quotas", views.AdminQuotaViewSet, basename="admin-quota")
 router.register("admin/nodes", views.AdminNodeViewSet, basename="admin-node")
 router.register("admin/gpus", views.AdminGPUViewSet, basename="admin-gpu")
 
-urlpatterns = [path("tenant/", views.TenantView.as_view(), name="tenant"), *router.urls]
+urlpatterns = [
+    path("tenant/", views.TenantView.as_view(), name="tenant"),
+    path("agent/heartbeat/", views.AgentHeartbeatView.as_view(), name="agent-heartbeat"),
+    path("agent/jobs/<int:job_id>/events/", views.AgentJobEventView.as_view(), name="agent-job-events"),
+    *router.urls,
+]

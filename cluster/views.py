@@ -20,18 +20,23 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from cluster import agents
+from cluster.authentication import NodeTokenAuthentication
 from cluster.models import GPU, IdempotencyConflict, Job, Node, Placement, Quota, Tenant
-from cluster.permissions import IsTenantMember, tenant_of
+from cluster.permissions import IsNodeAgent, IsTenantMember, tenant_of
 from cluster.serializers import (
     AdminQuotaSerializer,
     AdminTenantSerializer,
+    AgentEventSerializer,
     GPUSerializer,
+    HeartbeatSerializer,
     JobSerializer,
     NodeCreateSerializer,
     NodeSerializer,
     TenantSerializer,
 )
 from cluster.throttles import SubmissionThrottle
+from scheduling.tasks import request_round
 
 #: Idempotency keys: 1-128 visible ASCII characters (a UUID fits).
 MAX_IDEMPOTENCY_KEY = 128
@@ -130,6 +135,8 @@ class JobViewSet(
             job, created = Job.submit(tenant_of(request), request.user, serializer.validated_data, key)
         except IdempotencyConflict as exc:
             return Response({"error": str(exc)}, status=status.HTTP_422_UNPROCESSABLE_ENTITY)
+        if created:
+            request_round()  # a round soon (debounced, after commit); no-op without a broker
         job.active_placements = []
         serializer.instance = job  # answer with the same serializer: its fields are built once
         headers = {"Location": f"{request.path}{job.pk}/"} if created else {"Idempotent-Replayed": "true"}
@@ -219,3 +226,55 @@ def readyz(request: HttpRequest) -> JsonResponse:
     except DatabaseError as exc:
         return JsonResponse({"status": "unavailable", "error": f"database unreachable: {exc}"}, status=503)
     return JsonResponse({"status": "ok", "database": connection.vendor})
+
+
+# ------------------------------------------------------------------ node agents (docs/AGENT.md)
+
+AgentAnswer = inline_serializer(
+    "AgentEventAnswer", {"job_id": serializers.IntegerField(), "status": serializers.CharField(),
+                         "accepted": serializers.BooleanField()})
+HeartbeatAnswer = inline_serializer(
+    "HeartbeatAnswer", {"stopped": serializers.ListField(child=serializers.IntegerField()),
+                        "requeued": serializers.ListField(child=serializers.IntegerField())})
+
+
+class AgentView(generics.GenericAPIView):
+    """Base of the agent endpoints: ``Authorization: Node <token>``, no throttling."""
+
+    authentication_classes = [NodeTokenAuthentication]
+    permission_classes = [IsNodeAgent]
+    throttle_classes: list[Any] = []
+
+
+class AgentJobEventView(AgentView):
+    """A node agent reports an event of one of its jobs (docs/AGENT.md §2)."""
+
+    serializer_class = AgentEventSerializer
+
+    @extend_schema(responses={200: AgentAnswer, **_errors(400, 401, 403, 404, 409)})
+    def post(self, request: Request, job_id: str) -> Response:
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            event = agents.AgentEvent(**serializer.validated_data)
+            answer = agents.record_event(request.auth, int(job_id), event)
+        except agents.AgentError as exc:
+            return Response({"error": str(exc)}, status=exc.status)
+        return Response(answer)
+
+
+class AgentHeartbeatView(AgentView):
+    """A node agent's heartbeat: GPUs' health and the jobs it runs (docs/AGENT.md §3)."""
+
+    serializer_class = HeartbeatSerializer
+
+    @extend_schema(responses={200: HeartbeatAnswer, **_errors(400, 401, 403)})
+    def post(self, request: Request) -> Response:
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        node = request.auth
+        if data["node"] != node.name:
+            return Response({"error": f"this token belongs to node {node.name}, not {data['node']}"},
+                            status=status.HTTP_403_FORBIDDEN)
+        return Response(agents.record_heartbeat(node, data["gpus"], data["running"]))

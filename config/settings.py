@@ -160,7 +160,8 @@ CELERY_TIMEZONE = "UTC"
 # Rounds are the server's only task: a plain `celery -A config worker` consumes their queue.
 CELERY_TASK_DEFAULT_QUEUE = "scheduler"
 # Rounds in their own queue, never behind other work (placements go to the node.<name> queues).
-CELERY_TASK_ROUTES = {"sharewise.run_round": {"queue": "scheduler"}}
+CELERY_TASK_ROUTES = {"sharewise.run_round": {"queue": "scheduler"},
+                      "sharewise.check_heartbeats": {"queue": "scheduler"}}
 # Redis redelivers a message not acknowledged within this many seconds (a killed worker's round):
 # longer than any round, short enough that the lost round is soon redone.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT_S", default=300)}
@@ -174,6 +175,9 @@ SHAREWISE_ROUND_INTERVAL_S = env.float("SHAREWISE_ROUND_INTERVAL_S", default=10.
 SHAREWISE_ROUND_DEBOUNCE_S = env.float("SHAREWISE_ROUND_DEBOUNCE_S", default=2.0)
 # A node silent for longer (s) takes no new job: three of the agent's 5 s heartbeats.
 SHAREWISE_HEARTBEAT_TIMEOUT_S = env.float("SHAREWISE_HEARTBEAT_TIMEOUT_S", default=15.0)
+# Seconds between an agent's heartbeats (the agent's --heartbeat-s): a job missing from two
+# heartbeats in a row, placed longer ago than this, was lost by its agent and is requeued.
+SHAREWISE_HEARTBEAT_INTERVAL_S = env.float("SHAREWISE_HEARTBEAT_INTERVAL_S", default=5.0)
 # Recorded rounds kept; older ones are deleted as new ones are written.
 SHAREWISE_ROUNDS_KEPT = env.int("SHAREWISE_ROUNDS_KEPT", default=5000)
 # A round every interval; a tick no worker started within one interval expires (the next one comes).
@@ -182,6 +186,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "sharewise.run_round",
         "schedule": SHAREWISE_ROUND_INTERVAL_S,
         "options": {"expires": SHAREWISE_ROUND_INTERVAL_S},
+    },
+    # Nodes silent for longer than SHAREWISE_HEARTBEAT_TIMEOUT_S: unhealthy, their jobs requeued.
+    "heartbeat-timeout": {
+        "task": "sharewise.check_heartbeats",
+        "schedule": SHAREWISE_HEARTBEAT_INTERVAL_S,
+        "options": {"expires": SHAREWISE_HEARTBEAT_INTERVAL_S},
     },
 }
 
