@@ -23,6 +23,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 from django.db import connection
@@ -355,9 +356,11 @@ def _raw_rows(queryset: Any) -> list[tuple]:
         return cursor.fetchall()
 
 
+@lru_cache(maxsize=8192)
 def _at(epoch_s: float) -> str:
     """ISO 8601 UTC of seconds since the epoch, to the millisecond (what Plotly's date axes
-    parse); ``time.strftime`` is several times cheaper than ``datetime.isoformat`` here."""
+    parse); ``time.strftime`` is several times cheaper than ``datetime.isoformat`` here, and a
+    round places all its jobs at one instant, so most values repeat (memoised)."""
     ms = round(epoch_s * 1000)
     whole, frac = divmod(ms, 1000)
     return f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(whole))}.{frac:03d}Z"
