@@ -33,6 +33,7 @@ from django.utils import timezone
 from cluster.models import GPU, Job, JobEvent, Membership, Node, Placement, Quota, Tenant
 from scheduling import figures
 from scheduling.core.metrics import jain_index
+from scheduling.models import Round
 
 HIDDEN = "another tenant's job"
 
@@ -116,13 +117,6 @@ def _visible_tenants(viewer: Viewer) -> list[str]:
 
 
 # ------------------------------------------------------------------------------- rounds
-def _round_model() -> Any:
-    """``scheduling.models.Round``, or ``None`` while that model does not exist."""
-    try:
-        from scheduling.models import Round
-    except ImportError:
-        return None
-    return Round
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,10 +164,7 @@ ROUND_CACHE_SIZE = 64
 def round_summaries(limit: int) -> list[tuple]:
     """``(pk, started_at, policy, duration_ms, n_started, n_waiting, n_preempted)`` of the
     ``limit`` most recent rounds, newest first (empty while there are none)."""
-    model = _round_model()
-    if model is None:
-        return []
-    return list(model.objects.order_by("-started_at", "-id").values_list(*_ROUND_FIELDS)[:limit])
+    return list(Round.objects.order_by("-started_at", "-id").values_list(*_ROUND_FIELDS)[:limit])
 
 
 def latest_rounds(limit: int) -> list[RoundView]:
@@ -193,9 +184,7 @@ def latest_rounds(limit: int) -> list[RoundView]:
                 views[meta[0]] = cached
     missing = [m for m in metas if m[0] not in views]
     if missing:
-        decisions = dict(
-            _round_model().objects.filter(pk__in=[m[0] for m in missing]).values_list("id", "decisions")
-        )
+        decisions = dict(Round.objects.filter(pk__in=[m[0] for m in missing]).values_list("id", "decisions"))
         with _round_cache_lock:
             for meta in missing:
                 view = views[meta[0]] = RoundView.of(meta, decisions.get(meta[0]))
