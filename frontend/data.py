@@ -17,6 +17,7 @@ every job. Times are seconds unless a name says otherwise; GPU counts are GPUs.
 from __future__ import annotations
 
 import math
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -532,6 +533,10 @@ DECISION_COLUMNS = (
 )
 
 
+_JOB_REF = re.compile(r"\bjob (\d+)\b")
+_TENANT_REF = re.compile(r"\btenant ([a-z0-9](?:[a-z0-9-]*[a-z0-9])?)")
+
+
 class _JobNames:
     """Job id → (name, tenant id, tenant name), looked up in batches and remembered."""
 
@@ -545,6 +550,25 @@ class _JobNames:
                 "id", "name", "tenant_id", "tenant__name"
             ):
                 self.known[j] = (name, tenant_id, tenant)
+
+    def redact(self, texts: Sequence[str], viewer: Viewer) -> list[str]:
+        """``texts`` (the policy's reasons) with every job of another tenant named "another
+        tenant's job" and every other tenant "another tenant"; unchanged for an admin.
+
+        Reasons cite jobs by id ("waits behind job 12", "job 26 on GPUs 13,14") and tenants by
+        name ("tenant team-a's guarantee").
+        """
+        if viewer.is_admin:
+            return list(texts)
+        self.load(int(m) for text in texts for m in _JOB_REF.findall(text))
+
+        def job(match: re.Match[str]) -> str:
+            return match.group(0) if self.label(int(match.group(1)), viewer)[2] else HIDDEN
+
+        def tenant(match: re.Match[str]) -> str:
+            return match.group(0) if match.group(1) == viewer.tenant_name else "another tenant"
+
+        return [_TENANT_REF.sub(tenant, _JOB_REF.sub(job, text)) for text in texts]
 
     def label(self, job_id: int, viewer: Viewer) -> tuple[str, str, bool]:
         """``(label, tenant, visible)`` of a job as ``viewer`` may see it."""
@@ -653,6 +677,8 @@ def decisions_payload(viewer: Viewer, n_rounds: int) -> dict[str, Any]:
                     "see the queue",
                 ]
             )
+    for row, text in zip(rows, names.redact([row[-1] for row in rows], viewer), strict=True):
+        row[-1] = text
     series = [
         {"started_at": iso(c[1]), "n_started": c[4], "n_waiting": c[5], "n_preempted": c[6]}
         for c in reversed(counts)
@@ -982,6 +1008,7 @@ def queue_payload(viewer: Viewer, limit: int) -> dict[str, Any]:
     )
     shown_ids = set(ids)
     reasons = dict(w for w in latest.waits if w[0] in shown_ids) if latest else {}
+    reasons = dict(zip(reasons, _JobNames().redact(list(reasons.values()), viewer), strict=True))
     jobs, rows = [], []
     for position, job_id in shown:
         name, tenant, gpus, submitted = details[job_id]

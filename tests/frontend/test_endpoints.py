@@ -68,7 +68,7 @@ def record_round(jobs: dict[str, Job], waits: list[str]) -> Round:
                     "t_con_s": 800.0,
                 }
             ],
-            "reason": "T_con < T_seq",
+            "reason": f"T_con < T_seq with job {c.pk} of tenant team-c on tenant team-a's GPU",
         },
         *(
             {
@@ -79,7 +79,7 @@ def record_round(jobs: dict[str, Job], waits: list[str]) -> Round:
                 "sub_batch": None,
                 "accum_steps": None,
                 "shares": [],
-                "reason": f"{w} has to wait",
+                "reason": f"{w} has to wait" if w != "a-wait" else f"waits behind job {jobs['c-wait'].pk}",
             }
             for w in waits
         ),
@@ -365,7 +365,7 @@ def test_queue_order_scoping_and_wait(
     record_round(shared_cluster, ["a-wait", "c-wait"])
     rows = table(get(admin_web, "queue"), "queue")
     assert [(r["position"], r["job"], r["reason"]) for r in rows] == [
-        (1, f"job {a_wait.pk} a-wait", "a-wait has to wait"),
+        (1, f"job {a_wait.pk} a-wait", f"waits behind job {c_wait.pk}"),
         (2, f"job {c_wait.pk} c-wait", "c-wait has to wait"),
     ]
     for member in (alice_web, bob_web):
@@ -397,3 +397,23 @@ def test_logout_ends_the_session(alice_web: Client) -> None:
     response = alice_web.post("/dashboard/logout/")
     assert response.status_code == 302 and response["Location"] == "/dashboard/login/"
     assert alice_web.get("/dashboard/api/queue.json").status_code == 401
+
+
+def test_reasons_name_no_other_tenant_or_its_jobs(
+    shared_cluster: dict[str, Job], admin_web: Client, alice_web: Client
+) -> None:
+    a, c, c_wait = shared_cluster["a-train"], shared_cluster["c-train"], shared_cluster["c-wait"]
+    record_round(shared_cluster, ["a-wait", "c-wait"])
+    reasons = {r["job"]: r["reason"] for r in table(get(admin_web, "decisions"), "decisions")}
+    assert (
+        reasons[f"job {a.pk} a-train"]
+        == f"T_con < T_seq with job {c.pk} of tenant team-c on tenant team-a's GPU"
+    )
+    reasons = {r["job"]: r["reason"] for r in table(get(alice_web, "decisions"), "decisions")}
+    assert reasons[f"job {a.pk} a-train"] == (
+        "T_con < T_seq with another tenant's job of another tenant on tenant team-a's GPU"
+    )
+    assert reasons[f"job {shared_cluster['a-wait'].pk} a-wait"] == "waits behind another tenant's job"
+    queue = table(get(alice_web, "queue"), "queue")
+    assert [r["reason"] for r in queue] == ["waits behind another tenant's job"]
+    assert table(get(admin_web, "queue"), "queue")[0]["reason"] == f"waits behind job {c_wait.pk}"
