@@ -217,7 +217,6 @@ class ClusterState:
     gpu_ids: dict[int, int]
     residents: dict[int, list[tuple[int, int, int]]]
     jobs: dict[int, core.Job]
-    timings: dict[str, float] = field(default_factory=dict)
 
     def node_and_index(self, gpu_id: int) -> tuple[str, int]:
         """``("node-00", 3)`` for core GPU id ``gpu_id``."""
