@@ -1,0 +1,71 @@
+"""``manage.py demo``: replay a trace through the REST API on an emulated cluster, time-compressed,
+with the dashboard live, then compare with the simulator (see :mod:`scheduling.demo`)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from scheduling import demo
+
+
+class Command(BaseCommand):
+    help = ("Live demo on the embedded defaults: a 4x8-GPU cluster of 49,140 MB, two tenants, a trace "
+            "replayed through the REST API (default: the shared data's sjfbsbf-testbed-61.csv, else a "
+            "built-in synthetic workload), rounds and emulated agents in-process, the dashboard served; "
+            "at the end the live metrics beside the simulator's for the same input.")
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--trace", type=Path, default=None,
+                            help="trace file (any format the simulator reads)")
+        parser.add_argument("--synthetic-jobs", type=int, default=40,
+                            help="jobs of the synthetic workload used when there is no trace (40)")
+        parser.add_argument("--speedup", type=float, default=demo.DEFAULT_SPEEDUP,
+                            help=f"trace seconds per wall second ({demo.DEFAULT_SPEEDUP:g})")
+        parser.add_argument("--round-interval", type=float, default=demo.DEFAULT_ROUND_INTERVAL_S,
+                            help="seconds of trace time between rounds (60, the simulator's default)")
+        parser.add_argument("--policy", default="sjf-bsbf", help="scheduling policy (sjf-bsbf)")
+        parser.add_argument("--cluster", default="4x8", help="NODESxGPUS (4x8, the paper's testbed)")
+        parser.add_argument("--gpu-memory-mb", type=int, default=49_140, help="memory per GPU (MB)")
+        parser.add_argument("--host", default="127.0.0.1", help="address of the web service")
+        parser.add_argument("--port", type=int, default=8000, help="port of the web service (0: any free)")
+        parser.add_argument("--exit-when-done", action="store_true",
+                            help="exit after the comparison instead of serving the dashboard until Ctrl-C")
+        parser.add_argument("--timeout", type=float, default=None,
+                            help="give up after this many wall seconds")
+        parser.add_argument("--flush", action="store_true", help="empty the database first (all its data!)")
+        parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        from scheduling.sim.cli import CliError, parse_cluster
+
+        try:
+            nodes, per_node = parse_cluster(options["cluster"])
+        except CliError as exc:
+            raise CommandError(str(exc)) from None
+        if options["gpu_memory_mb"] < 1:
+            raise CommandError(f"--gpu-memory-mb must be positive, got {options['gpu_memory_mb']}")
+        if options["trace"] is not None and not options["trace"].exists():
+            raise CommandError(f"trace not found: {options['trace']}")
+        if not 0 <= options["port"] <= 65535:
+            raise CommandError(f"--port must be 0 to 65535, got {options['port']}")
+        config = demo.DemoConfig(
+            trace=options["trace"], synthetic_jobs=options["synthetic_jobs"], nodes=nodes,
+            gpus_per_node=per_node, gpu_memory_mb=options["gpu_memory_mb"], policy=options["policy"],
+            speedup=options["speedup"], round_interval_s=options["round_interval"], host=options["host"],
+            port=options["port"], exit_when_done=options["exit_when_done"],
+            progress=not options["no_progress"], timeout_s=options["timeout"])
+        call_command("migrate", interactive=False, verbosity=0)
+        if options["flush"]:
+            call_command("flush", interactive=False, verbosity=0)
+        logging.getLogger("agent").setLevel(logging.ERROR)  # refused stale reports are expected
+        try:
+            code = demo.run_demo(config, lambda line: self.stdout.write(line))
+        except demo.DemoError as exc:
+            raise CommandError(str(exc)) from None
+        if code:
+            raise CommandError("not every job finished (see above)", returncode=code)
