@@ -3,21 +3,26 @@
 What it does: creates a fresh database (a temporary SQLite file by default, or the PostgreSQL
 database named by ``--database-url``, which is dropped and recreated), migrates it, and writes a
 busy cluster: 128 nodes × 8 GPUs, 4 tenants, 10,000 jobs (1,000 running on 1,300 GPU slots of
-which 300 GPUs are shared, 6,000 pending, 3,000 succeeded in the last 100 minutes, one after another on 24 GPUs,
-with their ended placements) and 30 rounds, the latest with a decision for every pending job. Then it requests
-each endpoint through Django's test client (the whole middleware stack and the database, no
-HTTP socket) as a cluster admin and as a tenant member, and prints the median and p95 latency
-(ms, wall clock and CPU time) and the response size of each.
+which 300 GPUs are shared, 6,000 pending, 3,000 succeeded in the last 100 minutes one after
+another on 24 GPUs, with their ended placements) and 30 rounds, each with a decision for every
+pending job. Then it requests each endpoint through Django's test client (the whole middleware
+stack and the database, no HTTP socket) as a cluster admin and as a tenant member, and prints
+the median and p95 latency (ms, wall clock and CPU time) and the response size of each.
 
 Not a test: nothing is asserted. Target: p95 < 50 ms per endpoint on this machine.
 
-Run: ``python benchmarks/bench_dashboard.py [--requests 40]
+Python's garbage collector adds pauses of 20-50 ms to a few percent of the requests (full
+collections walk every object of the process); ``--gc-freeze`` measures what happens when the
+start-up objects are frozen first (``gc.freeze()``, e.g. in gunicorn's ``post_fork``).
+
+Run: ``python benchmarks/bench_dashboard.py [--requests 40] [--gc-freeze]
 [--database-url postgres://postgres@127.0.0.1:5432/sharewise_bench_dashboard]``
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import platform
 import re
@@ -42,8 +47,10 @@ def machine() -> str:
     if cpuinfo.exists():
         found = re.search(r"model name\s*:\s*(.+)", cpuinfo.read_text())
         model = found.group(1).strip() if found else model
-    return f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}, " \
-           f"Python {platform.python_version()}"
+    return (
+        f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}, "
+        f"Python {platform.python_version()}"
+    )
 
 
 def setup_django(database_url: str) -> None:
@@ -91,8 +98,9 @@ def populate() -> dict[str, Any]:
         tenants = Tenant.objects.bulk_create(Tenant(name=n) for n in TENANTS)
         Quota.objects.bulk_create(Quota(tenant=t, guaranteed_gpus=256) for t in tenants)
         nodes = Node.objects.bulk_create(Node(name=f"node-{i:03d}", agent_token_hash="x") for i in range(128))
-        GPU.objects.bulk_create(GPU(node=n, index=i, uuid=f"GPU-{n.name}-{i}", memory_mb=32_000)
-                                for n in nodes for i in range(8))
+        GPU.objects.bulk_create(
+            GPU(node=n, index=i, uuid=f"GPU-{n.name}-{i}", memory_mb=32_000) for n in nodes for i in range(8)
+        )
         gpus = list(GPU.objects.order_by("node__name", "index"))
         user_model = get_user_model()
         admin = user_model.objects.create_user("admin", is_staff=True)
@@ -100,17 +108,40 @@ def populate() -> dict[str, Any]:
         Membership.objects.create(user=member, tenant=tenants[0])
 
         def job(i: int, status: str, **extra: Any) -> Job:
-            return Job(tenant=tenants[i % 4], name=f"job-{i}", model=MODELS[i % len(MODELS)], batch_size=64,
-                       iterations=10_000, gpus=extra.pop("gpus", 1), status=status, **extra)
+            return Job(
+                tenant=tenants[i % 4],
+                name=f"job-{i}",
+                model=MODELS[i % len(MODELS)],
+                batch_size=64,
+                iterations=10_000,
+                gpus=extra.pop("gpus", 1),
+                status=status,
+                **extra,
+            )
 
-        running = [job(i, "running", gpus=4 if 600 <= i < 700 else 1,
-                       submitted_at=now - timedelta(minutes=50), started_at=now - timedelta(minutes=40))
-                   for i in range(1000)]
+        running = [
+            job(
+                i,
+                "running",
+                gpus=4 if 600 <= i < 700 else 1,
+                submitted_at=now - timedelta(minutes=50),
+                started_at=now - timedelta(minutes=40),
+            )
+            for i in range(1000)
+        ]
         pending = [job(i, "pending", submitted_at=now - timedelta(seconds=i)) for i in range(1000, 7000)]
         # finished one after another on GPUs 1000..1023, 48 s each, the last one just now
         ends = [now - timedelta(seconds=48 * ((i - 7000) // 24)) for i in range(7000, 10_000)]
-        done = [job(i, "succeeded", submitted_at=end - timedelta(minutes=10), started_at=end - timedelta(seconds=48),
-                    finished_at=end) for i, end in zip(range(7000, 10_000), ends, strict=True)]
+        done = [
+            job(
+                i,
+                "succeeded",
+                submitted_at=end - timedelta(minutes=10),
+                started_at=end - timedelta(seconds=48),
+                finished_at=end,
+            )
+            for i, end in zip(range(7000, 10_000), ends, strict=True)
+        ]
         Job.objects.bulk_create(running + pending + done, batch_size=2000)
         running = list(Job.objects.filter(status="running").order_by("id"))
         done = list(Job.objects.filter(status="succeeded").order_by("id"))
@@ -120,27 +151,76 @@ def populate() -> dict[str, Any]:
         for k, j in enumerate(running[:600]):  # 600 single-GPU jobs on GPUs 0..599
             placements.append(Placement(job=j, gpu=gpus[k], generation=1, sub_batch=64, created_at=since))
         for k, j in enumerate(running[600:700]):  # 100 gangs of 4 on GPUs 600..999
-            placements += [Placement(job=j, gpu=gpus[600 + 4 * k + g], generation=1, sub_batch=64, created_at=since)
-                           for g in range(4)]
+            placements += [
+                Placement(job=j, gpu=gpus[600 + 4 * k + g], generation=1, sub_batch=64, created_at=since)
+                for g in range(4)
+            ]
         for k, j in enumerate(running[700:1000]):  # 300 jobs sharing GPUs 0..299 (slot 1)
-            placements.append(Placement(job=j, gpu=gpus[k], generation=1, sub_batch=32, slot=1, created_at=since))
+            placements.append(
+                Placement(job=j, gpu=gpus[k], generation=1, sub_batch=32, slot=1, created_at=since)
+            )
         for k, j in enumerate(done):  # their finished runs, on GPUs 1000..1023
-            placements.append(Placement(job=j, gpu=gpus[1000 + k % 24], generation=1, sub_batch=64, active=False,
-                                        created_at=j.started_at, ended_at=j.finished_at))
+            placements.append(
+                Placement(
+                    job=j,
+                    gpu=gpus[1000 + k % 24],
+                    generation=1,
+                    sub_batch=64,
+                    active=False,
+                    created_at=j.started_at,
+                    ended_at=j.finished_at,
+                )
+            )
         Placement.objects.bulk_create(placements, batch_size=2000)
 
-        waits = [{"job_id": j, "action": "wait", "gpu_ids": [], "gpus": [], "sub_batch": None, "accum_steps": None,
-                  "shares": [], "reason": f"rank {r + 1} under sjf-bsbf: needs 1 GPUs, 0 free and no partner pays"}
-                 for r, j in enumerate(pending_ids)]
-        starts = [{"job_id": running[700 + k].pk, "action": "start", "gpu_ids": [gpus[k].pk],
-                   "gpus": [f"{gpus[k].node.name}:{gpus[k].index}"], "sub_batch": 32, "accum_steps": 2,
-                   "shares": [{"partner_id": running[k].pk, "gpu_ids": [gpus[k].pk], "xi_self": 1.4,
-                               "xi_partner": 1.3, "t_seq_s": 5000.0, "t_con_s": 4200.0}],
-                   "reason": "best sharing benefit first"} for k in range(50)]
+        waits = [
+            {
+                "job_id": j,
+                "action": "wait",
+                "gpu_ids": [],
+                "gpus": [],
+                "sub_batch": None,
+                "accum_steps": None,
+                "shares": [],
+                "reason": f"rank {r + 1} under sjf-bsbf: needs 1 GPUs, 0 free and no partner pays",
+            }
+            for r, j in enumerate(pending_ids)
+        ]
+        starts = [
+            {
+                "job_id": running[700 + k].pk,
+                "action": "start",
+                "gpu_ids": [gpus[k].pk],
+                "gpus": [f"{gpus[k].node.name}:{gpus[k].index}"],
+                "sub_batch": 32,
+                "accum_steps": 2,
+                "shares": [
+                    {
+                        "partner_id": running[k].pk,
+                        "gpu_ids": [gpus[k].pk],
+                        "xi_self": 1.4,
+                        "xi_partner": 1.3,
+                        "t_seq_s": 5000.0,
+                        "t_con_s": 4200.0,
+                    }
+                ],
+                "reason": "best sharing benefit first",
+            }
+            for k in range(50)
+        ]
         Round.objects.bulk_create(
-            Round(started_at=now - timedelta(seconds=60 * (30 - r)), finished_at=now, policy="sjf-bsbf",
-                  duration_ms=40.0, n_started=50, n_waiting=len(waits), n_preempted=0, decisions=starts + waits)
-            for r in range(30))
+            Round(
+                started_at=now - timedelta(seconds=60 * (30 - r)),
+                finished_at=now,
+                policy="sjf-bsbf",
+                duration_ms=40.0,
+                n_started=50,
+                n_waiting=len(waits),
+                n_preempted=0,
+                decisions=starts + waits,
+            )
+            for r in range(30)
+        )
     return {"admin": admin, "tenant member": member}
 
 
@@ -169,14 +249,24 @@ def measure(users: dict[str, Any], requests: int) -> None:
                 response = client.get(url)
                 wall.append((time.perf_counter() - t0) * 1000)
                 cpu.append((time.process_time() - c0) * 1000)
-            print(f"{name:<14}{who:<15}{statistics.median(wall):>9.1f}{_p95(wall):>7.1f}"
-                  f"{statistics.median(cpu):>9.1f}{_p95(cpu):>7.1f}{len(response.content) / 1024:>6.0f}")
+            print(
+                f"{name:<14}{who:<15}{statistics.median(wall):>9.1f}{_p95(wall):>7.1f}"
+                f"{statistics.median(cpu):>9.1f}{_p95(cpu):>7.1f}{len(response.content) / 1024:>6.0f}"
+            )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=40, help="timed requests per endpoint and viewer")
-    parser.add_argument("--database-url", default="", help="PostgreSQL URL (default: a temporary SQLite file)")
+    parser.add_argument(
+        "--database-url", default="", help="PostgreSQL URL (default: a temporary SQLite file)"
+    )
+    parser.add_argument(
+        "--gc-freeze",
+        action="store_true",
+        help="gc.freeze() after setup, as a web worker can after start-up: full garbage "
+        "collections then skip the start-up objects (no 20-50 ms pauses)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         url = args.database_url or f"sqlite:///{tmp}/bench.sqlite3"
@@ -186,8 +276,14 @@ def main() -> None:
         from django.db import connection
 
         print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f}")
-        print(f"database: {connection.vendor}; populated in {time.perf_counter() - t0:.1f} s "
-              "(1,024 GPUs, 10,000 jobs, 30 rounds of 6,050 decisions)")
+        print(
+            f"database: {connection.vendor}; populated in {time.perf_counter() - t0:.1f} s "
+            "(1,024 GPUs, 10,000 jobs, 30 rounds of 6,050 decisions)"
+        )
+        if args.gc_freeze:
+            gc.collect()
+            gc.freeze()
+        print(f"garbage collector: {'start-up objects frozen' if args.gc_freeze else 'default'}")
         measure(users, args.requests)
 
 
