@@ -192,23 +192,25 @@ def idle_gpu_ids(snapshot: Snapshot) -> set[int]:
 
 def reclaim_preemptions(
     snapshot: Snapshot, order: Iterable[Job], policy: str
-) -> tuple[Preempt, ...]:
+) -> tuple[tuple[Preempt, ...], tuple[JobId, ...]]:
     """Preempt other tenants' borrowed jobs so that owners' waiting jobs get their guarantees.
+
+    Returns ``(preemptions, claimed)``: ``claimed`` are the owners' jobs, in ``order``, whose GPUs
+    are now idle or freed by the preemptions — the policy starts them first, so that no other job
+    (another owner sharing, say) takes the GPUs reclaimed for them.
 
     ``order``: the pending jobs in the policy's order. Walking it, a job ``j`` of tenant ``s`` with
     ``u_s + G_j ≤ g_s`` (it fits the unused guarantee) claims ``G_j`` of the idle GPUs; if too
     few are idle, borrowed jobs of tenants other than ``s`` (:func:`borrowed_jobs`, latest start
     first) are chosen as victims until the GPUs they leave idle (healthy GPUs whose every job is a
     victim) cover the shortfall. If even all of them cannot, nothing is preempted for ``j``.
-    Returns no preemption without quotas or when ``snapshot.config.reclaim`` is ``"bound"``.
+    Returns nothing without quotas or when ``snapshot.config.reclaim`` is ``"bound"``.
     """
     if not snapshot.tenant_quotas or snapshot.config.reclaim == "bound":
-        return ()
+        return (), ()
     quotas = normalise(snapshot.tenant_quotas)
     usage = usage_by_tenant(snapshot.running)
     candidates = borrowed_jobs(snapshot.running, quotas)
-    if not candidates:
-        return ()
     on_gpu: dict[int, set[JobId]] = {}
     for rj in snapshot.running:
         for g in rj.placement.gpu_ids:
@@ -216,6 +218,7 @@ def reclaim_preemptions(
     healthy = {g.id for g in snapshot.cluster.gpus if g.healthy}
     available = len(idle_gpu_ids(snapshot))
     victims: dict[JobId, RunningJob] = {}
+    claimed: list[JobId] = []
     for job in order:
         tenant = job.tenant
         if usage.get(tenant, 0) + job.gpus > quotas.get(tenant, NO_QUOTA).guaranteed_gpus:
@@ -223,6 +226,7 @@ def reclaim_preemptions(
         if job.gpus <= available:
             available -= job.gpus
             usage[tenant] = usage.get(tenant, 0) + job.gpus
+            claimed.append(job.id)
             continue
         chosen: list[RunningJob] = []
         freed = 0
@@ -243,11 +247,12 @@ def reclaim_preemptions(
             usage[rj.job.tenant] -= rj.job.gpus
         available += freed - job.gpus
         usage[tenant] = usage.get(tenant, 0) + job.gpus
+        claimed.append(job.id)
     return tuple(
         Preempt(jid, f"{policy}: borrowed GPUs of tenant {rj.job.tenant} reclaimed for an owner's job "
                      f"within its guarantee (checkpoint and restart later)")
         for jid, rj in sorted(victims.items())
-    )
+    ), tuple(claimed)
 
 
 def wait_s(job: Job, now: float) -> float:

@@ -165,7 +165,7 @@ class SchedulerConfig:
     memory_reserve_mb: int = 1024
     min_sub_batch: int = 1
     max_jobs_per_gpu: int = 2
-    starvation_bound_s: float = 12 * 3600.0
+    starvation_bound_s: float = 48 * 3600.0
     aging_s: float = 3600.0
     reclaim: str = "preempt"
     borrow_bound_s: float = 3600.0

@@ -250,7 +250,7 @@ def test_generous_quotas_change_no_decision_of_the_paper_policies() -> None:
     # every tenant guaranteed the whole cluster: nobody ever borrows, so the gate never refuses
     cluster = Cluster.uniform(1, 4)
     jobs = [job(i, gpus=1 + i % 3, iterations=50 * i, tenant=TENANTS[i % 3]) for i in range(1, 7)]
-    for name in POLICY_NAMES:
+    for name in POLICY_NAMES[:-1]:  # not sjf-bsbf-fair: with quotas it serves guarantees first
         plain = get_policy(name).decide(Snapshot(0.0, cluster, tuple(jobs), ()), FakeProfile())
         quotas = dict.fromkeys(TENANTS, 4)
         generous = get_policy(name).decide(

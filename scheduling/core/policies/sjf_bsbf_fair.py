@@ -19,7 +19,14 @@ from dataclasses import replace
 
 from scheduling.core.placement import sharing_round
 from scheduling.core.policies.sjf_bsbf import BestBenefitFinder, _Memo
-from scheduling.core.quota import aged_key, reclaim_preemptions, wait_s
+from scheduling.core.quota import (
+    NO_QUOTA,
+    aged_key,
+    normalise,
+    reclaim_preemptions,
+    usage_by_tenant,
+    wait_s,
+)
 from scheduling.core.types import Job, Profile, RoundDecisions, Snapshot
 
 
@@ -44,7 +51,9 @@ class SjfBsbfFairPolicy:
 
     One round: (1) reclaim — preempt other tenants' borrowed jobs for owners' waiting jobs that fit
     their unused guarantees (:func:`~scheduling.core.quota.reclaim_preemptions`; not in reclaim
-    mode ``"bound"``); (2) the SJF-BSBF round (:func:`~scheduling.core.placement.sharing_round`
+    mode ``"bound"``); with quotas the order puts first the owners' jobs reclaim made room for,
+    then the other jobs that fit their tenant's unused guarantee (guarantees first); (2) the
+    SJF-BSBF round (:func:`~scheduling.core.placement.sharing_round`
     with :class:`~scheduling.core.policies.sjf_bsbf.BestBenefitFinder`) over the remaining running
     jobs, in :func:`fair_order`, with the quota gate and the starving jobs' reservation. Preempted
     jobs wait until the next round. Without quotas, it never preempts.
@@ -61,7 +70,20 @@ class SjfBsbfFairPolicy:
         caches of profile answers between rounds, like SJF-BSBF)."""
         memo = self._memo = _Memo(profile) if self._memo is None else self._memo.fresh(profile)
         order = fair_order(snapshot)
-        preemptions = reclaim_preemptions(snapshot, order, self.name)
+        preemptions, claimed = reclaim_preemptions(snapshot, order, self.name)
+        if snapshot.tenant_quotas:  # guarantees first: the owners' jobs reclaim made room for, then
+            # the other jobs that fit their tenant's unused guarantee now, then the rest
+            first = set(claimed)
+            quotas = normalise(snapshot.tenant_quotas)
+            usage = usage_by_tenant(snapshot.running)
+
+            def rank(job: Job) -> int:
+                if job.id in first:
+                    return 0
+                return 1 if usage.get(job.tenant, 0) + job.gpus <= quotas.get(
+                    job.tenant, NO_QUOTA).guaranteed_gpus else 2
+
+            order = sorted(order, key=rank)  # stable: fair order within each rank
         if preemptions:
             gone = {p.job_id for p in preemptions}
             kept = tuple(rj for rj in snapshot.running if rj.job.id not in gone)
