@@ -19,12 +19,15 @@ Units: seconds (s), MB, iterations. Errors: :class:`AgentError` carries the HTTP
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from django.core.cache import cache
@@ -78,6 +81,18 @@ def node_for_token(raw: str) -> Node | None:
 
     node = Node.objects.filter(agent_token_hash=hash_token(raw)).first()
     return node if node is not None and node.check_agent_token(raw) else None
+
+
+def write_token_file(path: str | Path, tokens: dict[str, str]) -> None:
+    """Write node tokens as the agent's ``--token-file`` (JSON ``{node: token}``), readable by the
+    owner only, atomically (a rename). Raises ``OSError`` when the folder cannot be written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(tokens, f, indent=1)
+    os.replace(tmp, path)
 
 
 # ------------------------------------------------------------------------------------ generations

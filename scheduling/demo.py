@@ -84,6 +84,11 @@ class DemoConfig:
     exit_when_done: bool = False
     progress: bool = True
     timeout_s: float | None = None
+    #: Multi-process mode: the web service's URL (rounds come from Celery beat, agents from
+    #: ``python -m agent --fleet``); ``None``: everything in this process.
+    api: str | None = None
+    #: Where the node tokens are written (JSON ``{node: token}``, the agent's ``--token-file``).
+    token_file: Path | None = None
 
 
 @dataclass(slots=True)
@@ -439,9 +444,11 @@ def live_result(run: LiveRun, policy: str) -> SimResult:
                                    clock.of(job.finished_at), waits[pk], gpu_s[pk],
                                    preemptions=preemptions[pk]))
     missing = [j.id for j in run.workload.jobs if j.id not in set(ids.values())]
+    from scheduling.models import Round
+
     return SimResult(f"{policy} (live)", tuple(outcomes), tuple(unfinished + missing), tuple(timeline),
-                     run.config.nodes * run.config.gpus_per_node, run.rounds, sum(preemptions.values()),
-                     math.nan)
+                     run.config.nodes * run.config.gpus_per_node, Round.objects.count(),
+                     sum(preemptions.values()), math.nan)
 
 
 def fidelity(live: dict[str, Any], simulated: dict[str, Any]) -> float:
@@ -480,16 +487,29 @@ def run_demo(config: DemoConfig, say: Callable[[str], None]) -> int:
     sim_config = SimConfig(round_interval_s=config.round_interval_s, tenant_quotas=dict(setup.quotas))
     simulated = simulate(workload.jobs, cluster, policy, profile, sim_config)
 
-    server, web = serve(config.host, config.port)
-    base_url = f"http://{config.host}:{server.server_address[1]}"
+    if config.token_file is not None:
+        from cluster.agents import write_token_file
+
+        try:
+            write_token_file(config.token_file, setup.node_tokens)
+        except OSError as exc:
+            raise DemoError(f"cannot write --token-file {config.token_file}: {exc.strerror}") from None
+    server = web = deliver = None
+    if config.api is None:
+        server, web = serve(config.host, config.port)
+        base_url = f"http://{config.host}:{server.server_address[1]}"
+    else:
+        base_url = config.api.rstrip("/")
+        wait_until_ready(base_url)
     first = min(j.submit_time for j in workload.jobs)
     clock = Clock(math.floor(first / config.round_interval_s) * config.round_interval_s, config.speedup)
     run = LiveRun(config, workload, setup, base_url, clock)
-    agents_thread, deliver = start_agents(run)
-    services.set_dispatcher(services.local_dispatch)
-    services.subscribe(deliver)
-    threads = [agents_thread, threading.Thread(target=run.schedule, name="demo-rounds", daemon=True),
-               threading.Thread(target=run.replay, name="demo-replay", daemon=True)]
+    threads = [threading.Thread(target=run.replay, name="demo-replay", daemon=True)]
+    if config.api is None:
+        agents_thread, deliver = start_agents(run)
+        services.set_dispatcher(services.local_dispatch)
+        services.subscribe(deliver)
+        threads += [agents_thread, threading.Thread(target=run.schedule, name="demo-rounds", daemon=True)]
     for thread in threads:
         thread.start()
     quotas = ", ".join(f"{t} {q} GPUs" for t, q in setup.quotas.items())
@@ -502,7 +522,7 @@ def run_demo(config: DemoConfig, say: Callable[[str], None]) -> int:
     say(f"dashboard: {base_url}/dashboard/  (login: {setup.admin_user} / {setup.admin_password}); "
         f"API docs: {base_url}/api/docs/")
     try:
-        finished = wait_for_jobs(run, threads[2])
+        finished = wait_for_jobs(run, threads[0])
         code = 0 if finished else 1
         live = live_result(run, config.policy)
         report = build_report(workload.trace, cluster, sim_config,
@@ -526,12 +546,29 @@ def run_demo(config: DemoConfig, say: Callable[[str], None]) -> int:
         run.stop.set()
         for thread in threads:
             thread.join(timeout=20)
-        services.unsubscribe(deliver)
-        services.set_dispatcher(None)
-        server.shutdown()
-        server.server_close()
-        web.join(timeout=5)
+        if deliver is not None:
+            services.unsubscribe(deliver)
+            services.set_dispatcher(None)
+        if server is not None and web is not None:
+            server.shutdown()
+            server.server_close()
+            web.join(timeout=5)
     return code
+
+
+def wait_until_ready(base_url: str, timeout_s: float = 120.0) -> None:
+    """Poll ``base_url/readyz`` until it answers 200; raises :class:`DemoError` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base_url}/readyz", timeout=5) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        if time.monotonic() > deadline:
+            raise DemoError(f"the web service at {base_url} did not answer /readyz within {timeout_s:g} s")
+        time.sleep(1.0)
 
 
 def wait_for_jobs(run: LiveRun, replay: threading.Thread) -> bool:

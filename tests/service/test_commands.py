@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from io import StringIO
@@ -94,3 +95,13 @@ def test_cli_errors_are_one_line_without_traceback(tmp_path: Path) -> None:
     assert result.returncode == 1
     expected = "cluster shape must look like NODESxGPUS, e.g. 4x8 (1-9999 nodes, 1-64 GPUs), got 'lots'"
     assert result.stderr.strip() == f"CommandError: {expected}"
+
+
+def test_load_cluster_writes_working_tokens_to_a_private_file(db: None, tmp_path: Path) -> None:
+    path = tmp_path / "tokens" / "node-tokens.json"
+    run("load_cluster", "2x4", "--token-file", str(path))
+    tokens = json.loads(path.read_text())
+    assert sorted(tokens) == ["node-00", "node-01"]
+    for name, token in tokens.items():
+        assert Node.objects.get(name=name).check_agent_token(token)
+    assert path.stat().st_mode & 0o777 == 0o600  # owner only: it holds credentials

@@ -39,6 +39,11 @@ class Command(BaseCommand):
                             help="give up after this many wall seconds")
         parser.add_argument("--flush", action="store_true", help="empty the database first (all its data!)")
         parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+        parser.add_argument("--api", default=None, metavar="URL",
+                            help="multi-process mode: replay to the web service at URL; rounds come from "
+                                 "Celery beat and agents from `python -m agent --fleet` (see Procfile)")
+        parser.add_argument("--token-file", type=Path, default=None,
+                            help="write the node tokens here (JSON, the agent's --token-file)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         from scheduling.sim.cli import CliError, parse_cluster
@@ -58,7 +63,10 @@ class Command(BaseCommand):
             gpus_per_node=per_node, gpu_memory_mb=options["gpu_memory_mb"], policy=options["policy"],
             speedup=options["speedup"], round_interval_s=options["round_interval"], host=options["host"],
             port=options["port"], exit_when_done=options["exit_when_done"],
-            progress=not options["no_progress"], timeout_s=options["timeout"])
+            progress=not options["no_progress"], timeout_s=options["timeout"], api=options["api"],
+            token_file=options["token_file"])
+        if config.api is not None and not config.api.startswith(("http://", "https://")):
+            raise CommandError(f"--api must be an http(s) URL, got {config.api!r}")
         call_command("migrate", interactive=False, verbosity=0)
         if options["flush"]:
             call_command("flush", interactive=False, verbosity=0)
