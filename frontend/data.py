@@ -831,8 +831,13 @@ def _demand_bins(start: datetime, now: datetime, width_s: float, bins: int) -> d
     return demand
 
 
-def _bars(live: Mapping[str, Any], metric: str, scale: float, title: str, axis: str) -> figures.Spec:
-    return figures.tenant_bars_spec(live, metric, scale, title, axis, colour_by_tenant=True)
+def _bars(
+    live: Mapping[str, Any], name: str, metric: str, scale: float, title: str, axis: str
+) -> dict[str, Any]:
+    """``{name: per-tenant bars}``, or nothing when no tenant has a value (no empty axes)."""
+    if all(values.get(metric) is None for values in live["live"].values()):
+        return {}
+    return {name: figures.tenant_bars_spec(live, metric, scale, title, axis, colour_by_tenant=True)}
 
 
 def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
@@ -921,11 +926,18 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
         figures_={
             "usage": figures.tenant_usage_spec(times, usage, {visible[t]: quotas.get(t, 0) for t in visible}),
             "jain": figures.jain_spec(times, jain),
-            "jct": _bars(live, "avg_jct_s", 1 / 60.0, "Mean JCT per tenant", "mean JCT (min)"),
-            "queueing": _bars(
-                live, "avg_queue_s", 1 / 60.0, "Mean queueing delay per tenant", "mean queueing delay (min)"
+            **_bars(live, "jct", "avg_jct_s", 1 / 60.0, "Mean JCT per tenant", "mean JCT (min)"),
+            **_bars(
+                live,
+                "queueing",
+                "avg_queue_s",
+                1 / 60.0,
+                "Mean queueing delay per tenant",
+                "mean queueing delay (min)",
             ),
-            "gpu_hours": _bars(live, "gpu_hours", 1.0, f"GPU-hours per tenant (last {minutes})", "GPU-hours"),
+            **_bars(
+                live, "gpu_hours", "gpu_hours", 1.0, f"GPU-hours per tenant (last {minutes})", "GPU-hours"
+            ),
         },
         tables={
             "tenants": _table(

@@ -231,6 +231,7 @@ def test_empty_states_without_gpus_jobs_or_rounds(tenant_a: Any, alice: Any) -> 
     fairness = get(web, "fairness")
     assert fairness["empty"] is None
     assert table(fairness, "tenants")[0]["succeeded jobs"] == 0
+    assert "jct" not in fairness["figures"] and "queueing" not in fairness["figures"]  # no empty axes
 
 
 # ---------------------------------------------------------------------------- timeline
