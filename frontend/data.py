@@ -789,10 +789,13 @@ def _usage_bins(
     return charged.totals()
 
 
-def _demand_bins(start: datetime, now: datetime, width_s: float, bins: int) -> dict[int, list[bool]]:
+def _demand_bins(
+    start: datetime, now: datetime, width_s: float, bins: int, first_active: Mapping[int, float | None]
+) -> dict[int, list[bool]]:
     """``{tenant id: [had a pending or running job during bin k]}`` (a difference array per
     tenant: +1 in the bin where a job's life in the queue or on GPUs begins, −1 after the bin
-    where it ends; now for a job still pending or running)."""
+    where it ends; now for a job still pending or running). ``first_active``: ``{tenant id:
+    submission (epoch s) of its oldest pending or running job, or None}``."""
     start_s = start.timestamp()
     diffs: dict[int, list[int]] = {}
 
@@ -804,13 +807,9 @@ def _demand_bins(start: datetime, now: datetime, width_s: float, bins: int) -> d
     def bin_of(field: str) -> Any:
         return BinIndex((EpochSeconds(field) - Value(start_s)) / Value(width_s))
 
-    active = Job.objects.filter(finished_at__isnull=True, status__in=Job.ACTIVE_STATUSES)
-    for tenant_id, first in _raw_rows(
-        active.values("tenant_id")
-        .annotate(first=EpochSeconds(Min("submitted_at")))
-        .values_list("tenant_id", "first")
-    ):
-        mark(tenant_id, (first - start_s) // width_s, bins - 1)
+    for tenant_id, first in first_active.items():
+        if first is not None:
+            mark(tenant_id, (first - start_s) // width_s, bins - 1)
     # finished jobs: only the distinct (tenant, first bin, last bin) triples leave the database
     ended = (
         Job.objects.filter(finished_at__gt=start, submitted_at__lt=now)
@@ -859,23 +858,12 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     quotas = {t: q or 0 for t, q in Quota.objects.values_list("tenant_id").annotate(q=Sum("guaranteed_gpus"))}
     width_s = window_s / FAIRNESS_BINS
     charged = _usage_bins(_window_usage(start, now), start.timestamp(), width_s, FAIRNESS_BINS)
-    demand = _demand_bins(start, now, width_s, FAIRNESS_BINS)
-    jain: list[float | None] = []
-    for k in range(FAIRNESS_BINS):
-        xs = [
-            charged.get(t, [0.0] * FAIRNESS_BINS)[k] / width_s / quotas[t]
-            for t in tenants
-            if quotas.get(t, 0) > 0 and demand.get(t, [False] * FAIRNESS_BINS)[k]
-        ]
-        jain.append(_round(jain_index(xs), 3) if xs else None)
-
-    visible = {t: n for t, n in tenants.items() if viewer.sees(t)}
     succeeded = Q(status=Job.Status.SUCCEEDED, finished_at__isnull=False)
+    # one pass over the jobs for every tenant: the table's figures and the oldest active job
     stats = {
-        t: (finished, avg_jct, avg_queue, pending, in_use)
-        for t, finished, avg_jct, avg_queue, pending, in_use in _raw_rows(
-            Job.objects.filter(tenant_id__in=list(visible))
-            .values("tenant_id")
+        t: (finished, avg_jct, avg_queue, pending, in_use, first_active)
+        for t, finished, avg_jct, avg_queue, pending, in_use, first_active in _raw_rows(
+            Job.objects.values("tenant_id")
             .annotate(
                 finished=Count("id", filter=succeeded),
                 avg_jct=Avg(EpochSeconds("finished_at") - EpochSeconds("submitted_at"), filter=succeeded),
@@ -885,10 +873,23 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
                 ),
                 pending=Count("id", filter=Q(status=Job.Status.PENDING)),
                 in_use=Sum("gpus", filter=Q(status=Job.Status.RUNNING)),
+                first_active=EpochSeconds(
+                    Min("submitted_at", filter=Q(finished_at__isnull=True, status__in=Job.ACTIVE_STATUSES))
+                ),
             )
-            .values_list("tenant_id", "finished", "avg_jct", "avg_queue", "pending", "in_use")
+            .values_list("tenant_id", "finished", "avg_jct", "avg_queue", "pending", "in_use", "first_active")
         )
     }
+    demand = _demand_bins(start, now, width_s, FAIRNESS_BINS, {t: row[5] for t, row in stats.items()})
+    jain: list[float | None] = []
+    for k in range(FAIRNESS_BINS):
+        xs = [
+            charged.get(t, [0.0] * FAIRNESS_BINS)[k] / width_s / quotas[t]
+            for t in tenants
+            if quotas.get(t, 0) > 0 and demand.get(t, [False] * FAIRNESS_BINS)[k]
+        ]
+        jain.append(_round(jain_index(xs), 3) if xs else None)
+    visible = {t: n for t, n in tenants.items() if viewer.sees(t)}
 
     times = [iso(start + timedelta(seconds=k * width_s)) for k in range(FAIRNESS_BINS)]
     usage = {
@@ -897,7 +898,7 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     per_tenant: dict[str, dict[str, float | None]] = {}
     rows = []
     for t, name in sorted(visible.items(), key=lambda kv: kv[1]):
-        finished, avg_jct, avg_queue, pending, in_use = stats.get(t, (0, None, None, 0, None))
+        finished, avg_jct, avg_queue, pending, in_use, _ = stats.get(t, (0, None, None, 0, None, None))
         gpu_hours = sum(charged.get(t, ())) / 3600.0
         per_tenant[name] = {"avg_jct_s": avg_jct, "avg_queue_s": avg_queue, "gpu_hours": gpu_hours}
         rows.append(
