@@ -418,3 +418,29 @@ def test_reasons_name_no_other_tenant_or_its_jobs(
     queue = table(get(alice_web, "queue"), "queue")
     assert [r["reason"] for r in queue] == ["waits behind another tenant's job"]
     assert table(get(admin_web, "queue"), "queue")[0]["reason"] == f"waits behind job {c_wait.pk}"
+
+
+def test_jain_counts_only_tenants_with_work_in_each_bin(
+    tenant_a: Any, tenant_c: Any, admin_web: Client
+) -> None:
+    from tests.frontend.conftest import gpu, place
+
+    now = timezone.now()
+    # window = last 60 min in 30 bins of 120 s; t below = seconds after the window's start
+    make_job(tenant_a, "a-queued", submitted_at=now - timedelta(minutes=49))  # pending from t=660 (bin 5)
+    solo = make_job(tenant_a, "a-solo", gpus=2)
+    place(solo, gpu("node-00", 0), since=now - timedelta(minutes=5))  # t=3300..3600
+    place(solo, gpu("node-00", 1), since=now - timedelta(minutes=5))
+    done = make_job(tenant_c, "c-done", submitted_at=now - timedelta(minutes=49))
+    place(done, gpu("node-01", 0), since=now - timedelta(minutes=48))  # ran t=720..1200 on one GPU
+    done.placements.update(active=False, ended_at=now - timedelta(minutes=40))
+    Job.objects.filter(pk=done.pk).update(
+        status=Job.Status.SUCCEEDED, finished_at=now - timedelta(minutes=40)
+    )
+    jain = get(admin_web, "fairness")["figures"]["jain"]["data"][0]["y"]
+    assert jain[:5] == [None] * 5  # bins 0-4: nobody had a job yet
+    # bin 7 (t=840..960): A waits (x = 0 GPUs / quota 4 = 0), C runs 1 GPU of quota 2 (x = 0.5):
+    # (0 + 0.5)² / (2 × (0² + 0.5²)) = 0.25 / 0.5 = 0.5
+    assert jain[7] == 0.5
+    # last bin: C's job finished 40 min ago, so only A (2 GPUs of 4) has work: index 1
+    assert jain[-1] == 1.0
