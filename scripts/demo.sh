@@ -47,7 +47,8 @@ if [ -n "${REDIS_URL:-}" ] && [ -n "${DATABASE_URL:-}" ]; then
     exec honcho start web worker beat agents demo
 fi
 
-# Embedded: one process, a fresh SQLite database each run (so the demo starts from the same state).
+# Embedded: one process, no broker, a fresh SQLite database each run (the same start every time).
+unset REDIS_URL
 rm -f var/demo.sqlite3 var/demo.sqlite3-wal var/demo.sqlite3-shm
 export DATABASE_URL="sqlite:///var/demo.sqlite3"
 exec python manage.py demo --port "$port" --speedup "$speedup" ${args[@]+"${args[@]}"}
