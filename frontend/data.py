@@ -210,7 +210,7 @@ def cluster_map_payload(viewer: Viewer) -> dict[str, Any]:
     """Nodes × GPUs coloured by tenant, shared GPUs marked, hover with jobs, sub-batches and
     slowdowns (the latest round's ξ for jobs it paired, else the profile's)."""
     now = timezone.now()
-    gpus = list(
+    gpus = _raw_rows(
         GPU.objects.order_by("node__name", "index").values_list(
             "id", "node__name", "index", "healthy", "node__status"
         )
@@ -223,7 +223,7 @@ def cluster_map_payload(viewer: Viewer) -> dict[str, Any]:
             "(manage.py add_node, or start a node agent) and its GPUs appear here.",
         )
     on_gpu: dict[int, list[tuple]] = {}
-    for row in (
+    for row in _raw_rows(
         Placement.objects.filter(active=True)
         .order_by("gpu_id", "slot")
         .values_list(
@@ -264,7 +264,7 @@ def cluster_map_payload(viewer: Viewer) -> dict[str, Any]:
             {
                 "node": node,
                 "index": index,
-                "healthy": healthy and node_status != Node.Status.UNHEALTHY,
+                "healthy": bool(healthy) and node_status != Node.Status.UNHEALTHY,
                 "jobs": jobs,
             }
         )
@@ -988,7 +988,7 @@ def queue_payload(viewer: Viewer, limit: int) -> dict[str, Any]:
     (since submission or its last preemption/requeue), and the latest round's reason."""
     now = timezone.now()
     pending = Job.objects.filter(status=Job.Status.PENDING)
-    owners = dict(pending.values_list("id", "tenant_id"))
+    owners = dict(_raw_rows(pending.order_by().values_list("id", "tenant_id")))
     if not owners:
         return _payload(viewer, now, empty="No job is waiting.")
     rounds = latest_rounds(1)
