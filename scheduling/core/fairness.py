@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from scheduling.core.metrics import JobOutcome, jain_index, mean, percentile
 from scheduling.core.quota import NO_QUOTA, borrowed_jobs, normalise, usage_by_tenant, wait_s
-from scheduling.core.types import JobId, Snapshot, TenantQuota
+from scheduling.core.types import JobId, RunningJob, Snapshot, TenantQuota
 
 
 def charge_split(xi_a: float, xi_b: float) -> tuple[float, float]:
@@ -127,23 +127,28 @@ def jain_of_rho(rho: Mapping[str, float]) -> float:
     return jain_index(1.0 / r for r in rho.values() if r > 0)
 
 
-def _freeable(snapshot: Snapshot, quotas: Mapping[str, TenantQuota], tenant: str) -> tuple[int, int]:
-    """``(idle GPUs, GPUs that would be idle without other tenants' borrowed jobs)``."""
-    on_gpu: dict[int, set[JobId]] = {}
+def _lent_gpus(snapshot: Snapshot, quotas: Mapping[str, TenantQuota]) -> tuple[int, dict[str, int], int]:
+    """``(idle GPUs, tenant → lent GPUs holding a job of that tenant, lent GPUs)``: a *lent* GPU is a
+    healthy GPU whose every job is borrowed (:func:`~scheduling.core.quota.borrowed_jobs`). The GPUs
+    a tenant could get back from *other* tenants are ``lent − lent holding its own jobs``."""
+    lent_ids = {rj.job.id for rj in borrowed_jobs(snapshot.running, quotas)}
+    on_gpu: dict[int, list[RunningJob]] = {}
     for rj in snapshot.running:
         for g in rj.placement.gpu_ids:
-            on_gpu.setdefault(g, set()).add(rj.job.id)
-    lent = {rj.job.id for rj in borrowed_jobs(snapshot.running, quotas) if rj.job.tenant != tenant}
-    idle = freeable = 0
+            on_gpu.setdefault(g, []).append(rj)
+    idle = lent = 0
+    own: dict[str, int] = {}
     for gpu in snapshot.cluster.gpus:
         if not gpu.healthy:
             continue
         jobs = on_gpu.get(gpu.id)
         if not jobs:
             idle += 1
-        elif jobs <= lent:
-            freeable += 1
-    return idle, freeable
+        elif all(rj.job.id in lent_ids for rj in jobs):
+            lent += 1
+            for tenant in {rj.job.tenant for rj in jobs}:
+                own[tenant] = own.get(tenant, 0) + 1
+    return idle, own, lent
 
 
 def guarantee_violations(
@@ -163,17 +168,17 @@ def guarantee_violations(
     if not q:
         return []
     usage = usage_by_tenant(snapshot.running)
-    cache: dict[str, tuple[int, int]] = {}
+    lent: tuple[int, dict[str, int], int] | None = None
     out: list[JobId] = []
     for job in snapshot.pending:
         if wait_s(job, snapshot.now) < grace_s:
             continue
         if usage.get(job.tenant, 0) + job.gpus > q.get(job.tenant, NO_QUOTA).guaranteed_gpus:
             continue
-        if job.tenant not in cache:
-            cache[job.tenant] = _freeable(snapshot, q, job.tenant)
-        idle, freeable = cache[job.tenant]
-        if idle < job.gpus <= idle + freeable:
+        if lent is None:
+            lent = _lent_gpus(snapshot, q)
+        idle, own, total = lent
+        if idle < job.gpus <= idle + total - own.get(job.tenant, 0):
             out.append(job.id)
     return sorted(out)
 
