@@ -454,13 +454,13 @@ def timeline_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     """Gantt of jobs on GPUs over the last ``window_s`` seconds, shared intervals hatched.
 
     A tenant's member sees the GPUs their jobs used, with any co-located job of another tenant
-    drawn anonymously (it explains the slowdown). At most :data:`MAX_BARS` bars, newest first;
-    the table lists the newest :data:`MAX_TABLE_ROWS`.
+    drawn anonymously (it explains the slowdown). At most :data:`MAX_BARS` bars: running
+    placements first, then by latest end; the table lists the first :data:`MAX_TABLE_ROWS`.
     """
     now = timezone.now()
     start = now - timedelta(seconds=window_s)
     placements = _window_placements(start, now, viewer.tenant_id)
-    placements.sort(key=lambda p: p[6], reverse=True)
+    placements.sort(key=lambda p: (p[7], p[6]), reverse=True)  # end = now for running ones
     dropped = max(0, len(placements) - MAX_BARS)
     placements = placements[:MAX_BARS]
     minutes = f"{window_s / 60:g} min"
@@ -497,8 +497,8 @@ def timeline_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
         f"({shared_s / 60:.1f} GPU-min shared)."
     )
     notes = [
-        f"{dropped} older placements not drawn." if dropped else "",
-        f"Newest {len(rows)} of {len(bars)} listed." if len(rows) < len(bars) else "",
+        f"{dropped} placements that ended earlier not drawn." if dropped else "",
+        f"First {len(rows)} of {len(bars)} listed (running first)." if len(rows) < len(bars) else "",
     ]
     return _payload(
         viewer,
