@@ -327,6 +327,23 @@ def refresh_partners(job_ids: Sequence[int]) -> int:
     return len(messages)
 
 
+def cancel_job(job: Job, by: str = "") -> bool:
+    """Cancel ``job`` (:meth:`Job.cancel`) and, if this call cancelled it, tell its nodes: a
+    ``stop`` to each (``scheduling.services.stop_job``), an ``update`` to the jobs that shared its
+    GPUs, a round for the freed GPUs. Returns whether this call cancelled it."""
+    from scheduling.services import stop_job
+
+    gpu_ids = list(Placement.objects.filter(job=job, active=True).values_list("gpu_id", flat=True))
+    partners = set(Placement.objects.filter(active=True, gpu_id__in=gpu_ids).exclude(job=job)
+                   .values_list("job_id", flat=True))
+    if not job.cancel(by=by):
+        return False
+    with transaction.atomic():
+        stop_job(job.pk)
+        _after_release(job.pk, partners)
+    return True
+
+
 # ------------------------------------------------------------------------------------- heartbeats
 
 

@@ -152,7 +152,7 @@ class JobViewSet(
         """Cancel a pending or running job (repeating it is harmless); a finished job gives 409."""
         job = self.get_object()
         if (
-            not job.cancel(by=f"cancelled by {request.user.get_username()}")
+            not agents.cancel_job(job, by=f"cancelled by {request.user.get_username()}")
             and job.status != Job.Status.CANCELLED
         ):
             return Response({"error": f"job {job.pk} already {job.status}"}, status=status.HTTP_409_CONFLICT)

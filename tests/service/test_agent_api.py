@@ -359,3 +359,24 @@ def test_unexpected_job_is_stopped(fleet: dict, tenant: Tenant, sent: list,
     sent.clear()
     beat(token, "node-00", capture, running=[{"job_id": 4242, "generation": 7, "iterations_done": 1}])
     assert sent == [{"node": "node-00", "job_id": 4242, "generation": 8, "action": "stop"}]
+
+
+def test_cancel_over_the_api_stops_the_job_on_its_node(
+        fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable) -> None:
+    from django.contrib.auth import get_user_model
+
+    from tests.api.conftest import token_client
+
+    capture = django_capture_on_commit_callbacks
+    job = place(tenant, capture)
+    sent.clear()
+    owner = get_user_model().objects.get(username="team-a-owner")
+    with capture(execute=True):
+        response = token_client(owner).post(f"/api/v1/jobs/{job.pk}/cancel/", format="json")
+    assert response.status_code == 200 and response.json()["status"] == "cancelled"
+    # the start was generation 1: the stop is 2, to the node that runs it
+    assert sent == [{"node": "node-00", "job_id": job.pk, "generation": 2, "action": "stop"}]
+    # the agent's acknowledgment is accepted and changes nothing
+    _, token = fleet["node-00"]
+    answer = report(token, job, capture, generation=2, event="stopped", iterations_done=5)
+    assert answer.status_code == 200 and answer.json()["status"] == "cancelled"
