@@ -39,7 +39,7 @@ from __future__ import annotations
 import heapq
 import math
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 
 from tqdm import tqdm
@@ -67,39 +67,28 @@ class SimulationError(RuntimeError):
     """A policy returned a decision the cluster cannot carry out (a policy bug)."""
 
 
-#: ``horizon(now, running, pending)``: the earliest instant (s) at which the passing of time
-#: alone may change a policy's decision; ``running`` yields ``(attained GPU-s now, GPUs)`` of
-#: the running jobs, ``pending`` the pending jobs as the policy sees them.
-Horizon = Callable[[float, Iterable[tuple[float, int]], Iterable[Job]], float]
+#: ``horizon(snapshot)``: the earliest instant (s) at which the passing of time alone may change
+#: a policy's decision, given the snapshot of a round that decided nothing.
+Horizon = Callable[[Snapshot], float]
 
 
-def never(now: float, running: Iterable[tuple[float, int]], pending: Iterable[Job]) -> float:
+def never(snapshot: Snapshot) -> float:
     """Horizon of a policy whose "do nothing" stays "do nothing" while only time passes."""
     return math.inf
 
 
-def tiresias_horizon(now: float, running: Iterable[tuple[float, int]], pending: Iterable[Job]) -> float:
+def tiresias_horizon(snapshot: Snapshot) -> float:
     """Next instant (s) at which a Tiresias queue may change with time alone.
 
     Between such instants the Tiresias ranking ``(queue, submit time, id)`` is constant, so a
-    round that decided nothing is followed by rounds that decide nothing. Changes: a running
-    job of the high queue reaches :data:`~scheduling.core.policies.tiresias.QUEUE_THRESHOLD_GPU_S`
-    (it gains ``gpus`` GPU-s per second), or a pending low-queue job has waited
-    ``STARVATION_FACTOR`` × its executed time (starvation guard). 1 µs early, so float rounding
+    round that decided nothing is followed by rounds that decide nothing. The changes (a job
+    reaching the queue threshold, a promotion ending, a pending job starting to starve) are
+    :func:`scheduling.core.policies.tiresias.next_queue_change`. 1 µs early, so float rounding
     can only make a round run, never skip one that matters.
     """
-    from scheduling.core.policies.tiresias import QUEUE_THRESHOLD_GPU_S, STARVATION_FACTOR
+    from scheduling.core.policies.tiresias import next_queue_change
 
-    horizon = math.inf
-    for attained, gpus in running:
-        if attained < QUEUE_THRESHOLD_GPU_S:
-            horizon = min(horizon, now + (QUEUE_THRESHOLD_GPU_S - attained) / gpus)
-    for job in pending:
-        if job.attained_gpu_s >= QUEUE_THRESHOLD_GPU_S:
-            promoted_after = job.waiting_since + STARVATION_FACTOR * job.attained_gpu_s / max(job.gpus, 1)
-            if promoted_after >= now:
-                horizon = min(horizon, promoted_after)
-    return horizon - 1e-6
+    return next_queue_change(snapshot) - 1e-6
 
 
 @dataclass(frozen=True, slots=True)
@@ -476,15 +465,12 @@ class Simulator:
             return self._horizon
         return -math.inf
 
-    def _set_horizon(self, now: float) -> None:
+    def _set_horizon(self, snapshot: Snapshot) -> None:
         """After a round that decided nothing: when may time alone change the policy's mind?"""
         rule = self._rule
         if rule is None or rule.horizon is None:
             return
-        running = ((self._states[j].attained + self._states[j].base.gpus * (now - self._states[j].last),
-                    self._states[j].base.gpus) for j in self._running)
-        pending = self._pending.values()
-        self._horizon = rule.horizon(now, running, pending)
+        self._horizon = rule.horizon(snapshot)
 
     # ------------------------------------------------------------------ run
     def run(self) -> SimResult:
@@ -549,10 +535,11 @@ class Simulator:
             due = periodic or (event and on_events)
             if due and self._useful_from(changed) <= now:
                 self._rounds += 1
-                decisions = self.policy.decide(self._snapshot(now), self.profile, explain=False)
+                snapshot = self._snapshot(now)
+                decisions = self.policy.decide(snapshot, self.profile, explain=False)
                 changed = self._apply(decisions, now)
                 if not changed:
-                    self._set_horizon(now)
+                    self._set_horizon(snapshot)
             if finished_since_bar:
                 bar.update(finished_since_bar)
                 finished_since_bar = 0

@@ -238,18 +238,29 @@ def test_tiresias_fifo_within_a_queue() -> None:
 
 @pytest.mark.parametrize(("waited", "promoted"), [(3999.0, False), (4001.0, True)])
 def test_tiresias_starvation_guard(waited: float, promoted: bool) -> None:
-    # L: 2 GPUs, attained 8,000 GPU-s → low queue, executed 8,000 / 2 = 4,000 s. H runs (high queue,
-    # submitted later). L is promoted once it has waited > 1.0 × 4,000 s; then FIFO in the high queue
-    # puts L (submit 0) before H (submit 50) and H is preempted.
+    # L: 2 GPUs, attained 8,000 GPU-s → low queue, executed 8,000 / 2 = 4,000 s. R runs in the low
+    # queue too (5,000 GPU-s; started at 0 without waiting, so not promoted): same queue, the
+    # running job is ahead. L is promoted once it has waited > 1.0 × 4,000 s; then, high, it
+    # preempts R.
     now = 10_000.0
     low = job(1, gpus=2, attained=8000, submit=0, queued_since=now - waited)
-    high = running(job(100, gpus=2, attained=100, submit=50), (0, 1))
-    d = decide("tiresias", snap(Cluster.uniform(1, 2), [low], [high], now=now))
+    other = running(job(100, gpus=2, attained=5000, submit=50), (0, 1))
+    d = decide("tiresias", snap(Cluster.uniform(1, 2), [low], [other], now=now))
     if promoted:
         assert [p.job_id for p in d.preemptions] == [100]
         assert started(d) == {1: (0, 1)}
     else:
         assert d.preemptions == () and d.starts == ()
+
+
+def test_tiresias_promoted_job_waits_for_running_high_queue_jobs() -> None:
+    # Promoted L (waited 5,000 s > 4,000 s) joins the high queue behind the running H (100 GPU-s):
+    # no preemption inside a queue, whatever the submit times.
+    now = 10_000.0
+    low = job(1, gpus=2, attained=8000, submit=0, queued_since=now - 5000)
+    high = running(job(100, gpus=2, attained=100, submit=50), (0, 1))
+    d = decide("tiresias", snap(Cluster.uniform(1, 2), [low], [high], now=now))
+    assert d.preemptions == () and d.starts == ()
 
 
 # -- SJF-FFS -------------------------------------------------------------------------------------------

@@ -344,14 +344,20 @@ def test_tiresias_demotes_after_3200_gpu_seconds() -> None:
 
 
 def test_tiresias_horizon() -> None:
+    from scheduling.core.types import Placement, RunningJob, Snapshot
     from scheduling.sim.engine import tiresias_horizon
 
     # Running: 3000 GPU-s on 2 GPUs crosses 3200 after 100 s; pending low-queue job with 4000 GPU-s
-    # on 1 GPU, waiting since 500: promoted after 500 + 4000 = 4500 s.
+    # on 1 GPU, waiting since 500: promoted after 500 + 4000 = 4500 s. 1 µs early.
     low = Job(3, "t", "m", 8, 1, 10, 0.0, 1.0, attained_gpu_s=4000.0, queued_since=500.0)
-    assert tiresias_horizon(1000.0, [(3000.0, 2)], [low]) == pytest.approx(1100.0)
-    assert tiresias_horizon(1000.0, [(5000.0, 2)], [low]) == pytest.approx(4500.0)
-    assert tiresias_horizon(1000.0, [], []) == math.inf
+
+    def at(attained: float) -> Snapshot:
+        r = Job(1, "t", "m", 8, 2, 10, 0.0, 1.0, attained_gpu_s=attained)
+        return Snapshot(1000.0, Cluster.uniform(1, 4), (low,), (RunningJob(r, Placement(1, (0, 1), 8, 0.0)),))
+
+    assert tiresias_horizon(at(3000.0)) == pytest.approx(1100.0 - 1e-6, abs=1e-9)
+    assert tiresias_horizon(at(5000.0)) == pytest.approx(4500.0 - 1e-6, abs=1e-9)
+    assert tiresias_horizon(Snapshot(1000.0, Cluster.uniform(1, 4), (), ())) == math.inf
 
 
 @pytest.mark.parametrize("on_events", [False, True])
