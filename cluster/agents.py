@@ -399,8 +399,8 @@ def record_heartbeat(node: Node, gpus: Sequence[dict[str, Any]], running: Sequen
     ``gpus``: ``[{"index", "uuid", "memory_mb", "healthy"}]`` — a GPU absent from it, or reported
     unhealthy, takes no new work (a blip to zero GPUs does not stop running jobs); ``memory_mb``
     and an NVML uuid (``GPU-…``) replace the stored ones. ``running``: ``[{"job_id",
-    "generation", "iterations_done"}]``. Reconciliation: a job placed here but missing from two
-    heartbeats in a row, placed more than one heartbeat interval ago, is requeued with its
+    "generation", "iterations_done"}]``. Reconciliation: a job placed here more than one heartbeat
+    interval ago but missing from the heartbeats for at least one interval is requeued with its
     progress (the agent lost it); a reported job the database does not place here gets a
     ``stop`` with a new generation; progress keeps the maximum. Returns ``{"stopped": [job ids],
     "requeued": [job ids]}``.
@@ -417,7 +417,7 @@ def record_heartbeat(node: Node, gpus: Sequence[dict[str, Any]], running: Sequen
         for job_id, created in placed_here.values_list("job_id", "created_at"):
             expected[job_id] = max(created, expected.get(job_id, created))
         missing = _missing_twice(node, [j for j, placed in expected.items() if j not in reported
-                                        and (now - placed).total_seconds() > heartbeat_interval_s()])
+                                        and (now - placed).total_seconds() > heartbeat_interval_s()], now)
         requeued = requeue(missing, now, f"node {node.name} no longer runs it (agent restarted or lost it)")
         for job_id, row in reported.items():
             if job_id in expected:
@@ -457,18 +457,23 @@ def _update_gpus(node: Node, reported: Sequence[dict[str, Any]]) -> None:
                             node.name, gpu.index, info and info.get("uuid"), gpu.uuid)
 
 
-def _missing_twice(node: Node, job_ids: list[int]) -> list[int]:
-    """Of the jobs a heartbeat did not list, those the previous heartbeat did not list either.
+def _missing_twice(node: Node, job_ids: list[int], now: datetime) -> list[int]:
+    """Of the jobs a heartbeat did not list, those missing from every heartbeat for at least one
+    heartbeat interval (and from two heartbeats at least).
 
     One miss is not enough: the agent sends its heartbeat before delivering the ``finished`` of a
-    job that has just ended (docs/AGENT.md: heartbeats are not queued behind events). Remembered
-    in the cache for three heartbeat intervals (with several web processes the cache must be
-    shared, e.g. Redis via ``CACHE_URL``, or the second miss may be counted later).
+    job that has just ended, and a delivery that failed is retried after a backoff while
+    heartbeats go on (docs/AGENT.md §2–3). The first miss is remembered in the cache for three
+    intervals (with several web processes the cache must be shared, e.g. Redis via
+    ``CACHE_URL``, or a miss seen by another process is counted later).
     """
     key = f"sharewise:missing:{node.pk}"
-    before = set(cache.get(key) or ())
-    cache.set(key, job_ids, timeout=max(1, round(3 * heartbeat_interval_s())))
-    return [j for j in job_ids if j in before]
+    before: dict[int, float] = cache.get(key) or {}
+    now_s = now.timestamp()
+    first = {j: before.get(j, now_s) for j in job_ids}
+    interval = heartbeat_interval_s()
+    cache.set(key, first, timeout=max(1, round(3 * interval)))
+    return [j for j in job_ids if j in before and now_s - first[j] >= interval]
 
 
 def _heartbeat_progress(job_id: int, row: dict[str, Any]) -> None:

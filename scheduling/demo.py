@@ -344,7 +344,10 @@ def start_agents(run: LiveRun) -> tuple[threading.Thread, Callable[[dict[str, An
               for name in run.setup.node_tokens}
     reporters = [Reporter(HttpTransport(run.base_url, run.setup.node_tokens[name], timeout_s=30.0))
                  for name in agents]
-    runner = Runner(list(agents.values()), reporters, tick_s=AGENT_TICK_S)
+    # A heartbeat carries every running job's progress: two per round keep the progress the
+    # scheduler sees (remaining times, MODEL.md §1) at most half a round old, as in the simulator.
+    heartbeat_s = min(5.0, config.round_interval_s / config.speedup / 2)
+    runner = Runner(list(agents.values()), reporters, heartbeat_every_s=heartbeat_s, tick_s=AGENT_TICK_S)
 
     def deliver(message: dict[str, Any]) -> None:
         agent = agents.get(message.get("node", ""))

@@ -322,21 +322,26 @@ def test_restarted_agent_reports_nothing_and_the_job_is_requeued(
     Placement.objects.filter(job=job).update(created_at=timezone.now() - timedelta(seconds=60))
     _, token = fleet["node-00"]
     report(token, job, capture, iterations_done=120)
-    # one heartbeat without the job may cross its finished event in flight: not yet
-    assert beat(token, "node-00", capture).json()["requeued"] == []
-    # the second one in a row: the agent lost it
-    assert beat(token, "node-00", capture).json()["requeued"] == [job.pk]
+    with override_settings(SHAREWISE_HEARTBEAT_INTERVAL_S=0.0):
+        # one heartbeat without the job may cross its finished event in flight: not yet
+        assert beat(token, "node-00", capture).json()["requeued"] == []
+        # missing again, one interval (here 0 s) after the first miss: the agent lost it
+        assert beat(token, "node-00", capture).json()["requeued"] == [job.pk]
     job.refresh_from_db()
     assert job.status == Job.Status.PENDING and job.iterations_done == 120
 
 
 def test_a_job_just_placed_is_not_missing(fleet: dict, tenant: Tenant, sent: list,
                                           django_capture_on_commit_callbacks: Callable) -> None:
-    """Placed less than one heartbeat interval ago: its start may still be in flight."""
+    """Placed less than one heartbeat interval ago (its start may still be in flight), or missing
+    for less than one interval (its finished may still be in the agent's outbox): not lost."""
     capture = django_capture_on_commit_callbacks
     job = place(tenant, capture)
     _, token = fleet["node-00"]
     for _ in range(3):
+        assert beat(token, "node-00", capture).json()["requeued"] == []
+    Placement.objects.filter(job=job).update(created_at=timezone.now() - timedelta(seconds=60))
+    for _ in range(3):  # heartbeats every few ms: missing for far less than the 5 s interval
         assert beat(token, "node-00", capture).json()["requeued"] == []
     job.refresh_from_db()
     assert job.status == Job.Status.RUNNING
