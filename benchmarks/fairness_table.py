@@ -174,7 +174,7 @@ def run_trace(key: str, args: argparse.Namespace, profile: Profile) -> dict:
     progress = not args.no_progress
     alone = independent_outcomes(jobs, quotas, per_node, profile, replace(base, tenant_quotas={}), progress)
     rows: dict[str, dict] = {}
-    runs = [(name, True) for name in args.policies] + [(REFERENCE, False)]
+    runs = [(name, True) for name in args.policies] + ([] if args.no_reference else [(REFERENCE, False)])
     for name, with_quotas in runs:
         label = name if with_quotas else f"{name} (no quotas)"
         monitor = Monitored(get_policy(name), quotas, args.grace_s)
@@ -234,6 +234,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="an owner waiting longer than this for lent GPUs is a guarantee violation")
     parser.add_argument("--max-jobs", type=int, default=0, help="first N jobs only (quick checks)")
     parser.add_argument("--json", type=Path, help="write the full report (per-tenant ρ and usage) here")
+    parser.add_argument("--no-reference", action="store_true",
+                        help=f"skip the {REFERENCE} run without quotas (to split policies over processes)")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     try:
