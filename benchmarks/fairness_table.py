@@ -56,6 +56,7 @@ from scheduling.core.fairness import (  # noqa: E402
 )
 from scheduling.core.metrics import jct_summary, makespan_window  # noqa: E402
 from scheduling.core.policies import UnknownPolicyError, get_policy  # noqa: E402
+from scheduling.core.quota import demand_gpu_s, proportional_quotas  # noqa: E402
 from scheduling.core.types import (  # noqa: E402
     GPU,
     Cluster,
@@ -98,26 +99,6 @@ class Monitored:
         return self.inner.decide(snapshot, profile, explain=explain)
 
 
-def largest_remainder(weights: Mapping[str, float], total: int) -> dict[str, int]:
-    """Integers proportional to ``weights`` summing to ``total`` (Hamilton's method)."""
-    mass = sum(weights.values())
-    if mass <= 0:
-        raise ValueError("quota weights sum to zero")
-    exact = {k: total * w / mass for k, w in weights.items()}
-    out = {k: math.floor(v) for k, v in exact.items()}
-    for k in sorted(exact, key=lambda k: (-(exact[k] - out[k]), k))[: total - sum(out.values())]:
-        out[k] += 1
-    return out
-
-
-def demand(jobs: Sequence[Job]) -> dict[str, float]:
-    """Tenant → GPU-seconds of exclusive work (Σ G_j × P_j)."""
-    out: dict[str, float] = {}
-    for j in jobs:
-        out[j.tenant] = out.get(j.tenant, 0.0) + j.gpus * j.remaining_time_s
-    return out
-
-
 def helios_weights(tenants_by_demand: Sequence[str]) -> dict[str, float]:
     """The Venus VC sizes of the first day, largest first, matched to tenants by demand rank."""
     path = shared_data_dir() / "quotas" / "helios-venus-vc-gpus.csv"
@@ -130,9 +111,9 @@ def helios_weights(tenants_by_demand: Sequence[str]) -> dict[str, float]:
 
 
 def quotas_for(jobs: Sequence[Job], gpus: int, rule: str) -> dict[str, TenantQuota]:
-    need = demand(jobs)
+    need = demand_gpu_s(jobs)
     weights = need if rule == "demand" else helios_weights(sorted(need, key=lambda t: (-need[t], t)))
-    return {t: TenantQuota(g) for t, g in largest_remainder(weights, gpus).items()}
+    return proportional_quotas(weights, gpus)
 
 
 def partition(gpus: int, per_node: int) -> Cluster:

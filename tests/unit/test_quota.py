@@ -260,3 +260,22 @@ def test_reservation_holds_back_later_jobs_but_not_owners_within_guarantee() -> 
     d_free = get_policy("sjf-bsbf-fair").decide(snap([starving, small_a, small_b], [busy], {},
                                                       starvation_bound_s=500.0), ALONE)
     assert d_free.starts == ()
+
+
+def test_quotas_from_json_and_proportional_quotas() -> None:
+    from scheduling.core.quota import proportional_quotas, quotas_from_json
+
+    assert quotas_from_json({"a": 4, "b": {"guaranteed_gpus": 2, "borrow_limit": 1}}) == {
+        "a": TenantQuota(4), "b": TenantQuota(2, 1)}
+    for bad in ([], {}, {"a": -1}, {"a": 1.5}, {"a": True}, {"a": {"borrow_limit": 1}},
+                {"a": {"guaranteed_gpus": None}}, {"a": {"guaranteed_gpus": 1, "limit": 2}}):
+        with pytest.raises(ValueError, match="quota"):
+            quotas_from_json(bad)
+    # 10 GPUs over weights 5:3:2 → exactly 5, 3, 2; over 1:1:1 → 3.33 each: floors 3+3+3, the one
+    # left GPU to the first name among equal remainders ("a")
+    assert proportional_quotas({"a": 5, "b": 3, "c": 2}, 10) == {
+        "a": TenantQuota(5), "b": TenantQuota(3), "c": TenantQuota(2)}
+    assert proportional_quotas({"b": 1, "a": 1, "c": 1}, 10) == {
+        "a": TenantQuota(4), "b": TenantQuota(3), "c": TenantQuota(3)}
+    with pytest.raises(ValueError, match="weights"):
+        proportional_quotas({"a": 0}, 4)
