@@ -22,6 +22,7 @@ quotas the gate is ``None`` and nothing changes. A job refused by its quota neve
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
@@ -521,9 +522,10 @@ def sharing_round(
 
     Extensions for ``sjf-bsbf-fair`` (docs/FAIRNESS.md), all off by default: ``order`` replaces the
     SJF order; when a job for which ``starving`` is true cannot start (and could ever start, within
-    its tenant's cap), it holds a
-    **reservation**: every later job of the round waits (the GPUs freed by finishing jobs are
-    kept for it) unless it fits its tenant's unused guarantee (guarantees come first);
+    its tenant's cap), it holds a **reservation**: every later job of the round waits unless it
+    fits its tenant's unused guarantee (guarantees come first) or can be backfilled — alone on idle
+    GPUs, ending (``P_j``) before the reservation's shadow time or on GPUs it will not need then
+    (:func:`shadow_time`, EASY backfilling);
     ``preemptions`` (already removed from ``snapshot.running``) are returned with the starts;
     ``can_preempt`` tells the quota gate that lent GPUs are reclaimed by preemption.
     """
@@ -537,13 +539,33 @@ def sharing_round(
     waits: list[Wait] = []
     blocker: Job | None = None
     reserved = ""
+    now = snapshot.now
+    # busy healthy GPU → when it is expected to be idle (only needed for a reservation's backfill)
+    frees: dict[int, float] = {} if starving is None else expected_free_times(snapshot, cp)
+    shadow, spare = math.inf, 0
     for position, job in enumerate(order):
-        exempt = blocker is not None and gate is not None and gate.within_guarantee(job)
-        if blocker is not None and gate is not None and not exempt:
-            if explain:  # only an owner's job within its guarantee passes a reservation
-                waits.append(Wait(job.id, never_fits_reason(job, state, cp) or reserved))
+        if blocker is not None and not (gate is not None and gate.within_guarantee(job)):
+            # under a reservation only EASY backfill (Lifka 1995): alone on idle GPUs, and either
+            # ending (P_j) before the shadow time or on GPUs the reserved job will not need then
+            ends_before = now + job.remaining_time_s <= shadow
+            reason = never_fits_reason(job, state, cp) or reserved
+            if (job.gpus <= state.idle_count and (ends_before or job.gpus <= spare)
+                    and never_fits_reason(job, state, cp) is None
+                    and (gate is None or gate.refusal(job, state.idle_count - job.gpus) is None)):
+                outcome = start_on_idle(state, job, cp, state.min_sub_batch)
+                if isinstance(outcome, Start):
+                    starts.append(outcome)
+                    if gate is not None:
+                        gate.admit(job)
+                    if not ends_before:
+                        spare -= job.gpus
+                    continue
+            if explain:
+                waits.append(Wait(job.id, reason))
+            elif state.idle_count == 0 and gate is None:
+                break
             continue
-        if (blocker is not None and not exempt) or (state.idle_count == 0 and state.shareable_count == 0):
+        if state.idle_count == 0 and state.shareable_count == 0:
             if explain:
                 left = reserved or "no idle or shareable GPU left this round"
                 waits.extend(Wait(j.id, never_fits_reason(j, state, cp) or left) for j in order[position:])
@@ -567,14 +589,47 @@ def sharing_round(
                 starts.append(outcome)
                 if gate is not None:
                     gate.admit(job)
+                if starving is not None:
+                    for g in outcome.gpu_ids:
+                        frees[g] = max(frees.get(g, now), now + job.remaining_time_s)
                 continue
             reason = outcome
-        if can_reserve:
+        if can_reserve and blocker is None:
             blocker = job
-            reserved = f"GPUs reserved for starving job {job.id} (waiting past the starvation bound)"
+            shadow, spare = shadow_time(frees, state.idle_count, job.gpus, now)
+            reserved = (f"GPUs reserved for starving job {job.id} (waiting past the starvation bound) "
+                        f"until about t={shadow:.0f} s")
         if explain:
             waits.append(Wait(job.id, reason))
     return RoundDecisions(policy, snapshot.now, tuple(starts), tuple(preemptions), tuple(waits))
+
+
+def expected_free_times(snapshot: Snapshot, profile: Profile) -> dict[int, float]:
+    """Busy healthy GPU id → when (s) it should be idle: the latest expected end of its running jobs,
+    ``now + R_j · t_j(b_j)`` (remaining iterations at their sub-batch, exclusive speed — an
+    estimate that ignores sharing slowdowns)."""
+    frees: dict[int, float] = {}
+    gpus = snapshot.cluster.gpus
+    for rj in snapshot.running:
+        end = snapshot.now + rj.job.remaining_iterations * profile.iter_time_s(rj.job, rj.placement.sub_batch)
+        for g in rj.placement.gpu_ids:
+            if 0 <= g < len(gpus) and gpus[g].healthy:
+                frees[g] = max(frees.get(g, end), end)
+    return frees
+
+
+def shadow_time(frees: dict[int, float], idle: int, need: int, now: float) -> tuple[float, int]:
+    """``(shadow time s, spare GPUs)`` of a reservation for ``need`` GPUs (EASY backfilling, Lifka
+    1995): the expected instant at which ``idle`` plus the GPUs freed by then reach ``need``, and how
+    many GPUs beyond ``need`` are idle at that instant. ``(now, 0)`` when the busy GPUs can never
+    make up ``need`` (no backfill at all then)."""
+    if need <= idle:
+        return now, idle - need
+    times = sorted(frees.values())
+    if need - idle > len(times):
+        return now, 0
+    shadow = times[need - idle - 1]
+    return shadow, idle + sum(1 for t in times if t <= shadow) - need
 
 
 def _apply_share(state: RoundState, profile: Profile, job: Job, plan: SharePlan) -> Start | str:

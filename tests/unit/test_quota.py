@@ -244,38 +244,23 @@ def test_fair_order_starving_first_then_aged_sjf() -> None:
 
 
 def test_reservation_holds_back_later_jobs_but_not_owners_within_guarantee() -> None:
-    # 8 GPUs, 4 busy with tenant c's job. Job 1 (8 GPUs, tenant a) has waited past the bound and cannot
-    # start: it reserves. Job 2 (1 GPU, tenant a, guarantee 0: it would borrow) waits; job 3 (1 GPU,
-    # tenant b, guarantee 2) fits its guarantee and starts.
+    # 8 GPUs, 0–3 busy with tenant c's job until t = 1,000 + 10,000 = 11,000 s. Job 1 (8 GPUs, tenant
+    # a) has waited past the bound. Order: job 3 (b, within its guarantee 2) first → starts on one idle
+    # GPU (ends at 1,010 s). Job 1 cannot start: it reserves; shadow time: it needs 8 − 3 idle = 5
+    # more GPUs, the 5th to free is at 11,000 s; spare then 3 + 5 − 8 = 0. Job 4 (a, P = 10 s) ends
+    # at 1,010 ≤ 11,000: backfilled on an idle GPU. Job 2 (a, P = 20,000 s) would end at 21,000 >
+    # 11,000 with no spare GPU: it waits.
     busy = running(job(9, gpus=4, tenant="c", iterations=10_000), (0, 1, 2, 3))
     starving = job(1, gpus=8, tenant="a", submit=0.0)
-    small_a = job(2, gpus=1, tenant="a", iterations=10, submit=990.0)
+    long_a = job(2, gpus=1, tenant="a", iterations=20_000, submit=990.0)
     small_b = job(3, gpus=1, tenant="b", iterations=10, submit=990.0)
+    short_a = job(4, gpus=1, tenant="a", iterations=10, submit=990.0)
     quotas = {"a": 0, "b": 2, "c": 6}
-    s = snap([starving, small_a, small_b], [busy], quotas, starvation_bound_s=500.0)
+    pending = [starving, long_a, small_b, short_a]
+    s = snap(pending, [busy], quotas, starvation_bound_s=500.0)
     d = get_policy("sjf-bsbf-fair").decide(s, ALONE)
-    assert set(started(d)) == {3}
-    assert "reserved for starving job 1" in reasons(d)[2]
-    # without quotas, nothing starts behind the reservation
-    d_free = get_policy("sjf-bsbf-fair").decide(snap([starving, small_a, small_b], [busy], {},
-                                                      starvation_bound_s=500.0), ALONE)
-    assert d_free.starts == ()
-
-
-def test_quotas_from_json_and_proportional_quotas() -> None:
-    from scheduling.core.quota import proportional_quotas, quotas_from_json
-
-    assert quotas_from_json({"a": 4, "b": {"guaranteed_gpus": 2, "borrow_limit": 1}}) == {
-        "a": TenantQuota(4), "b": TenantQuota(2, 1)}
-    for bad in ([], {}, {"a": -1}, {"a": 1.5}, {"a": True}, {"a": {"borrow_limit": 1}},
-                {"a": {"guaranteed_gpus": None}}, {"a": {"guaranteed_gpus": 1, "limit": 2}}):
-        with pytest.raises(ValueError, match="quota"):
-            quotas_from_json(bad)
-    # 10 GPUs over weights 5:3:2 → exactly 5, 3, 2; over 1:1:1 → 3.33 each: floors 3+3+3, the one
-    # left GPU to the first name among equal remainders ("a")
-    assert proportional_quotas({"a": 5, "b": 3, "c": 2}, 10) == {
-        "a": TenantQuota(5), "b": TenantQuota(3), "c": TenantQuota(2)}
-    assert proportional_quotas({"b": 1, "a": 1, "c": 1}, 10) == {
-        "a": TenantQuota(4), "b": TenantQuota(3), "c": TenantQuota(3)}
-    with pytest.raises(ValueError, match="weights"):
-        proportional_quotas({"a": 0}, 4)
+    assert set(started(d)) == {3, 4}
+    assert "reserved for starving job 1" in reasons(d)[2] and "t=11000" in reasons(d)[2]
+    # without quotas the same: job 3 and 4 both end before the shadow time, job 2 does not
+    d_free = get_policy("sjf-bsbf-fair").decide(snap(pending, [busy], {}, starvation_bound_s=500.0), ALONE)
+    assert set(started(d_free)) == {3, 4}
