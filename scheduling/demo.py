@@ -467,7 +467,8 @@ def fidelity(live: dict[str, Any], simulated: dict[str, Any]) -> float:
 
 def run_demo(config: DemoConfig, say: Callable[[str], None]) -> int:
     """The whole demo (see the module docstring); returns the exit code: 0 when every job
-    finished, 1 otherwise. Raises :class:`DemoError` for bad input (before anything runs)."""
+    finished (also when Ctrl-C ends the serving afterwards), 1 otherwise, 130 when interrupted
+    before the end. Raises :class:`DemoError` for bad input (before anything runs)."""
     from scheduling import services
     from scheduling.core.policies import UnknownPolicyError, get_policy
     from scheduling.profiles import load_default_profile
@@ -524,9 +525,9 @@ def run_demo(config: DemoConfig, say: Callable[[str], None]) -> int:
         f"({config.round_interval_s / config.speedup:.2f} s wall)")
     say(f"dashboard: {base_url}/dashboard/  (login: {setup.admin_user} / {setup.admin_password}); "
         f"API docs: {base_url}/api/docs/")
+    code: int | None = None
     try:
         finished = wait_for_jobs(run, threads[0])
-        code = 0 if finished else 1
         live = live_result(run, config.policy)
         report = build_report(workload.trace, cluster, sim_config,
                               {live.policy: live, f"{config.policy} (simulator)": simulated})
@@ -538,13 +539,17 @@ def run_demo(config: DemoConfig, say: Callable[[str], None]) -> int:
             f"({abs(ratio - 1):.1%} apart; target within 10 %)")
         for error in run.errors[:10]:
             say(f"error: {error}")
+        code = 0 if finished else 1
         if not config.exit_when_done and not run.stop.is_set():
             say(f"the dashboard stays live at {base_url}/dashboard/ ; Ctrl-C stops")
             while not run.stop.wait(1.0):
                 pass
     except KeyboardInterrupt:
-        say("interrupted")
-        code = 130
+        if code is None:  # before the comparison: the run is incomplete
+            say("interrupted")
+            code = 130
+        else:
+            say("stopped")
     finally:
         run.stop.set()
         for thread in threads:

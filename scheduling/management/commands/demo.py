@@ -75,5 +75,7 @@ class Command(BaseCommand):
             code = demo.run_demo(config, lambda line: self.stdout.write(line))
         except demo.DemoError as exc:
             raise CommandError(str(exc)) from None
+        if code == 130:
+            raise CommandError("interrupted before every job finished", returncode=code)
         if code:
             raise CommandError("not every job finished (see above)", returncode=code)
