@@ -50,6 +50,7 @@ DEFAULT_TENANT = "default"
 ThroughputFn = Callable[[str, int], float]
 
 REASON_ZERO_GPUS = "asks for 0 GPUs"
+REASON_NEGATIVE_GPUS = "asks for a negative number of GPUs"
 REASON_TOO_MANY_GPUS = "asks for more GPUs than the cluster has"
 REASON_NO_ITERATIONS = "no iterations to run"
 REASON_BAD_TIME = "non-positive or non-finite iteration time"
@@ -114,7 +115,9 @@ def _whole(text: str) -> int:
 
 
 def _check_job(gpus: int, iterations: int, iter_time_s: float, submit: float, max_gpus: int | None) -> None:
-    if gpus <= 0:
+    if gpus < 0:
+        raise _RejectRow(REASON_NEGATIVE_GPUS, f"num_gpu={gpus}")
+    if gpus == 0:
         raise _RejectRow(REASON_ZERO_GPUS, f"num_gpu={gpus}")
     if max_gpus is not None and gpus > max_gpus:
         raise _RejectRow(REASON_TOO_MANY_GPUS, f"num_gpu={gpus} > {max_gpus}")

@@ -9,6 +9,7 @@ import pytest
 from scheduling.sim.loaders import (
     CHRONUS_BATCH_SIZE,
     REASON_MALFORMED,
+    REASON_NEGATIVE_GPUS,
     REASON_NO_ITERATIONS,
     REASON_NO_THROUGHPUT,
     REASON_TOO_MANY_GPUS,
@@ -114,12 +115,14 @@ def test_bad_rows_are_counted_with_reasons(tmp_path: Path) -> None:
                  + "2,vc_a,64,12,100,vgg16,50,1,1,1,0,strict\n"     # more than the 32 GPUs
                  + "3,vc_a,1,13,0,vgg16,50,1,1,1,0,strict\n"        # no iterations
                  + "4,vc_a,one,14,100,vgg16,50,1,1,1,0,strict\n"    # not a number
-                 + "5,vc_b,2,15,100,vgg16,50,1,1,1,0,strict\n")     # fine
+                 + "5,vc_b,2,15,100,vgg16,50,1,1,1,0,strict\n"     # fine
+                 + "6,vc_b,-4,16,100,vgg16,50,1,1,1,0,strict\n")   # negative GPU count
     trace = load_traces(path, max_gpus=32)
     assert [j.id for j in trace.jobs] == [5]
     assert trace.rejected == {REASON_ZERO_GPUS: 2, REASON_TOO_MANY_GPUS: 1, REASON_NO_ITERATIONS: 1,
-                              REASON_MALFORMED: 1}
-    assert trace.rows == 6
+                              REASON_MALFORMED: 1, REASON_NEGATIVE_GPUS: 1}
+    assert REASON_NEGATIVE_GPUS == "asks for a negative number of GPUs"
+    assert trace.rows == 7
 
 
 def test_short_rows_are_malformed_not_fatal(tmp_path: Path) -> None:
