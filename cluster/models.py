@@ -33,6 +33,9 @@ MAX_ITERATIONS = 100_000_000
 MAX_GPU_MEMORY_MB = 1_048_576
 MAX_COMMAND_LENGTH = 4096
 MAX_ITERATION_TIME_S = 86_400.0
+#: Largest guaranteed quota or borrowing limit a tenant may be given (GPUs) **(ours)**: far above any
+#: real cluster, far below the database's integer range.
+MAX_QUOTA_GPUS = 1_000_000
 
 
 def validate_name(name: str, what: str) -> None:
@@ -67,15 +70,16 @@ class Tenant(models.Model):
         """Create tenant ``name`` with a quota of ``quota_gpus`` GPUs and a first member (role owner).
 
         The member's user name defaults to ``<name>-owner``. Returns the tenant and the member's
-        API token. Raises ``ValueError`` for a bad or duplicate name, a duplicate user, or a
-        negative quota; nothing is written then.
+        API token. Raises ``ValueError`` for a bad or duplicate name, a duplicate user, or a quota
+        or borrowing limit outside 0…``MAX_QUOTA_GPUS``; nothing is written then.
         """
         from django.contrib.auth import get_user_model
         from rest_framework.authtoken.models import Token
 
         validate_name(name, "tenant")
-        if quota_gpus < 0 or (borrow_limit is not None and borrow_limit < 0):
-            raise ValueError("quota and borrowing limit must be non-negative numbers of GPUs")
+        for label, value in (("quota", quota_gpus), ("borrowing limit", borrow_limit)):
+            if value is not None and not 0 <= value <= MAX_QUOTA_GPUS:
+                raise ValueError(f"{label} must be 0 to {MAX_QUOTA_GPUS:,} GPUs, got {value}")
         username = username or f"{name}-owner"
         user_model = get_user_model()
         if cls.objects.filter(name=name).exists():

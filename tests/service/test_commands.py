@@ -9,6 +9,7 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
@@ -42,13 +43,21 @@ def test_create_tenant_prints_a_working_token(db: None) -> None:
         (["team-a", "--quota-gpus", "1"], "a tenant named 'team-a' already exists"),
         (["team-z", "--quota-gpus", "1", "--username", "alice"], "a user named 'alice' already exists"),
         (["Team Z", "--quota-gpus", "1"], "bad tenant name 'Team Z'"),
-        (["team-z", "--quota-gpus", "-1"], "non-negative"),
+        (["team-z", "--quota-gpus", "-1"], "quota must be 0 to 1,000,000 GPUs, got -1"),
+        # Beyond any database integer (2^64 ≈ 1.8e19 < 1e20): a bound, not an OverflowError.
+        (["team-z", "--quota-gpus", "99999999999999999999"],
+         "quota must be 0 to 1,000,000 GPUs, got 99999999999999999999"),
+        (["team-z", "--quota-gpus", "1000001"], "quota must be 0 to 1,000,000 GPUs, got 1000001"),
+        (["team-z", "--quota-gpus", "1", "--borrow-limit", "99999999999999999999"],
+         "borrowing limit must be 0 to 1,000,000 GPUs"),
+        (["team-z", "--quota-gpus", "1", "--borrow-limit", "-2"], "borrowing limit must be 0 to"),
     ],
 )
 def test_create_tenant_errors(alice: object, args: list[str], message: str) -> None:
     with pytest.raises(CommandError, match=message):
         run("create_tenant", *args)
     assert not Tenant.objects.filter(name__in=["team-z", "Team Z"]).exists()
+    assert not User.objects.filter(username__in=["team-z-owner", "Team Z-owner"]).exists()
 
 
 def test_add_node_prints_its_agent_token(db: None) -> None:
@@ -59,6 +68,21 @@ def test_add_node_prints_its_agent_token(db: None) -> None:
     with pytest.raises(CommandError, match="a node named 'gpu-box' already exists"):
         run("add_node", "gpu-box")
     assert GPU.objects.count() == 8
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["add_node", "box", "--gpus", "99999999999999999999"], "a node has 1 to 64 GPUs"),
+        (["add_node", "box", "--gpu-memory-mb", "99999999999999999999"], "GPU memory must be 1 to 1048576"),
+        (["load_cluster", "1x2", "--gpu-memory-mb", "99999999999999999999"], "GPU memory must be 1 to"),
+        (["load_cluster", "1x2", "--gpu-memory-mb", "0"], "GPU memory must be 1 to"),
+    ],
+)
+def test_node_commands_bound_their_numbers(db: None, args: list[str], message: str) -> None:
+    with pytest.raises(CommandError, match=message):
+        run(*args)
+    assert not Node.objects.exists() and not GPU.objects.exists()
 
 
 def test_load_cluster_names_nodes_like_the_simulator(db: None) -> None:
