@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import re
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
@@ -29,9 +31,13 @@ from scheduling.sim.engine import (
     simulate,
 )
 from scheduling.sim.loaders import TraceError, load_traces
-from scheduling.sim.report import build_report, format_table, write_html, write_json
+from scheduling.sim.report import build_report, format_table, html_report, json_report, write_files
 
 DEFAULT_POLICIES = "fifo,sjf,srtf,tiresias,sjf-ffs,sjf-bsbf"
+#: Largest simulated cluster: more GPUs per node than any server holds, or more GPUs in total than
+#: the simulator can keep in memory, is refused before anything is built.
+MAX_GPUS_PER_NODE = 64
+MAX_TOTAL_GPUS = 100_000
 _CLUSTER_RE = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\d+)\s*$")
 
 
@@ -40,13 +46,22 @@ class CliError(Exception):
 
 
 def parse_cluster(text: str) -> tuple[int, int]:
-    """``"4x8"`` → ``(4, 8)`` (nodes, GPUs per node); raises :class:`CliError` otherwise."""
+    """``"4x8"`` → ``(4, 8)`` (nodes, GPUs per node).
+
+    Raises :class:`CliError` for a malformed text, fewer than one node or GPU per node, more than
+    :data:`MAX_GPUS_PER_NODE` GPUs per node or more than :data:`MAX_TOTAL_GPUS` GPUs in total.
+    """
     match = _CLUSTER_RE.match(text)
     if match is None:
         raise CliError(f"bad --cluster {text!r}: expected NODESxGPUS, e.g. 4x8")
     nodes, gpus = int(match[1]), int(match[2])
     if nodes < 1 or gpus < 1:
         raise CliError(f"impossible cluster {text!r}: it needs at least one node and one GPU per node")
+    if gpus > MAX_GPUS_PER_NODE:
+        raise CliError(f"cluster {text!r} too large: at most {MAX_GPUS_PER_NODE} GPUs per node, got {gpus}")
+    if nodes * gpus > MAX_TOTAL_GPUS:
+        raise CliError(f"cluster {text!r} too large: at most {MAX_TOTAL_GPUS:,} GPUs in total, "
+                       f"got {nodes * gpus:,}")
     return nodes, gpus
 
 
@@ -54,7 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the simulator's options on ``parser`` (shared with ``manage.py simulate``)."""
     parser.add_argument("--trace", nargs="+", required=True, metavar="PATH",
                         help="trace file(s): Tiresias/Muri CSV, Chronus CSV, Gavel .trace file or folder")
-    parser.add_argument("--cluster", required=True, metavar="NODESxGPUS", help="e.g. 4x8")
+    parser.add_argument("--cluster", required=True, metavar="NODESxGPUS",
+                        help=f"e.g. 4x8; at most {MAX_GPUS_PER_NODE} GPUs per node and "
+                             f"{MAX_TOTAL_GPUS:,} GPUs in total")
     parser.add_argument("--gpu-memory-mb", type=int, default=49_140, help="memory per GPU (MB)")
     parser.add_argument("--gpu-type", default="v100", help="GPU type label (the default profile is V100)")
     parser.add_argument("--policies", default=DEFAULT_POLICIES, help="comma-separated policy names")
@@ -94,9 +111,26 @@ def _policies(text: str) -> list:
         raise CliError(str(exc)) from None
 
 
-def _check_output(path: Path | None, flag: str) -> None:
-    if path is not None and not path.parent.resolve().is_dir():
-        raise CliError(f"{flag} {path}: folder {path.parent} does not exist")
+def check_output(path: Path | None, flag: str) -> None:
+    """Refuse an output path that could not be written, before any simulation runs.
+
+    ``path`` must not be a folder, and its folder must exist and accept a new file (checked by
+    creating and removing a temporary file there, which also works for root and read-only
+    mounts). ``None`` (option not given) passes. Raises :class:`CliError`.
+    """
+    if path is None:
+        return
+    if path.is_dir():
+        raise CliError(f"{flag} {path}: is a folder, expected a file name")
+    folder = path.parent
+    if not folder.resolve().is_dir():
+        raise CliError(f"{flag} {path}: folder {folder} does not exist")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise CliError(f"{flag} {path}: cannot write in folder {folder} ({exc.strerror or exc})") from None
 
 
 def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
@@ -116,8 +150,8 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
                            restart_cost_s=args.restart_cost_s, seed=args.seed)
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    _check_output(args.json, "--json")
-    _check_output(args.html, "--html")
+    check_output(args.json, "--json")
+    check_output(args.html, "--html")
     policies = _policies(args.policies)
     cluster = Cluster.uniform(nodes, per_node, args.gpu_memory_mb, args.gpu_type)
     profile = load_default_profile()
@@ -131,10 +165,16 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
                                         progress=not args.no_progress)
     report = build_report(trace, cluster, config, results)
     stdout.write(format_table(report) + "\n")
+    outputs: dict[Path, str] = {}
     if args.json is not None:
-        write_json(args.json, report)
+        outputs[args.json] = json_report(report)
     if args.html is not None:
-        write_html(args.html, report, results)
+        outputs[args.html] = html_report(report, results)
+    try:
+        write_files(outputs)
+    except OSError as exc:
+        raise CliError(f"cannot write {exc.filename or 'the report'}: {exc.strerror or exc}; "
+                       "no report file was written") from None
     return 0
 
 
@@ -147,7 +187,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run(args)
     except CliError as exc:
-        parser.error(str(exc))  # prints usage and the message, exits with code 2
+        # One line, no usage block: the options parsed, their values are what is wrong.
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 2
     except SimulationError as exc:
         print(f"{parser.prog}: simulation failed: {exc}", file=sys.stderr)
         return 1

@@ -126,24 +126,45 @@ def format_table(report: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+def write_files(files: Mapping[Path, str]) -> None:
+    """Write each ``path → text`` (UTF-8) all-or-nothing.
+
+    Every text is first written to a temporary file beside its target; only when all of them
+    are complete are they renamed onto the targets. Raises ``OSError`` (folder missing or
+    read-only, target is a folder, disk full…); the temporary files are then removed and no
+    target has been touched unless the failure came from a rename after the first one.
+    """
+    umask = os.umask(0)
+    os.umask(umask)
+    staged: list[tuple[str, Path]] = []
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual mode
-        os.replace(tmp, path)
+        for path, text in files.items():
+            path = Path(path)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            staged.append((tmp, path))
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual mode
+        for tmp, path in staged:
+            os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        for tmp, _ in staged:
+            Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    write_files({Path(path): text})
+
+
+def json_report(report: Mapping[str, Any]) -> str:
+    """The report as indented JSON text (ends with a newline)."""
+    return json.dumps(report, indent=2) + "\n"
 
 
 def write_json(path: str | Path, report: Mapping[str, Any]) -> None:
     """Write the report as indented JSON (atomic replace)."""
-    _write_atomic(Path(path), json.dumps(report, indent=2) + "\n")
+    _write_atomic(Path(path), json_report(report))
 
 
 def html_report(report: Mapping[str, Any], results: Mapping[str, SimResult]) -> str:

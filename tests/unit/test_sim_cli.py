@@ -97,6 +97,11 @@ def test_html_report_is_written(tiny: Path, tmp_path: Path, capsys: pytest.Captu
         (["--policies", "fifo,lottery"], "unknown policy 'lottery'; valid policies: fifo, sjf"),
         (["--round-interval", "0"], "round interval must be a positive"),
         (["--gpu-memory-mb", "0"], "--gpu-memory-mb must be positive"),
+        # The tester's hang: 10^10 GPUs. Refused by the per-node bound (100,000 > 64).
+        (["--cluster", "100000x100000"], "at most 64 GPUs per node, got 100000"),
+        (["--cluster", "1x65"], "at most 64 GPUs per node, got 65"),
+        # 1,563 nodes x 64 GPUs = 100,032 > 100,000 in total (1,562 x 64 = 99,968 would pass).
+        (["--cluster", "1563x64"], "at most 100,000 GPUs in total, got 100,032"),
     ],
 )
 def test_bad_options(tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str],
@@ -111,6 +116,22 @@ def test_bad_options(tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert message in err
     assert "Traceback" not in err
     assert not out_json.exists()  # nothing half-written
+    assert len(err.strip().splitlines()) == 1  # one line, no usage block
+
+
+def test_cluster_bound_is_checked_before_loading(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The trace does not exist: the cluster message (not "trace not found") proves the bound is
+    # checked before the trace is read or any cluster is built.
+    code, _, err = run_cli(["--trace", str(tmp_path / "nope.csv"), "--cluster", "100000x100000"], capsys)
+    assert code == 2
+    assert "too large" in err and "trace not found" not in err
+
+
+def test_help_states_the_cluster_bound(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(["--help"], capsys)
+    assert code == 0
+    assert "at most 64 GPUs per node" in " ".join(out.split())
+    assert "100,000 GPUs in total" in " ".join(out.split())
 
 
 def test_missing_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -132,6 +153,70 @@ def test_output_folder_missing(tiny: Path, tmp_path: Path, capsys: pytest.Captur
     code, _, err = run_cli(["--trace", str(tiny), "--cluster", "1x2", "--html", str(target)], capsys)
     assert code == 2
     assert "does not exist" in err
+
+
+@pytest.mark.parametrize("flag", ["--json", "--html"])
+def test_output_path_is_a_folder(tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                 flag: str) -> None:
+    before = sorted(tmp_path.iterdir())
+    code, out, err = run_cli(["--trace", str(tiny), "--cluster", "1x2", flag, str(tmp_path),
+                              "--no-progress"], capsys)
+    assert code == 2
+    assert f"{flag} {tmp_path}: is a folder" in err
+    assert "Traceback" not in err
+    assert out == ""  # refused before simulating: no table printed
+    assert sorted(tmp_path.iterdir()) == before  # nothing written
+
+
+def test_output_folder_not_writable(tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # Root ignores permission bits, so the folder's refusal is simulated at file creation, the
+    # very call the probe makes (the tester's case was /proc/x.json).
+    import tempfile
+
+    def refuse(*args: object, **kwargs: object) -> tuple[int, str]:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    target = tmp_path / "x.json"
+    code, out, err = run_cli(["--trace", str(tiny), "--cluster", "1x2", "--json", str(target),
+                              "--no-progress"], capsys)
+    assert code == 2
+    assert f"--json {target}: cannot write in folder {tmp_path} (Permission denied)" in err
+    assert "Traceback" not in err and out == ""
+    assert not target.exists()
+
+
+def test_write_failure_after_simulation(tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The folder passes the up-front probe but the disk fills during the final rename: a
+    # one-line message, exit 2, and neither report nor temporary file is left behind.
+    import os
+
+    from scheduling.sim import report
+
+    def disk_full(src: str, dst: str) -> None:
+        raise OSError(28, "No space left on device", str(dst))
+
+    monkeypatch.setattr(report.os, "replace", disk_full)
+    out_json, out_html = tmp_path / "r.json", tmp_path / "r.html"
+    code, _, err = run_cli(["--trace", str(tiny), "--cluster", "1x2", "--policies", "fifo",
+                            "--json", str(out_json), "--html", str(out_html), "--no-progress"], capsys)
+    assert code == 2
+    assert f"cannot write {out_json}: No space left on device" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert sorted(os.listdir(tmp_path)) == ["tiny.csv"]
+
+
+def test_write_files_is_all_or_nothing(tmp_path: Path) -> None:
+    from scheduling.sim.report import write_files
+
+    good, bad = tmp_path / "a.json", tmp_path / "missing" / "b.html"
+    with pytest.raises(FileNotFoundError):
+        write_files({good: "{}\n", bad: "<html>"})
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # a.json not written, no temp file left
+    write_files({good: "{}\n"})
+    assert good.read_text() == "{}\n"
 
 
 def test_module_entry_point(tiny: Path) -> None:
@@ -156,4 +241,12 @@ def test_manage_py_simulate(tiny: Path, tmp_path: Path) -> None:
     assert "fifo" in stdout.getvalue()
     with pytest.raises(CommandError, match="impossible cluster") as info:
         call_command(Command(), "--trace", str(tiny), "--cluster", "0x1", stdout=stdout)
+    assert info.value.returncode == 2
+    for flag in ("--json", "--html"):
+        with pytest.raises(CommandError, match="is a folder") as info:
+            call_command(Command(), "--trace", str(tiny), "--cluster", "1x2", flag, str(tmp_path),
+                         "--no-progress", stdout=stdout)
+        assert info.value.returncode == 2
+    with pytest.raises(CommandError, match="at most 64 GPUs per node") as info:
+        call_command(Command(), "--trace", str(tiny), "--cluster", "100000x100000", stdout=stdout)
     assert info.value.returncode == 2
