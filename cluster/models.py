@@ -36,6 +36,9 @@ MAX_ITERATION_TIME_S = 86_400.0
 #: Largest guaranteed quota or borrowing limit a tenant may be given (GPUs) **(ours)**: far above any
 #: real cluster, far below the database's integer range.
 MAX_QUOTA_GPUS = 1_000_000
+#: GPUs per node (Node.register) and nodes per NODESxGPUS shape (load_cluster, demo).
+MAX_GPUS_PER_NODE = 64
+MAX_SHAPE_NODES = 9999
 
 
 def validate_name(name: str, what: str) -> None:
@@ -44,6 +47,15 @@ def validate_name(name: str, what: str) -> None:
         name_validator(name)
     except ValidationError as exc:
         raise ValueError(f"bad {what} name {name!r}: {exc.messages[0]}") from None
+
+
+def validate_shape(nodes: int, gpus_per_node: int) -> None:
+    """Check a ``NODESxGPUS`` cluster shape: 1…``MAX_SHAPE_NODES`` nodes of 1…``MAX_GPUS_PER_NODE``
+    GPUs. Raises ``ValueError`` with a readable message otherwise."""
+    if not 1 <= nodes <= MAX_SHAPE_NODES:
+        raise ValueError(f"a cluster shape has 1 to {MAX_SHAPE_NODES} nodes, got {nodes}")
+    if not 1 <= gpus_per_node <= MAX_GPUS_PER_NODE:
+        raise ValueError(f"a node has 1 to {MAX_GPUS_PER_NODE} GPUs, got {gpus_per_node}")
 
 
 def hash_token(raw: str) -> str:
@@ -192,8 +204,8 @@ class Node(models.Model):
 
         Raises ``ValueError`` for a bad name, a duplicate name, or non-positive counts.
         """
-        if gpus < 1 or gpus > 64:
-            raise ValueError(f"a node has 1 to 64 GPUs, got {gpus}")
+        if not 1 <= gpus <= MAX_GPUS_PER_NODE:
+            raise ValueError(f"a node has 1 to {MAX_GPUS_PER_NODE} GPUs, got {gpus}")
         if memory_mb < 1 or memory_mb > MAX_GPU_MEMORY_MB:
             raise ValueError(f"GPU memory must be 1 to {MAX_GPU_MEMORY_MB} MB, got {memory_mb}")
         if not gpu_type or len(gpu_type) > 32:

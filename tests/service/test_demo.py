@@ -44,3 +44,20 @@ def test_demo_refuses_bad_options_with_one_line(tmp_path: Path) -> None:
     assert "--speedup must be a positive number" in done.stderr and "Traceback" not in done.stderr
     done = run_demo(tmp_path, "--cluster", "4y8")
     assert done.returncode != 0 and "bad --cluster" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_demo_refuses_a_cluster_the_service_cannot_register(tmp_path: Path) -> None:
+    """A live node has 1-64 GPUs (Node.register) and a shape 1-9999 nodes; the shape and the GPU
+    memory are checked before migrate: one line, no traceback, no database written."""
+    for args, message in [
+        (("--cluster", "2x100"), "at most 64 GPUs per node, got 100"),
+        (("--cluster", "100000x100000"), "too large"),
+        (("--cluster", "10000x1"), "a cluster shape has 1 to 9999 nodes, got 10000"),
+        (("--gpu-memory-mb", "99999999999999999999"), "--gpu-memory-mb must be 1 to 1048576 MB"),
+    ]:
+        done = run_demo(tmp_path, *args, "--exit-when-done")
+        assert done.returncode == 1, done.stderr
+        assert message in done.stderr and "Traceback" not in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+        db = tmp_path / "demo.sqlite3"
+        assert not db.exists() or db.stat().st_size == 0

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from cluster.agents import write_token_file
-from cluster.models import Node
+from cluster.models import Node, validate_shape
 
 SHAPE = re.compile(r"^([1-9][0-9]{0,3})x([1-9][0-9]?)$")
 
@@ -22,8 +22,7 @@ def parse_shape(text: str) -> tuple[int, int]:
             f"cluster shape must look like NODESxGPUS, e.g. 4x8 (1-9999 nodes, 1-64 GPUs), got {text!r}"
         )
     nodes, gpus = int(match[1]), int(match[2])
-    if gpus > 64:
-        raise ValueError(f"a node has 1 to 64 GPUs, got {gpus}")
+    validate_shape(nodes, gpus)
     return nodes, gpus
 
 

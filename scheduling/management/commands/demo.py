@@ -10,6 +10,7 @@ from typing import Any
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from cluster.models import MAX_GPU_MEMORY_MB, validate_shape
 from scheduling import demo
 
 
@@ -52,8 +53,13 @@ class Command(BaseCommand):
             nodes, per_node = parse_cluster(options["cluster"])
         except CliError as exc:
             raise CommandError(str(exc)) from None
-        if options["gpu_memory_mb"] < 1:
-            raise CommandError(f"--gpu-memory-mb must be positive, got {options['gpu_memory_mb']}")
+        try:
+            validate_shape(nodes, per_node)  # the live cluster's limits, checked before anything is written
+        except ValueError as exc:
+            raise CommandError(f"bad --cluster {options['cluster']!r}: {exc}") from None
+        if not 1 <= options["gpu_memory_mb"] <= MAX_GPU_MEMORY_MB:
+            raise CommandError(
+                f"--gpu-memory-mb must be 1 to {MAX_GPU_MEMORY_MB} MB, got {options['gpu_memory_mb']}")
         if options["trace"] is not None and not options["trace"].exists():
             raise CommandError(f"trace not found: {options['trace']}")
         if not 0 <= options["port"] <= 65535:
