@@ -31,7 +31,15 @@ from scheduling.sim.engine import (
     simulate,
 )
 from scheduling.sim.loaders import TraceError, load_traces
-from scheduling.sim.report import build_report, format_table, html_report, json_report, write_files
+from scheduling.sim.report import (
+    build_report,
+    format_table,
+    html_report,
+    json_report,
+    never_fit_reasons,
+    unfinished_warning,
+    write_files,
+)
 
 DEFAULT_POLICIES = "fifo,sjf,srtf,tiresias,sjf-ffs,sjf-bsbf"
 #: Largest simulated cluster: more GPUs per node than any server holds, or more GPUs in total than
@@ -163,8 +171,12 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
     for policy in policies:
         results[policy.name] = simulate(trace.jobs, cluster, policy, profile, config,
                                         progress=not args.no_progress)
-    report = build_report(trace, cluster, config, results)
+    report = build_report(trace, cluster, config, results, never_fit_reasons(trace.jobs, cluster, profile))
     stdout.write(format_table(report) + "\n")
+    for name, summary in report["policies"].items():
+        warning = unfinished_warning(name, summary)
+        if warning is not None:
+            print(warning, file=sys.stderr)
     outputs: dict[Path, str] = {}
     if args.json is not None:
         outputs[args.json] = json_report(report)

@@ -5,11 +5,16 @@ The JSON document (``build_report``) is::
     {"trace": NAME, "trace_rows": N, "rejected": {REASON: COUNT},
      "cluster": {"nodes", "gpus_per_node", "gpus", "gpu_memory_mb", "gpu_type"},
      "config": {"round_interval_s", "round_on_events", "restart_cost_s", "seed"},
+     "never_fit": N,
      "policies": {POLICY: {"jobs", "avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s",
                            "makespan_s", "avg_queue_s", "gpu_util", "shared_gpu_time_frac",
                            "per_tenant": {TENANT: {"jobs", "avg_jct_s", "gpu_hours"}},
                            "jain_gpu_hours", "mean_shared_slowdown", "unfinished",
-                           "rounds", "preemptions"}}}
+                           "unfinished_reasons": {REASON: COUNT}, "rounds", "preemptions"}}}
+
+``never_fit``: accepted jobs no policy can ever start on this cluster (gang too large, or too
+little GPU memory even at the smallest sub-batch); ``unfinished_reasons``: why each policy's
+unfinished jobs did not finish (``REASON_*`` below).
 
 Times in seconds, fractions in [0, 1]; a value that does not exist (no finished job, nothing
 shared) is ``null``. Files are written to a temporary name beside the target and renamed, so a
@@ -22,14 +27,65 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from scheduling.core.metrics import binned_utilisation, makespan_window, summarise
-from scheduling.core.types import Cluster
+from scheduling.core.profiles import ProfileError
+from scheduling.core.types import Cluster, Job, JobId, Profile
 from scheduling.sim.engine import SimConfig, SimResult
 from scheduling.sim.loaders import LoadedTrace
+
+#: Why a job never finished (keys of ``"unfinished_reasons"`` in the report).
+REASON_GANG_TOO_LARGE = "gang larger than the cluster's healthy GPUs"
+REASON_MEMORY_TOO_LARGE = "too little GPU memory, even at its smallest sub-batch"
+REASON_LEFT_WAITING = "could fit, but the policy left it waiting"
+
+
+def never_fit_reasons(jobs: Iterable[Job], cluster: Cluster, profile: Profile) -> dict[JobId, str]:
+    """Jobs that no policy can ever start on ``cluster``, with the reason (job id → ``REASON_*``).
+
+    A gang of ``g`` GPUs needs ``g`` healthy GPUs (:data:`REASON_GANG_TOO_LARGE` otherwise),
+    each with at least ``mem_j(b_min)`` MB, the job's memory per GPU at its smallest sub-batch
+    ``b_min = min(profile.sub_batches(job))`` (MODEL.md §2: memory grows with the sub-batch, so
+    this is the least the job can ever need) — :data:`REASON_MEMORY_TOO_LARGE` otherwise. Jobs
+    whose memory the profile cannot tell (``ProfileError``) are left out: nothing is claimed.
+    """
+    healthy = [g.memory_mb for g in cluster.gpus if g.healthy]
+    reasons: dict[JobId, str] = {}
+    for job in jobs:
+        if job.gpus > len(healthy):
+            reasons[job.id] = REASON_GANG_TOO_LARGE
+            continue
+        try:
+            subs = profile.sub_batches(job)
+            least_mb = profile.memory_mb(job, min(subs)) if subs else math.inf
+        except ProfileError:
+            continue
+        if sum(1 for mb in healthy if mb >= least_mb) < job.gpus:
+            reasons[job.id] = REASON_MEMORY_TOO_LARGE
+    return reasons
+
+
+def unfinished_reasons(result: SimResult, never_fit: Mapping[JobId, str]) -> dict[str, int]:
+    """``{REASON_*: count}`` over the jobs ``result`` left unfinished, most frequent first; a job
+    not in ``never_fit`` counts as :data:`REASON_LEFT_WAITING`."""
+    counts = Counter(never_fit.get(job_id, REASON_LEFT_WAITING) for job_id in result.unfinished)
+    return dict(counts.most_common())
+
+
+def unfinished_warning(policy: str, summary: Mapping[str, Any]) -> str | None:
+    """One line for stderr when a policy left jobs unfinished (``None`` when it did not):
+    how many, of how many, and the reasons, most frequent first."""
+    unfinished = summary["unfinished"]
+    if not unfinished:
+        return None
+    reasons = "; ".join(f"{reason}: {n}" for reason, n in summary.get("unfinished_reasons", {}).items())
+    total = summary["jobs"] + unfinished
+    line = f"warning: {policy} left {unfinished} of {total} jobs unfinished"
+    return f"{line} ({reasons})" if reasons else line
 
 
 def cluster_summary(cluster: Cluster) -> dict[str, Any]:
@@ -43,12 +99,14 @@ def cluster_summary(cluster: Cluster) -> dict[str, Any]:
             "gpu_memory_mb": first.memory_mb, "gpu_type": first.gpu_type}
 
 
-def policy_summary(result: SimResult) -> dict[str, Any]:
-    """One policy's entry of the report (see the module docstring)."""
+def policy_summary(result: SimResult, never_fit: Mapping[JobId, str] | None = None) -> dict[str, Any]:
+    """One policy's entry of the report (see the module docstring); ``never_fit`` (from
+    :func:`never_fit_reasons`) explains the unfinished jobs in ``"unfinished_reasons"``."""
     summary = summarise(result.outcomes, result.timeline, result.capacity_gpus)
     summary.update(
         mean_shared_slowdown=result.mean_shared_slowdown,
         unfinished=len(result.unfinished),
+        unfinished_reasons=unfinished_reasons(result, never_fit or {}),
         rounds=result.rounds,
         preemptions=result.preemptions,
     )
@@ -56,8 +114,15 @@ def policy_summary(result: SimResult) -> dict[str, Any]:
 
 
 def build_report(trace: LoadedTrace, cluster: Cluster, config: SimConfig,
-                 results: Mapping[str, SimResult]) -> dict[str, Any]:
-    """The JSON-ready report dict (``nan`` already turned into ``None``)."""
+                 results: Mapping[str, SimResult],
+                 never_fit: Mapping[JobId, str] | None = None) -> dict[str, Any]:
+    """The JSON-ready report dict (``nan`` already turned into ``None``).
+
+    ``never_fit``: jobs no policy can start (:func:`never_fit_reasons`); counted in
+    ``"never_fit"`` and used to explain each policy's unfinished jobs. ``None``: not checked
+    (every unfinished job then counts as left waiting).
+    """
+    never_fit = never_fit or {}
     report = {
         "trace": trace.name,
         "trace_rows": trace.rows,
@@ -65,7 +130,8 @@ def build_report(trace: LoadedTrace, cluster: Cluster, config: SimConfig,
         "cluster": cluster_summary(cluster),
         "config": {"round_interval_s": config.round_interval_s, "round_on_events": config.round_on_events,
                    "restart_cost_s": config.restart_cost_s, "seed": config.seed},
-        "policies": {name: policy_summary(r) for name, r in results.items()},
+        "never_fit": len(never_fit),
+        "policies": {name: policy_summary(r, never_fit) for name, r in results.items()},
     }
     return _json_safe(report)
 
@@ -123,6 +189,9 @@ def format_table(report: Mapping[str, Any]) -> str:
                      + "; ".join(f"{reason}: {n}" for reason, n in rejected.items()) + ")")
     else:
         lines.append("rejected rows: none")
+    never_fit = report.get("never_fit", 0)
+    if never_fit:
+        lines.append(f"jobs that can never start on this cluster: {never_fit} (see the unfinished column)")
     return "\n".join(lines)
 
 

@@ -250,3 +250,74 @@ def test_manage_py_simulate(tiny: Path, tmp_path: Path) -> None:
     with pytest.raises(CommandError, match="at most 64 GPUs per node") as info:
         call_command(Command(), "--trace", str(tiny), "--cluster", "100000x100000", stdout=stdout)
     assert info.value.returncode == 2
+
+
+def test_jobs_that_never_fit_are_explained(tiny: Path, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    # 10 MB GPUs: a job's memory per GPU at any sub-batch is at least its static part (weights,
+    # optimiser state, CUDA context: thousands of MB for resnet18, vgg16 and dqn), so none of the
+    # 3 accepted jobs can start. Exit 0 (the input is legal) but a warning per policy and a count.
+    out_json = tmp_path / "r.json"
+    code, out, err = run_cli(["--trace", str(tiny), "--cluster", "1x2", "--gpu-memory-mb", "10",
+                              "--policies", "fifo,sjf", "--json", str(out_json), "--no-progress"], capsys)
+    assert code == 0
+    reason = "too little GPU memory, even at its smallest sub-batch"
+    for policy in ("fifo", "sjf"):
+        assert f"warning: {policy} left 3 of 3 jobs unfinished ({reason}: 3)" in err
+    assert "jobs that can never start on this cluster: 3" in out
+    report = json.loads(out_json.read_text())
+    assert report["never_fit"] == 3
+    assert report["policies"]["fifo"]["unfinished"] == 3
+    assert report["policies"]["fifo"]["unfinished_reasons"] == {reason: 3}
+
+
+def test_no_warning_when_every_job_finishes(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(["--trace", str(tiny), "--cluster", "1x2", "--policies", "fifo",
+                              "--no-progress"], capsys)
+    assert code == 0
+    assert "warning" not in err and "never start" not in out
+
+
+def test_never_fit_reasons_by_hand() -> None:
+    from scheduling.core.types import GPU, Cluster, Job
+    from scheduling.profiles import load_default_profile
+    from scheduling.sim.report import REASON_GANG_TOO_LARGE, REASON_MEMORY_TOO_LARGE, never_fit_reasons
+
+    # Node a: one 8,000 MB GPU and one 4,000 MB GPU; node b: a 8,000 MB GPU that is unhealthy.
+    cluster = Cluster((GPU(0, "a", 0, 8_000), GPU(1, "a", 1, 4_000), GPU(2, "b", 0, 8_000, healthy=False)))
+
+    # Batch size 1 → the only sub-batch is 1, and mem(1) = static + per-sample x 1 = the job's own
+    # memory_mb (MODEL.md §2: static = (1-f) m, per-sample = f m / B, B = 1), whatever f is.
+    def job(job_id: int, gpus: int, memory_mb: float) -> Job:
+        return Job(job_id, "t", "resnet50", 1, gpus, 10, 0.0, 1.0, memory_mb=memory_mb)
+
+    jobs = [
+        job(0, 1, 8_000),  # fits GPU 0 exactly (8,000 <= 8,000)
+        job(1, 2, 4_000),  # GPUs 0 and 1 both have >= 4,000 MB
+        job(2, 2, 5_000),  # only GPU 0 has >= 5,000 MB; the 8,000 MB GPU 2 is unhealthy
+        job(3, 1, 8_001),  # above every healthy GPU
+        job(4, 3, 1_000),  # 3 GPUs asked, 2 healthy
+    ]
+    assert never_fit_reasons(jobs, cluster, load_default_profile()) == {
+        2: REASON_MEMORY_TOO_LARGE, 3: REASON_MEMORY_TOO_LARGE, 4: REASON_GANG_TOO_LARGE}
+
+
+def test_unfinished_reasons_count_the_rest_as_left_waiting() -> None:
+    import math
+
+    from scheduling.sim.engine import SimResult
+    from scheduling.sim.report import (
+        REASON_LEFT_WAITING,
+        REASON_MEMORY_TOO_LARGE,
+        unfinished_reasons,
+        unfinished_warning,
+    )
+
+    # Jobs 1, 2, 3 unfinished; only job 2 can never fit → 2 left waiting, 1 too big, in that order.
+    result = SimResult("fifo", (), (1, 2, 3), (), 2, 0, 0, math.nan)
+    reasons = unfinished_reasons(result, {2: REASON_MEMORY_TOO_LARGE, 9: REASON_MEMORY_TOO_LARGE})
+    assert list(reasons.items()) == [(REASON_LEFT_WAITING, 2), (REASON_MEMORY_TOO_LARGE, 1)]
+    summary = {"jobs": 4, "unfinished": 3, "unfinished_reasons": reasons}
+    assert unfinished_warning("fifo", summary) == (
+        f"warning: fifo left 3 of 7 jobs unfinished ({REASON_LEFT_WAITING}: 2; {REASON_MEMORY_TOO_LARGE}: 1)")
+    assert unfinished_warning("fifo", {"jobs": 4, "unfinished": 0}) is None
