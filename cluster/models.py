@@ -19,7 +19,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import IntegrityError, connection, models, transaction
-from django.db.models import Q, Sum
+from django.db.models import Max, Q, Sum
 from django.utils import timezone
 
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$"
@@ -272,6 +272,12 @@ def largest_gang() -> int:
     with connection.cursor() as cursor:
         cursor.execute(sql, [Node.Status.UNHEALTHY])
         return cursor.fetchone()[0]
+
+
+def largest_gpu_memory_mb() -> int:
+    """Memory of the largest schedulable GPU (healthy, on a node that is not unhealthy), MB; 0 when
+    there is none. A job whose memory per GPU at its smallest sub-batch exceeds it can never run."""
+    return GPU.objects.schedulable().aggregate(m=Max("memory_mb"))["m"] or 0
 
 
 class IdempotencyConflict(Exception):

@@ -146,6 +146,38 @@ class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
             raise serializers.ValidationError("must be greater than 0 s")
         return value
 
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """Refuse a job that can never run: its memory per GPU at its smallest sub-batch (gradient
+        accumulation, MODEL.md §1–2) exceeds the largest schedulable GPU's memory (MB).
+
+        Same memory model as a round: ``scheduling.services.load_state`` builds the core job with
+        ``memory_mb`` = ``gpu_memory_mb`` (``None``: the profile's), and the placement asks
+        ``largest_fitting_sub_batch`` against the largest healthy GPU.
+        """
+        from scheduling.core import types as core
+        from scheduling.core.placement import largest_fitting_sub_batch
+        from scheduling.profiles import ProfileError, load_default_profile
+
+        largest = models.largest_gpu_memory_mb()
+        if largest == 0:
+            return attrs  # validate_gpus already refuses a submission to a cluster without GPUs
+        memory = attrs.get("gpu_memory_mb")
+        job = core.Job(0, "", attrs["model"], attrs["batch_size"], attrs["gpus"], attrs["iterations"],
+                       0.0, 1.0, None if memory is None else float(memory))
+        profile = load_default_profile()
+        min_sub_batch = core.SchedulerConfig().min_sub_batch
+        try:
+            if largest_fitting_sub_batch(profile, job, largest, min_sub_batch) is not None:
+                return attrs
+            smallest = min(profile.sub_batches(job, min_sub_batch))
+            needed = profile.memory_mb(job, smallest)
+        except ProfileError:
+            return attrs  # the round reports what the profile cannot model
+        given = f"{memory} MB per GPU at the full batch" if memory is not None else "the profile's memory"
+        raise serializers.ValidationError({"gpu_memory_mb": [
+            f"the job can never run: {given} needs {math.ceil(needed)} MB per GPU even at sub-batch "
+            f"{smallest}, more than the largest healthy GPU ({largest} MB)"]})
+
 
 class QuotaSerializer(serializers.ModelSerializer):
     """A tenant's quota: guaranteed GPUs, optional borrowing limit, optional GPU type."""

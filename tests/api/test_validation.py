@@ -76,6 +76,7 @@ def test_required_fields(alice_api: APIClient, field: str) -> None:
 
 
 def test_bounds_are_inclusive(alice_api: APIClient) -> None:
+    GPU.objects.update(memory_mb=2**20)  # so that 2^20 MB per GPU at the full batch can run
     body = job_body(
         gpus=8,
         batch_size=2**20,
@@ -170,3 +171,32 @@ def test_failed_event_write_leaves_no_job(alice_api: APIClient, monkeypatch: pyt
     response = client.post(JOBS_URL, job_body(), format="json")
     assert response.status_code == 500
     assert not Job.objects.exists()
+
+
+def test_job_needing_more_memory_than_any_gpu_is_400(alice_api: APIClient) -> None:
+    """The cluster's GPUs have 16,000 MB. Batch 1 has a single sub-batch (1), so its memory per GPU
+    is the given gpu_memory_mb itself: 16,000 fits, 16,001 can never run, nothing is written."""
+    response = alice_api.post(JOBS_URL, job_body(gpus=1, batch_size=1, gpu_memory_mb=16_001), format="json")
+    assert response.status_code == 400
+    assert response.json()["fields"]["gpu_memory_mb"] == [
+        "the job can never run: 16001 MB per GPU at the full batch needs 16001 MB per GPU even at "
+        "sub-batch 1, more than the largest healthy GPU (16000 MB)"
+    ]
+    assert not Job.objects.exists()
+    response = alice_api.post(JOBS_URL, job_body(gpus=1, gpu_memory_mb=1_000_000), format="json")
+    assert response.status_code == 400 and "largest healthy GPU (16000 MB)" in response.json()["error"]
+    assert not Job.objects.exists()
+    assert alice_api.post(JOBS_URL, job_body(gpus=1, batch_size=1, gpu_memory_mb=16_000),
+                          format="json").status_code == 201
+
+
+def test_memory_bound_follows_healthy_gpus_and_gradient_accumulation(alice_api: APIClient) -> None:
+    # A bigger GPU counts only while healthy.
+    GPU.objects.filter(node__name="node-01", index=0).update(memory_mb=40_000, healthy=False)
+    body = job_body(gpus=1, batch_size=1, gpu_memory_mb=40_000)
+    assert alice_api.post(JOBS_URL, body, format="json").status_code == 400
+    GPU.objects.filter(node__name="node-01", index=0).update(healthy=True)
+    assert alice_api.post(JOBS_URL, body, format="json").status_code == 201
+    # 60,000 MB at the full batch 128 still runs on 40,000 MB (MODEL.md §1, gradient accumulation):
+    # mem(64) = static + (60,000 - static) / 2 ≤ 40,000 whenever static ≤ 20,000 MB, a third.
+    assert alice_api.post(JOBS_URL, job_body(gpus=1, gpu_memory_mb=60_000), format="json").status_code == 201
