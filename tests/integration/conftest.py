@@ -3,6 +3,11 @@
 They run when ``DATABASE_URL`` names PostgreSQL and ``REDIS_URL`` a reachable Redis (``.ci/run``
 sets both), and skip with the reason otherwise (fail under ``SHAREWISE_REQUIRE_SERVICES=1``).
 Workers are ``python -m tests.integration.worker`` subprocesses using the test database.
+
+Redis: the tests and their workers use a database of their own on the server of ``REDIS_URL``
+(:func:`integration_redis_url`), emptied before and after each test, so no message, unacknowledged
+delivery (``unacked``) or restore mutex of a test is left where a later worker would find it, and
+nothing left by other users of ``REDIS_URL`` reaches a test's worker.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from django.conf import settings
@@ -27,7 +33,9 @@ from cluster.models import Node
 from tests.conftest import skip_or_fail
 
 REPO = Path(__file__).resolve().parents[2]
-ROUND_QUEUES = ("scheduler", "celery")
+#: Redis database the integration tests use (on the server of ``REDIS_URL``); the neighbour below
+#: it when ``REDIS_URL`` itself names this one. The agent tests use 15 by default.
+INTEGRATION_REDIS_DB = 14
 
 
 def wait_for(condition: Callable[[], Any], timeout_s: float, what: str) -> Any:
@@ -48,32 +56,58 @@ def postgres(transactional_db: None) -> None:
         skip_or_fail("integration tests need PostgreSQL (DATABASE_URL=postgres://...)")
 
 
+def integration_redis_url(url: str) -> str:
+    """``url`` (``redis://[user:password@]host[:port][/db][?query]``) with its database number
+    replaced by :data:`INTEGRATION_REDIS_DB` (or the one below it if ``url`` names that one)."""
+    parts = urlsplit(url)
+    path = parts.path.strip("/")
+    db = INTEGRATION_REDIS_DB if path != str(INTEGRATION_REDIS_DB) else INTEGRATION_REDIS_DB - 1
+    return urlunsplit(parts._replace(path=f"/{db}"))
+
+
+def use_broker(url: str) -> None:
+    """Point this process's Celery app at ``url``: the next send takes a connection from kombu's
+    pool for that URL (the pools of other URLs stay open for their next use)."""
+    from config.celery import app
+
+    app.conf.broker_url = url
+    app._after_fork()  # forgets the app's connection and producer pools, which are per URL
+
+
 @pytest.fixture
 def redis_client(postgres: None) -> Iterator[Any]:
-    """A client of the configured Redis; the round queues are emptied before and after."""
+    """A client of this test's own Redis database (:func:`integration_redis_url`), which is emptied
+    before and after the test; while it runs, this process's Celery app sends there too."""
     import redis
 
-    url = getattr(settings, "REDIS_URL", "")
-    if not url:
+    from config.celery import app
+
+    base_url = getattr(settings, "REDIS_URL", "")
+    if not base_url:
         skip_or_fail("integration tests need Redis (REDIS_URL=redis://...)")
+    url = integration_redis_url(base_url)
     client = redis.Redis.from_url(url)
     try:
         client.ping()
     except redis.RedisError as exc:
         skip_or_fail(f"Redis at {url} does not answer: {exc}")
-    client.delete(*ROUND_QUEUES)
-    yield client
-    client.delete(*ROUND_QUEUES)
+    client.flushdb()
+    previous = app.conf.broker_url
+    use_broker(url)
+    try:
+        yield client
+    finally:
+        use_broker(previous)
+        client.flushdb()
+        client.close()
 
 
 @pytest.fixture
-def nodes(redis_client: Any) -> Iterator[list[Node]]:
+def nodes(redis_client: Any) -> list[Node]:
     """Two registered nodes of four 49,140 MB GPUs, with names unique to this test (their Redis
-    queues ``node.<name>`` are deleted afterwards)."""
+    queues ``node.<name>`` go with the test's Redis database)."""
     prefix = f"it{uuid.uuid4().hex[:6]}"
-    registered = [Node.register(f"{prefix}-0{i}", 4, 49_140, "v100")[0] for i in range(2)]
-    yield registered
-    redis_client.delete(*(f"node.{n.name}" for n in registered))
+    return [Node.register(f"{prefix}-0{i}", 4, 49_140, "v100")[0] for i in range(2)]
 
 
 def node_messages(client: Any, node: str) -> list[dict[str, Any]]:
@@ -98,12 +132,14 @@ def database_url() -> str:
 class Workers:
     """Starts Celery worker subprocesses and kills whatever is left at the end of the test."""
 
-    def __init__(self, log_dir: Path) -> None:
+    def __init__(self, log_dir: Path, redis_url: str) -> None:
         self.log_dir = log_dir
+        self.redis_url = redis_url
         self.procs: list[subprocess.Popen] = []
 
     def start(self, pause_file: Path | None = None, visibility_s: float | None = None) -> subprocess.Popen:
-        env = {**os.environ, "DATABASE_URL": database_url(), "SHAREWISE_REQUIRE_SERVICES": "0"}
+        env = {**os.environ, "DATABASE_URL": database_url(), "REDIS_URL": self.redis_url,
+               "SHAREWISE_REQUIRE_SERVICES": "0"}
         env.pop("SHAREWISE_TEST_PAUSE_FILE", None)
         env.pop("SHAREWISE_TEST_VISIBILITY_S", None)
         if pause_file is not None:
@@ -126,8 +162,10 @@ class Workers:
 
 
 @pytest.fixture
-def workers(nodes: list[Node], tmp_path: Path) -> Iterator[Workers]:
-    started = Workers(tmp_path)
+def workers(nodes: list[Node], redis_client: Any, tmp_path: Path) -> Iterator[Workers]:
+    """Starts workers on the test database and the test's Redis database; kills them afterwards
+    (before ``redis_client`` empties that database)."""
+    started = Workers(tmp_path, integration_redis_url(settings.REDIS_URL))
     yield started
     for proc in started.procs:
         started.kill(proc)

@@ -55,14 +55,15 @@ def test_jobs_submitted_over_rest_get_placed(nodes: list[Node], workers: Workers
 
 
 def test_a_worker_killed_mid_round_leaves_no_partial_round(
-    nodes: list[Node], workers: Workers, tmp_path: Path
+    nodes: list[Node], workers: Workers, redis_client: Any, tmp_path: Path
 ) -> None:
     tenant, _ = Tenant.create_with_owner("team-a", quota_gpus=8, username="alice")
     jobs = [make_job(tenant, f"j{i}", gpus=2, iteration_time_s=0.1) for i in range(3)]
     pause = tmp_path / "paused"
     doomed = workers.start(pause_file=pause)
     tasks.run_round.apply_async()
-    wait_for(pause.exists, 60, f"the round to write its placements\n{workers.logs()}")
+    # generous deadlines: a worker starts slowly on a loaded 2-core machine
+    wait_for(pause.exists, 180, f"the round to write its placements\n{workers.logs()}")
     # written but not committed: nothing of the round is visible
     assert not Placement.objects.exists() and not Round.objects.exists()
     assert SchedulerLease.objects.get(name=services.ROUND_LEASE).holder != ""
@@ -70,12 +71,18 @@ def test_a_worker_killed_mid_round_leaves_no_partial_round(
     assert not Placement.objects.exists() and not Round.objects.exists()
     assert all(j.status == Job.Status.PENDING for j in Job.objects.all())
     assert_invariants()
-    # The round's message was never acknowledged (acks_late): Redis delivers it again (after the
-    # visibility timeout, shortened here) to the next worker. The dead worker's lease row is still
-    # claimed, but its advisory lock died with its connection, so the redelivered round takes over
-    # at once instead of waiting for the lease to expire.
+    # The round's message was never acknowledged (acks_late): it is the one delivery Redis holds
+    # as unacknowledged, and no queue holds it.
+    assert redis_client.hlen("unacked") == 1
+    assert redis_client.llen("scheduler") == 0 and redis_client.llen("celery") == 0
+    # The next worker puts it back on its queue once it is older than the visibility timeout
+    # (shortened here; the worker checks every second) and runs it. The dead worker's lease row is
+    # still claimed, but its advisory lock died with its connection, so the redelivered round takes
+    # over at once instead of waiting for the lease to expire.
     workers.start(visibility_s=2)
-    wait_for(lambda: all_running(jobs), 90, f"the redelivered round to place the jobs\n{workers.logs()}")
+    wait_for(lambda: all_running(jobs), 180, f"the redelivered round to place the jobs\n{workers.logs()}")
+    # acknowledged once the redelivered round has returned
+    wait_for(lambda: redis_client.hlen("unacked") == 0, 60, f"the redelivered round's ack\n{workers.logs()}")
     assert Round.objects.count() == 1
     assert Placement.objects.count() == 6
     assert JobEvent.objects.filter(kind=JobEvent.Kind.PLACED).count() == 3

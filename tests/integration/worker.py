@@ -14,6 +14,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+#: Seconds between this worker's scans for unacknowledged messages older than the visibility
+#: timeout (with ``SHAREWISE_TEST_VISIBILITY_S``). Kombu's defaults scan on the first check and then
+#: only every 10th check of 10 s each (about 100 s): a scan that came before the dead worker's
+#: message was old enough would leave it undelivered for 100 s.
+RESTORE_INTERVAL_S = 1
+
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -25,8 +31,13 @@ def main() -> None:
 
     visibility = os.environ.get("SHAREWISE_TEST_VISIBILITY_S")
     if visibility:
-        # Redis redelivers a message not acknowledged within this many seconds (the kill test).
-        app.conf.broker_transport_options = {"visibility_timeout": float(visibility)}
+        # Redis redelivers a message not acknowledged within this many seconds (the kill test),
+        # checked every RESTORE_INTERVAL_S for as long as the worker runs.
+        app.conf.broker_transport_options = {
+            "visibility_timeout": float(visibility),
+            "unacked_restore_interval": RESTORE_INTERVAL_S,
+            "unacked_restore_throttle": 1,
+        }
     pause_file = os.environ.get("SHAREWISE_TEST_PAUSE_FILE")
     if pause_file:
         persist = services._persist
