@@ -7,6 +7,7 @@ throttling adds ``"retry_after"`` (s). Anything DRF does not handle stays a 500 
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from django.conf import settings
@@ -30,6 +31,22 @@ def _first_message(data: Any) -> str:
     return str(data)
 
 
+def in_use_message(exc: ProtectedError | RestrictedError) -> str:
+    """``"still in use, cannot delete: 2 placements (jobs 3, 5) refer to it"`` — what holds the row,
+    in words, instead of Django's "referenced through protected foreign keys: 'GPU.node'"."""
+    held = list(exc.protected_objects if isinstance(exc, ProtectedError) else exc.restricted_objects)
+    if not held:
+        return "still in use, cannot delete"
+    counts = Counter(obj._meta.verbose_name for obj in held)
+    plural = {obj._meta.verbose_name: obj._meta.verbose_name_plural for obj in held}
+    what = ", ".join(f"{n} {name if n == 1 else plural[name]}" for name, n in counts.items())
+    jobs = sorted({obj.job_id for obj in held if getattr(obj, "job_id", None) is not None})
+    if jobs:
+        shown = ", ".join(map(str, jobs[:5])) + (", ..." if len(jobs) > 5 else "")
+        what += f" (job{'s' if len(jobs) > 1 else ''} {shown})"
+    return f"still in use, cannot delete: {what} refer{'s' if len(held) == 1 else ''} to it"
+
+
 def api_exception_handler(exc: Exception, context: dict) -> Response | None:
     """DRF ``EXCEPTION_HANDLER``: the standard handling, reshaped to ``{"error": ...}``."""
     if isinstance(exc, DjangoValidationError):
@@ -41,9 +58,7 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
             status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
         )
     elif isinstance(exc, ProtectedError | RestrictedError):
-        return Response(
-            {"error": f"still in use, cannot delete: {exc.args[0]}"}, status=status.HTTP_409_CONFLICT
-        )
+        return Response({"error": in_use_message(exc)}, status=status.HTTP_409_CONFLICT)
     response = exception_handler(exc, context)
     if response is None:
         return None

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import DatabaseError, connection
+from django.contrib.auth import get_user_model
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Prefetch, QuerySet
 from django.http import HttpRequest, JsonResponse
 from drf_spectacular.types import OpenApiTypes
@@ -178,6 +179,28 @@ class AdminTenantViewSet(viewsets.ModelViewSet):
     permission_classes = [permissions.IsAdminUser]
     lookup_value_regex = ID_PATTERN
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    @extend_schema(responses={204: None, **_errors(401, 403, 404, 409)})
+    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Delete a tenant with its quotas, finished jobs and its members' accounts and API tokens
+        (staff accounts only lose the membership), so the name can be created again.
+
+        409 while the tenant has pending or running jobs: agents would never hear of their end.
+        """
+        tenant = self.get_object()
+        with transaction.atomic():
+            active = list(tenant.jobs.filter(status__in=Job.ACTIVE_STATUSES).order_by("pk")
+                          .values_list("pk", flat=True)[:6])
+            if active:
+                shown = ", ".join(map(str, active[:5])) + (", ..." if len(active) > 5 else "")
+                return Response(
+                    {"error": f"tenant {tenant.name} still has pending or running jobs ({shown}); "
+                              "cancel them and wait until they stop before deleting the tenant"},
+                    status=status.HTTP_409_CONFLICT)
+            get_user_model().objects.filter(
+                membership__tenant=tenant, is_staff=False, is_superuser=False).delete()
+            tenant.delete()
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class AdminQuotaViewSet(viewsets.ModelViewSet):

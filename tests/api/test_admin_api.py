@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from io import StringIO
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from cluster.models import GPU, Job, Node, Placement, Quota, Tenant, hash_token
+from cluster.models import GPU, Job, Membership, Node, Placement, Quota, Tenant, hash_token
 
 
 def test_staff_creates_tenant_and_quota(staff_api: APIClient) -> None:
@@ -80,5 +87,54 @@ def test_deleting_a_node_with_placements_is_409(staff_api: APIClient, tenant_a: 
     )
     Placement.objects.create(job=job, gpu=node.gpus.get(index=0), generation=1, sub_batch=64)
     response = staff_api.delete(f"/api/v1/admin/nodes/{node.pk}/")
-    assert response.status_code == 409 and response.json()["error"].startswith("still in use")
-    assert Node.objects.filter(pk=node.pk).exists()
+    assert response.status_code == 409
+    error = response.json()["error"]
+    assert error == f"still in use, cannot delete: 1 placement (job {job.pk}) refers to it", error
+    assert Node.objects.filter(pk=node.pk).exists() and GPU.objects.filter(node=node).count() == 4
+
+
+def _job(tenant: Tenant, status: str, name: str = "j") -> Job:
+    return Job.objects.create(tenant=tenant, name=name, model="resnet50", batch_size=64, iterations=10,
+                              gpus=1, status=status)
+
+
+@pytest.mark.parametrize("active", [Job.Status.PENDING, Job.Status.RUNNING])
+def test_deleting_a_tenant_with_live_jobs_is_409(
+    staff_api: APIClient, tenant_a: Tenant, alice: Any, active: str
+) -> None:
+    done = _job(tenant_a, Job.Status.SUCCEEDED, "done")
+    live = _job(tenant_a, active, "live")
+    response = staff_api.delete(f"/api/v1/admin/tenants/{tenant_a.pk}/")
+    assert response.status_code == 409
+    assert response.json() == {"error": f"tenant team-a still has pending or running jobs ({live.pk}); "
+                                        "cancel them and wait until they stop before deleting the tenant"}
+    # Nothing deleted: the tenant, both jobs, its member and her token.
+    assert Tenant.objects.filter(pk=tenant_a.pk).exists()
+    assert set(Job.objects.values_list("pk", flat=True)) == {done.pk, live.pk}
+    assert get_user_model().objects.filter(username="alice").exists() and Token.objects.filter(user=alice)
+
+
+def test_deleting_a_finished_tenant_removes_its_members_so_the_name_is_free(
+    staff_api: APIClient, tenant_a: Tenant, alice: Any, tenant_c: Tenant
+) -> None:
+    for status in (Job.Status.SUCCEEDED, Job.Status.FAILED, Job.Status.CANCELLED):
+        _job(tenant_a, status, status)
+    Token.objects.get_or_create(user=alice)
+    response = staff_api.delete(f"/api/v1/admin/tenants/{tenant_a.pk}/")
+    assert response.status_code == 204
+    assert not Tenant.objects.filter(name="team-a").exists() and not Job.objects.exists()
+    assert not get_user_model().objects.filter(username="alice").exists()
+    assert not Token.objects.filter(user__username="alice").exists()
+    # Only team-a went: team-c and the staff account stay.
+    assert get_user_model().objects.filter(username__in=["charlie", "root-admin"]).count() == 2
+    # The same command as at first works again (create_with_owner: NAME, quota, username alice).
+    Tenant.create_with_owner("team-a", quota_gpus=4, username="alice")
+    call_command("create_tenant", "team-b", "--quota-gpus", "1", stdout=StringIO(), stderr=StringIO())
+
+
+def test_deleting_a_tenant_keeps_staff_accounts(staff_api: APIClient, tenant_a: Tenant) -> None:
+    staff = get_user_model().objects.create_user("ops", is_staff=True)
+    Membership.objects.create(user=staff, tenant=tenant_a, role=Membership.Role.MEMBER)
+    assert staff_api.delete(f"/api/v1/admin/tenants/{tenant_a.pk}/").status_code == 204
+    assert get_user_model().objects.filter(username="ops").exists()
+    assert not Membership.objects.exists()
