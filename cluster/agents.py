@@ -85,14 +85,20 @@ def node_for_token(raw: str) -> Node | None:
 
 def write_token_file(path: str | Path, tokens: dict[str, str]) -> None:
     """Write node tokens as the agent's ``--token-file`` (JSON ``{node: token}``), readable by the
-    owner only, atomically (a rename). Raises ``OSError`` when the folder cannot be written."""
+    owner only, atomically (a rename). Raises ``OSError`` when the folder cannot be written or
+    ``path`` cannot be replaced (e.g. it is a folder); the ``<path>.tmp`` file, which holds the
+    tokens, is removed on every failure."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(tokens, f, indent=1)
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(tokens, f, indent=1)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 # ------------------------------------------------------------------------------------ generations

@@ -129,3 +129,23 @@ def test_load_cluster_writes_working_tokens_to_a_private_file(db: None, tmp_path
     for name, token in tokens.items():
         assert Node.objects.get(name=name).check_agent_token(token)
     assert path.stat().st_mode & 0o777 == 0o600  # owner only: it holds credentials
+
+
+def test_load_cluster_token_file_failure_leaves_no_tokens_behind(db: None, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder at PATH: the rename fails. A full disk: the write fails. Either way a clear error,
+    no ``PATH.tmp`` holding node tokens, and no node registered (one transaction)."""
+    folder = tmp_path / "tokens"
+    folder.mkdir()
+    with pytest.raises(CommandError, match=f"cannot write --token-file {folder}: Is a directory"):
+        run("load_cluster", "1x2", "--token-file", str(folder))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tokens"] and not Node.objects.exists()
+
+    def disk_full(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("cluster.agents.json.dump", disk_full)
+    path = tmp_path / "node-tokens.json"
+    with pytest.raises(CommandError, match="No space left on device"):
+        run("load_cluster", "1x2", "--token-file", str(path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tokens"] and not Node.objects.exists()
