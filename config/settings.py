@@ -32,6 +32,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    # Swagger UI and ReDoc served from our own static files, so /api/docs/ works offline (no CDN)
+    "drf_spectacular_sidecar",
     "cluster",
     "scheduling",
     "frontend",
@@ -127,6 +129,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Submit and follow deep-learning training jobs on a shared multi-tenant GPU cluster.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     # Separate request/response components, so read-only fields never appear in request bodies.
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {
