@@ -70,6 +70,8 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
         if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
             body["retry_after"] = round(exc.wait, 3)
         response.data = body
-    else:  # Http404 and PermissionDenied from Django
+    elif response.status_code == status.HTTP_404_NOT_FOUND:  # Http404: the same body as an unknown path
+        response.data = {"error": "not found"}
+    else:  # PermissionDenied from Django
         response.data = {"error": _first_message(response.data.get("detail", "error"))}
     return response

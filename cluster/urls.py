@@ -1,6 +1,11 @@
-"""URLs of the REST API, mounted at ``/api/v1/``."""
+"""URLs of the REST API, mounted at ``/api/v1/``.
 
-from django.urls import path
+Any other path ending in ``/`` under it (an id that is not a number, a number over 18 digits, a
+typo) answers the API's JSON 404 ``{"error": "not found"}``, not Django's HTML page; a path
+without the slash still gets ``APPEND_SLASH``'s redirect first.
+"""
+
+from django.urls import path, re_path
 from rest_framework.routers import DefaultRouter
 
 from cluster import views
@@ -18,4 +23,5 @@ urlpatterns = [
     path("agent/heartbeat/", views.AgentHeartbeatView.as_view(), name="agent-heartbeat"),
     path("agent/jobs/<int:job_id>/events/", views.AgentJobEventView.as_view(), name="agent-job-events"),
     *router.urls,
+    re_path(r"^.*/$", views.api_not_found, name="api-not-found"),  # last: only what nothing else took
 ]

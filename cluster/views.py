@@ -13,6 +13,7 @@ from django.contrib.auth import get_user_model
 from django.db import DatabaseError, connection, transaction
 from django.db.models import Prefetch, QuerySet
 from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import generics, mixins, permissions, serializers, status, viewsets
@@ -233,6 +234,12 @@ class AdminGPUViewSet(mixins.UpdateModelMixin, viewsets.ReadOnlyModelViewSet):
     permission_classes = [permissions.IsAdminUser]
     lookup_value_regex = ID_PATTERN
     http_method_names = ["get", "patch", "head", "options"]
+
+
+@csrf_exempt
+def api_not_found(request: HttpRequest) -> JsonResponse:
+    """``404 {"error": "not found"}`` for any path under ``/api/v1/`` that names nothing, any method."""
+    return JsonResponse({"error": "not found"}, status=404)
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

@@ -9,7 +9,7 @@ import pytest
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from cluster.models import GPU, Job, JobEvent, Node
+from cluster.models import GPU, Job, JobEvent, Node, Tenant
 from tests.api.conftest import JOBS_URL, job_body
 
 BAD_FIELDS: list[tuple[dict[str, Any], str]] = [
@@ -153,10 +153,24 @@ def test_huge_body_is_413(alice_api: APIClient) -> None:
     assert not Job.objects.exists()
 
 
-@pytest.mark.parametrize("job_id", ["abc", "-1", "99999999999999999999999", "1.5"])
-def test_odd_ids_are_404(alice_api: APIClient, job_id: str) -> None:
-    assert alice_api.get(f"{JOBS_URL}{job_id}/").status_code == 404
-    assert alice_api.post(f"{JOBS_URL}{job_id}/cancel/").status_code == 404
+@pytest.mark.parametrize("job_id", ["abc", "-1", "99999999999999999999999", "1.5", "999999999999999999"])
+def test_odd_ids_are_json_404(alice_api: APIClient, staff_api: APIClient, job_id: str) -> None:
+    """Ids that are not numbers, or too long for the id pattern, answer like a missing job: the
+    API's JSON 404, never Django's HTML page."""
+    for response in (alice_api.get(f"{JOBS_URL}{job_id}/"), alice_api.post(f"{JOBS_URL}{job_id}/cancel/"),
+                     staff_api.get(f"/api/v1/admin/tenants/{job_id}/"),
+                     staff_api.delete(f"/api/v1/admin/tenants/{job_id}/"),
+                     staff_api.patch(f"/api/v1/admin/nodes/{job_id}/", {"status": "draining"},
+                                     format="json")):
+        assert response.status_code == 404, response.content
+        assert response["Content-Type"] == "application/json"
+        assert response.json() == {"error": "not found"}
+    assert Tenant.objects.count() == 1 and not Node.objects.filter(status="draining").exists()
+
+
+def test_unknown_api_path_is_json_404(alice_api: APIClient) -> None:
+    response = alice_api.post("/api/v1/no-such-thing/", {}, format="json")
+    assert response.status_code == 404 and response.json() == {"error": "not found"}
 
 
 def test_failed_event_write_leaves_no_job(alice_api: APIClient, monkeypatch: pytest.MonkeyPatch) -> None:
