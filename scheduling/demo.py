@@ -467,8 +467,9 @@ def fidelity(live: dict[str, Any], simulated: dict[str, Any]) -> float:
 
 def run_demo(config: DemoConfig, say: Callable[[str], None]) -> int:
     """The whole demo (see the module docstring); returns the exit code: 0 when every job
-    finished (also when Ctrl-C ends the serving afterwards), 1 otherwise, 130 when interrupted
-    before the end. Raises :class:`DemoError` for bad input (before anything runs)."""
+    finished (also when Ctrl-C ends the serving afterwards), 1 otherwise, 130 when Ctrl-C stops it
+    before the end (one line, :data:`STOPPED_BY_CTRL_C`, is said either way). Raises
+    :class:`DemoError` for bad input (before anything runs)."""
     from scheduling import services
     from scheduling.core.policies import UnknownPolicyError, get_policy
     from scheduling.profiles import load_default_profile
@@ -545,23 +546,42 @@ def run_demo(config: DemoConfig, say: Callable[[str], None]) -> int:
             while not run.stop.wait(1.0):
                 pass
     except KeyboardInterrupt:
+        say(STOPPED_BY_CTRL_C)
         if code is None:  # before the comparison: the run is incomplete
-            say("interrupted")
             code = 130
-        else:
-            say("stopped")
     finally:
+        quiet = QuietAgentConflicts()
+        request_log = logging.getLogger("django.request")
+        request_log.addFilter(quiet)  # agents' last reports of stopped jobs are refused (409): expected
         run.stop.set()
-        for thread in threads:
-            thread.join(timeout=20)
-        if deliver is not None:
-            services.unsubscribe(deliver)
-            services.set_dispatcher(None)
-        if server is not None and web is not None:
-            server.shutdown()
-            server.server_close()
-            web.join(timeout=5)
+        try:
+            for thread in threads:
+                thread.join(timeout=20)
+            if deliver is not None:
+                services.unsubscribe(deliver)
+                services.set_dispatcher(None)
+            if server is not None and web is not None:
+                server.shutdown()
+                server.server_close()
+                web.join(timeout=5)
+        finally:
+            request_log.removeFilter(quiet)
     return code
+
+
+#: The one line printed when Ctrl-C stops the demo (the command then exits with status 130, or 0
+#: when the comparison was already printed).
+STOPPED_BY_CTRL_C = "stopped by Ctrl-C"
+
+
+class QuietAgentConflicts(logging.Filter):
+    """Drops ``django.request``'s "Conflict: /api/v1/agent/..." warnings (a 409 to a node agent's
+    report, refused because its job was stopped or requeued meanwhile) while the demo shuts down."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        request = getattr(record, "request", None)
+        path = getattr(request, "path", "")
+        return not (getattr(record, "status_code", None) == 409 and path.startswith("/api/v1/agent/"))
 
 
 def wait_until_ready(base_url: str, timeout_s: float = 120.0) -> None:

@@ -81,7 +81,10 @@ class Command(BaseCommand):
             code = demo.run_demo(config, lambda line: self.stdout.write(line))
         except demo.DemoError as exc:
             raise CommandError(str(exc)) from None
-        if code == 130:
-            raise CommandError("interrupted before every job finished", returncode=code)
+        except KeyboardInterrupt:  # Ctrl-C while setting up, or a second one while shutting down
+            self.stdout.write(demo.STOPPED_BY_CTRL_C)
+            raise SystemExit(130) from None
+        if code == 130:  # Ctrl-C: run_demo said "stopped by Ctrl-C"; the shell's status, no more words
+            raise SystemExit(130)
         if code:
             raise CommandError("not every job finished (see above)", returncode=code)
