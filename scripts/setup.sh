@@ -13,11 +13,19 @@ if [ ! -x .venv/bin/python ]; then
     echo "==> creating virtual environment in .venv"
     "$py" -m venv .venv
 fi
-stamp=".venv/.installed-$(cat requirements.txt "$req" | sha256sum | cut -c1-16)"
+# One stamp per requirements file, named after it and the hash of what it installs
+# (requirements.txt is included by requirements-dev.txt), so alternating scripts/demo.sh
+# (requirements.txt) and scripts/test.sh (requirements-dev.txt) does not re-run pip each time.
+name="$(basename "$req" .txt | tr -c 'A-Za-z0-9_.\n-' '_')"
+stamp=".venv/.installed-$name-$(cat requirements.txt "$req" | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
     echo "==> installing $req into .venv (first run takes a minute)"
     .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
     .venv/bin/python -m pip install --quiet --disable-pip-version-check -r "$req"
-    rm -f .venv/.installed-*
+    # Only this file's stale stamps go (the hash is 16 hex digits, so "requirements" never
+    # matches "requirements-dev"); old unnamed stamps (.installed-<hash>) too.
+    for old in .venv/.installed-"$name"-???????????????? .venv/.installed-????????????????; do
+        [ "$old" = "$stamp" ] || rm -f "$old"
+    done
     touch "$stamp"
 fi
