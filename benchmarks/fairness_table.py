@@ -77,14 +77,6 @@ POLICIES = "fifo,tiresias,sjf-ffs,sjf-bsbf,sjf-bsbf-fair"
 REFERENCE = "sjf-bsbf"
 DEFAULTS = SchedulerConfig()
 
-# sjf-bsbf-fair decides nothing new while time alone passes after a round that decided nothing (an
-# order change cannot start a job that failed against the same state; reclaim and the quota gate
-# do not depend on time): the simulator may skip those rounds. Registered here until the simulator
-# lists it (its module is not ours to edit yet).
-engine.SKIP_RULES.setdefault("sjf-bsbf-fair",
-                             engine.SkipRule(capacity=False, shares=True, horizon=engine.never))
-
-
 class Monitored:
     """A policy wrapper that checks quotas on every snapshot the simulator shows it."""
 

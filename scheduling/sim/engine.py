@@ -23,6 +23,9 @@ Semantics (issue 3; MODEL.md §1–2; Luo et al., IWQoS 2024):
   healthy GPUs, none holding ``max_jobs_per_gpu`` jobs already, and jobs whose memory fits
   together; a preemption must name a running job. A violation raises :class:`SimulationError`
   (a policy bug), never silently repaired.
+- Accounting: a GPU held alone charges its job 1 GPU-s per second; a shared one is split by
+  normalised progress, ``ξ_b / (ξ_a + ξ_b)`` to ``a`` (:func:`scheduling.core.fairness.charge_rates`,
+  docs/FAIRNESS.md), so the GPU-time charged to jobs adds up to the busy GPU-time.
 - Rounds that provably change nothing are skipped (``skip_idle_rounds``; results are identical
   with it off, which the tests check): a round with an empty queue; for non-preemptive policies,
   a round where fewer GPUs can take a job than the smallest pending gang asks for (free GPUs,
@@ -44,6 +47,7 @@ from dataclasses import dataclass, field, fields, replace
 
 from tqdm import tqdm
 
+from scheduling.core.fairness import charge_rates
 from scheduling.core.metrics import JobOutcome
 from scheduling.core.types import (
     Cluster,
@@ -113,7 +117,11 @@ class SkipRule:
 #: overtake a running one; SJF-BSBF: sharing with a resident pays iff the resident's remaining
 #: time exceeds a threshold set by the incoming job (``scheduling.core.sharing``), and remaining
 #: times only shrink, so the set of beneficial partners only shrinks. Tiresias changes when its
-#: queues do (:func:`tiresias_horizon`).
+#: queues do (:func:`tiresias_horizon`). SJF-BSBF-fair preempts (reclaim), so no capacity rule;
+#: after a round that decided nothing, aging and the starvation bound only reorder pending jobs
+#: that each failed against the same cluster state (none could start, none could claim GPUs by
+#: reclaim, which depends on quotas and usage, not on time), and the borrow bound compares a
+#: pending job's fixed remaining time: time alone changes nothing.
 SKIP_RULES: dict[str, SkipRule] = {
     "fifo": SkipRule(capacity=True, shares=False, horizon=never),
     "sjf": SkipRule(capacity=True, shares=False, horizon=never),
@@ -121,6 +129,7 @@ SKIP_RULES: dict[str, SkipRule] = {
     "tiresias": SkipRule(capacity=False, shares=False, horizon=tiresias_horizon),
     "sjf-ffs": SkipRule(capacity=True, shares=True, horizon=never),
     "sjf-bsbf": SkipRule(capacity=True, shares=True, horizon=never),
+    "sjf-bsbf-fair": SkipRule(capacity=False, shares=True, horizon=never),
 }
 _NO_SKIP = SkipRule(capacity=False, shares=False, horizon=None)
 
@@ -304,21 +313,23 @@ class Simulator:
             self._slowdowns[(partner.base.id, pb.sub_batch, s.base.id, pa.sub_batch)] = float(xi_b)
         return xi
 
+    def _pair_slowdown(self, a: JobId, b: JobId) -> float:
+        """``ξ_a`` of running job ``a`` while it shares a GPU with running job ``b``."""
+        return self._slowdown(self._states[a], self._states[b])
+
     def _reschedule(self, s: _JobState, now: float) -> None:
         """Recompute a running job's rate from the jobs on its GPUs, and its completion event."""
         self._advance(s, now)
         assert s.placement is not None
         xi = 1.0
-        charge = 0.0
         jid = s.base.id
-        for g in s.placement.gpu_ids:
-            on_gpu = self._gpu_jobs[g]
-            charge += 1.0 / len(on_gpu)
+        occupancy = [self._gpu_jobs[g] for g in s.placement.gpu_ids]
+        for on_gpu in occupancy:
             for other in on_gpu:
                 if other != jid:
                     xi = max(xi, self._slowdown(s, self._states[other]))
         s.xi = xi
-        s.charge_rate = charge
+        s.charge_rate = charge_rates(occupancy, self._pair_slowdown)[jid]
         s.rate = 1.0 / (s.iter_s * xi)
         s.version += 1
         remaining = s.base.iterations - s.done

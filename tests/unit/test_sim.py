@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
@@ -125,6 +125,21 @@ def test_round_interval_changes_the_start() -> None:
     assert ends(simulate(jobs, one_gpu(), FIFO, FakeProfile(), SimConfig(round_interval_s=70)))[2] == 190.0
 
 
+def test_shared_gpu_is_charged_by_normalised_progress() -> None:
+    # A and B (100 it x 1 s each) share GPU 0 from t=0 with xi_A = 1.2, xi_B = 1.8: A pays
+    # 1.8 / 3.0 = 0.6 of each shared GPU-second, B 0.4. A ends at 100 x 1.2 = 120; B did
+    # 120 / 1.8 = 66.67 it, 33.33 left alone -> ends 153.33. A: 120 x 0.6 = 72 GPU-s; B: 120 x 0.4
+    # + 33.33 = 81.33 GPU-s; sum 153.33 = busy GPU-time (one GPU busy 0..153.33).
+    profile = FakeProfile(xi={("a", "b"): (1.2, 1.8)})
+    a, b = job(1, 0, 100, model="a"), job(2, 0, 100, model="b")
+    policy = Scripted({0.0: RoundDecisions("scripted", 0.0, (Start(1, (0,), 8, 1), Start(2, (0,), 8, 1)))})
+    r = simulate([a, b], one_gpu(), policy, profile)
+    assert ends(r) == pytest.approx({1: 120.0, 2: 100.0 + 160.0 / 3})
+    charged = {o.job_id: o.gpu_s for o in r.outcomes}
+    assert charged == pytest.approx({1: 72.0, 2: 48.0 + 100.0 / 3})
+    assert sum(charged.values()) == pytest.approx(120.0 + 100.0 / 3)
+
+
 def test_arrival_between_rounds_waits_for_the_round() -> None:
     # A arrives at 5 on an idle cluster: nothing starts before the round at 60 -> ends 60 + 30.
     r = simulate([job(1, 5, 30)], one_gpu(), FIFO, FakeProfile())
@@ -151,10 +166,11 @@ def test_shared_pair_slows_both_until_one_ends() -> None:
     policy = Scripted({0.0: RoundDecisions("scripted", 0.0, (Start(1, (0,), 8, 1), Start(2, (0,), 8, 1)))})
     r = simulate([a, b], one_gpu(), policy, profile)
     assert ends(r) == pytest.approx({1: 124.0, 2: 72.0})
-    # Accounting: a shared GPU-second is charged half to each job: A 72/2 + 52 = 88, B 36;
+    # Accounting by normalised progress (FAIRNESS.md): A pays xi_B / (xi_A + xi_B) = 1.2 / 2.7 = 4/9
+    # of each shared GPU-second, B 5/9: A 72 x 4/9 + 52 = 32 + 52 = 84, B 72 x 5/9 = 40;
     # together 124 GPU-s = the busy GPU-time (invariant 7, TESTING.md).
     charged = {o.job_id: o.gpu_s for o in r.outcomes}
-    assert charged == pytest.approx({1: 88.0, 2: 36.0})
+    assert charged == pytest.approx({1: 84.0, 2: 40.0})
     util, shared = metrics.utilisation(r.timeline, 1, 0.0, 124.0)
     assert util == pytest.approx(1.0)
     assert shared == pytest.approx(72.0 / 124.0)
@@ -361,7 +377,7 @@ def test_tiresias_horizon() -> None:
 
 
 @pytest.mark.parametrize("on_events", [False, True])
-@pytest.mark.parametrize("name", ["fifo", "sjf", "srtf", "tiresias", "sjf-ffs", "sjf-bsbf"])
+@pytest.mark.parametrize("name", ["fifo", "sjf", "srtf", "tiresias", "sjf-ffs", "sjf-bsbf", "sjf-bsbf-fair"])
 def test_skipping_changes_nothing_with_registered_policies(name: str, on_events: bool) -> None:
     from scheduling.core.policies import get_policy
 
@@ -377,8 +393,31 @@ def test_skipping_changes_nothing_with_registered_policies(name: str, on_events:
     assert len(fast.outcomes) == 80
 
 
+@pytest.mark.parametrize("reclaim", ["preempt", "bound", "both"])
+@pytest.mark.parametrize("name", ["fifo", "sjf-bsbf", "sjf-bsbf-fair"])
+def test_skipping_changes_nothing_with_tenant_quotas(name: str, reclaim: str) -> None:
+    # Three tenants with guarantees 4/2/2 of 8 GPUs, a short starvation bound and aging so that
+    # time-driven reordering happens within the trace: skipping must still change nothing.
+    from scheduling.core.policies import get_policy
+    from scheduling.core.types import SchedulerConfig, TenantQuota
+
+    jobs = [replace(j, tenant="abc"[j.id % 3]) for j in _random_trace(80, seed=5)]
+    profile = FakeProfile(xi={("a", "b"): (1.3, 1.6), ("a", "a"): (1.4, 1.4), ("b", "b"): (2.5, 2.5)},
+                          mem_mb=15_000)
+    quotas = {"a": TenantQuota(4), "b": TenantQuota(2, 2), "c": TenantQuota(2)}
+    scheduler = SchedulerConfig(starvation_bound_s=600.0, aging_s=300.0, reclaim=reclaim,
+                                borrow_bound_s=200.0)
+    config = SimConfig(scheduler=scheduler, tenant_quotas=quotas)
+    cluster = Cluster.uniform(2, 4)
+    fast = simulate(jobs, cluster, get_policy(name), profile, config)
+    slow = simulate(jobs, cluster, get_policy(name), profile, replace(config, skip_idle_rounds=False))
+    assert fast.outcomes == slow.outcomes
+    assert fast.timeline == slow.timeline
+    assert len(fast.outcomes) == 80
+
+
 @pytest.mark.shared_data
-@pytest.mark.parametrize("name", ["fifo", "sjf", "srtf", "tiresias", "sjf-ffs", "sjf-bsbf"])
+@pytest.mark.parametrize("name", ["fifo", "sjf", "srtf", "tiresias", "sjf-ffs", "sjf-bsbf", "sjf-bsbf-fair"])
 def test_skipping_changes_nothing_on_the_testbed_trace(shared_data, name: str) -> None:
     from scheduling.core.policies import get_policy
     from scheduling.profiles import load_default_profile
