@@ -13,16 +13,31 @@ message and exit code 2, no traceback; a policy returning an impossible decision
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import math
 import os
 import re
 import sys
 import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
-from scheduling.core.types import Cluster
+from scheduling.core.fairness import GuaranteeMonitor
+from scheduling.core.quota import demand_gpu_s, proportional_quotas, quotas_from_json
+from scheduling.core.types import (
+    RECLAIM_MODES,
+    Cluster,
+    Job,
+    Policy,
+    Profile,
+    RoundDecisions,
+    SchedulerConfig,
+    Snapshot,
+    TenantQuota,
+)
 from scheduling.sim.engine import (
     DEFAULT_RESTART_COST_S,
     DEFAULT_ROUND_INTERVAL_S,
@@ -33,6 +48,7 @@ from scheduling.sim.engine import (
 from scheduling.sim.loaders import TraceError, load_traces
 from scheduling.sim.report import (
     build_report,
+    format_fairness_table,
     format_table,
     html_report,
     json_report,
@@ -46,6 +62,8 @@ DEFAULT_POLICIES = "fifo,sjf,srtf,tiresias,sjf-ffs,sjf-bsbf"
 #: the simulator can keep in memory, is refused before anything is built.
 MAX_GPUS_PER_NODE = 64
 MAX_TOTAL_GPUS = 100_000
+#: Default grace (s) before an owner's job blocked by lent GPUs counts as a guarantee violation.
+DEFAULT_GRACE_S = 120.0
 _CLUSTER_RE = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\d+)\s*$")
 
 
@@ -91,6 +109,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds without progress after a preempted job restarts")
     parser.add_argument("--seed", type=int, default=0,
                         help="recorded in the report (the simulator is deterministic)")
+    defaults = SchedulerConfig()
+    parser.add_argument("--quotas", metavar="FILE.json|demand",
+                        help="tenant quotas for every policy: a JSON file {tenant: GPUs or {guaranteed_gpus, "
+                             "borrow_limit}}, or 'demand' (guarantees proportional to each tenant's "
+                             "GPU-seconds of work, summing to the cluster's GPUs); adds a fairness table")
+    parser.add_argument("--starvation-bound-s", type=float, default=defaults.starvation_bound_s, metavar="S",
+                        help="sjf-bsbf-fair: a job waiting this long goes first")
+    parser.add_argument("--aging-s", type=float, default=defaults.aging_s, metavar="S",
+                        help="sjf-bsbf-fair: waiting time that halves a job's sort key")
+    parser.add_argument("--reclaim", choices=RECLAIM_MODES, default=defaults.reclaim,
+                        help="how owners get lent GPUs back (sjf-bsbf-fair; preempt also for other policies' "
+                             "quota checks)")
+    parser.add_argument("--borrow-bound-s", type=float, default=defaults.borrow_bound_s, metavar="S",
+                        help="reclaim bound/both: longest remaining time of a job admitted on borrowed GPUs")
+    parser.add_argument("--grace-s", type=float, default=DEFAULT_GRACE_S, metavar="S",
+                        help="with --quotas: an owner's job blocked by lent GPUs longer than this counts "
+                             "as a guarantee violation")
     parser.add_argument("--json", type=Path, metavar="OUT.json", help="write the report as JSON")
     parser.add_argument("--html", type=Path, metavar="OUT.html", help="write a Plotly HTML report")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
@@ -141,6 +176,55 @@ def check_output(path: Path | None, flag: str) -> None:
         raise CliError(f"{flag} {path}: cannot write in folder {folder} ({exc.strerror or exc})") from None
 
 
+def read_quotas(text: str) -> dict[str, TenantQuota] | str:
+    """``--quotas``: ``"demand"`` (returned as is, resolved once the trace is loaded) or the path of
+    a JSON file parsed by :func:`scheduling.core.quota.quotas_from_json`. Raises :class:`CliError`
+    (one line) for a missing or unreadable file, malformed JSON, unknown keys or negative counts."""
+    if text == "demand":
+        return text
+    path = Path(text)
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CliError(f"--quotas {text}: no such file (give a JSON file or 'demand')") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"--quotas {text}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"--quotas {text}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    try:
+        return quotas_from_json(data)
+    except ValueError as exc:
+        raise CliError(f"--quotas {text}: {exc}") from None
+
+
+def demand_quotas(jobs: Sequence[Job], gpus: int) -> dict[str, TenantQuota]:
+    """Guarantees proportional to each tenant's demand ``Σ G_j × P_j`` (GPU-s), summing to ``gpus``
+    (:func:`scheduling.core.quota.proportional_quotas`); unlimited borrowing. Raises
+    :class:`CliError` for a trace without work."""
+    try:
+        return proportional_quotas(demand_gpu_s(jobs), gpus)
+    except ValueError as exc:
+        raise CliError(f"--quotas demand: {exc}") from None
+
+
+class Watched:
+    """A policy wrapper that checks every snapshot it is shown against the quotas
+    (:class:`scheduling.core.fairness.GuaranteeMonitor`); decisions are the inner policy's."""
+
+    def __init__(self, inner: Policy, quotas: dict[str, TenantQuota], grace_s: float) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.preemptive = inner.preemptive
+        self.monitor = GuaranteeMonitor(quotas, grace_s)
+
+    def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:
+        """Record the snapshot, then let the inner policy decide."""
+        self.monitor.observe(snapshot)
+        return self.inner.decide(snapshot, profile, explain=explain)
+
+
 def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
     """Run the simulations described by parsed ``args``; returns the exit code (0).
 
@@ -153,11 +237,16 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
     nodes, per_node = parse_cluster(args.cluster)
     if args.gpu_memory_mb < 1:
         raise CliError(f"--gpu-memory-mb must be positive, got {args.gpu_memory_mb}")
+    if not (args.grace_s >= 0 and math.isfinite(args.grace_s)):
+        raise CliError(f"--grace-s must be a finite number ≥ 0, got {args.grace_s}")
     try:
+        scheduler = SchedulerConfig(starvation_bound_s=args.starvation_bound_s, aging_s=args.aging_s,
+                                    reclaim=args.reclaim, borrow_bound_s=args.borrow_bound_s)
         config = SimConfig(round_interval_s=args.round_interval, round_on_events=args.round_on_events,
-                           restart_cost_s=args.restart_cost_s, seed=args.seed)
+                           restart_cost_s=args.restart_cost_s, seed=args.seed, scheduler=scheduler)
     except ValueError as exc:
         raise CliError(str(exc)) from None
+    quotas = read_quotas(args.quotas) if args.quotas is not None else None
     check_output(args.json, "--json")
     check_output(args.html, "--html")
     policies = _policies(args.policies)
@@ -167,12 +256,23 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
         trace = load_traces(args.trace, max_gpus=cluster.healthy_gpus, throughput=profile.isolated_throughput)
     except TraceError as exc:
         raise CliError(str(exc)) from None
+    if quotas == "demand":
+        quotas = demand_quotas(trace.jobs, cluster.healthy_gpus)
+    if quotas:
+        config = replace(config, tenant_quotas=quotas)
     results = {}
+    violations: dict[str, int] = {}
     for policy in policies:
-        results[policy.name] = simulate(trace.jobs, cluster, policy, profile, config,
+        watched = Watched(policy, quotas, args.grace_s) if quotas else None
+        results[policy.name] = simulate(trace.jobs, cluster, watched or policy, profile, config,
                                         progress=not args.no_progress)
-    report = build_report(trace, cluster, config, results, never_fit_reasons(trace.jobs, cluster, profile))
+        if watched is not None:
+            violations[policy.name] = len(watched.monitor.violated)
+    report = build_report(trace, cluster, config, results, never_fit_reasons(trace.jobs, cluster, profile),
+                          violations)
     stdout.write(format_table(report) + "\n")
+    if quotas:
+        stdout.write("\n" + format_fairness_table(report) + "\n")
     for name, summary in report["policies"].items():
         warning = unfinished_warning(name, summary)
         if warning is not None:

@@ -10,7 +10,20 @@ The JSON document (``build_report``) is::
                            "makespan_s", "avg_queue_s", "gpu_util", "shared_gpu_time_frac",
                            "per_tenant": {TENANT: {"jobs", "avg_jct_s", "gpu_hours"}},
                            "jain_gpu_hours", "mean_shared_slowdown", "unfinished",
-                           "unfinished_reasons": {REASON: COUNT}, "rounds", "preemptions"}}}
+                           "unfinished_reasons": {REASON: COUNT}, "rounds", "preemptions",
+                           "fairness": {"jain_index", "max_wait_s", "p99_wait_s", "avg_wait_s",
+                                        ["usage_vs_quota", "guarantee_violations"]}}},
+     ["scheduler": {"starvation_bound_s", "aging_s", "reclaim", "borrow_bound_s"},
+      "tenant_quotas": {TENANT: {"guaranteed_gpus", "borrow_limit"}}]}
+
+``fairness`` (issue 6, docs/FAIRNESS.md): waits are each job's total pending time
+(:func:`scheduling.core.fairness.wait_stats`); ``jain_index`` is Jain's index of the tenants'
+normalised shares ``x_t = GPU-hours charged to t ÷ t's entitlement`` — its guaranteed GPUs with
+quotas (:func:`scheduling.core.fairness.usage_vs_quota`; tenants guaranteed 0 GPUs left out), else
+1 for every tenant (then it equals ``jain_gpu_hours``). With quotas, also ``usage_vs_quota`` per
+tenant and, when the rounds were watched (:class:`scheduling.core.fairness.GuaranteeMonitor`),
+``guarantee_violations``: jobs kept waiting longer than the grace by GPUs lent to other tenants.
+The bracketed keys appear only with quotas.
 
 ``never_fit``: accepted jobs no policy can ever start on this cluster (gang too large, or too
 little GPU memory even at the smallest sub-batch); ``unfinished_reasons``: why each policy's
@@ -32,9 +45,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from scheduling.core.metrics import binned_utilisation, makespan_window, summarise
+from scheduling.core.fairness import usage_vs_quota, wait_stats
+from scheduling.core.metrics import binned_utilisation, jain_index, makespan_window, summarise
 from scheduling.core.profiles import ProfileError
-from scheduling.core.types import Cluster, Job, JobId, Profile
+from scheduling.core.quota import normalise
+from scheduling.core.types import Cluster, Job, JobId, Profile, TenantQuota
 from scheduling.sim.engine import SimConfig, SimResult
 from scheduling.sim.loaders import LoadedTrace
 
@@ -113,16 +128,45 @@ def policy_summary(result: SimResult, never_fit: Mapping[JobId, str] | None = No
     return summary
 
 
+def fairness_summary(result: SimResult, quotas: Mapping[str, TenantQuota] | None = None,
+                     violations: int | None = None) -> dict[str, Any]:
+    """One policy's ``"fairness"`` entry (module docstring): waits (s), Jain's index of the
+    tenants' normalised shares, and with ``quotas`` (tenant → :class:`TenantQuota`) usage vs quota
+    over the makespan window and ``violations`` (guarantee violations; ``None``: not watched)."""
+    outcomes = result.outcomes
+    out: dict[str, Any] = {}
+    if quotas:
+        lo, hi = makespan_window(outcomes)
+        usage = usage_vs_quota(outcomes, quotas, hi - lo if outcomes else 0.0)
+        shares = [u["usage_over_quota"] for t, u in usage.items() if u["quota_gpu_hours"] > 0]
+        out["jain_index"] = jain_index(shares)
+    else:
+        hours: dict[str, float] = {}
+        for o in outcomes:
+            hours[o.tenant] = hours.get(o.tenant, 0.0) + o.gpu_s / 3600.0
+        out["jain_index"] = jain_index(hours.values())
+    out.update(wait_stats(outcomes))
+    if quotas:
+        out["usage_vs_quota"] = usage
+        if violations is not None:
+            out["guarantee_violations"] = violations
+    return out
+
+
 def build_report(trace: LoadedTrace, cluster: Cluster, config: SimConfig,
                  results: Mapping[str, SimResult],
-                 never_fit: Mapping[JobId, str] | None = None) -> dict[str, Any]:
+                 never_fit: Mapping[JobId, str] | None = None,
+                 violations: Mapping[str, int] | None = None) -> dict[str, Any]:
     """The JSON-ready report dict (``nan`` already turned into ``None``).
 
     ``never_fit``: jobs no policy can start (:func:`never_fit_reasons`); counted in
     ``"never_fit"`` and used to explain each policy's unfinished jobs. ``None``: not checked
-    (every unfinished job then counts as left waiting).
+    (every unfinished job then counts as left waiting). The tenant quotas are
+    ``config.tenant_quotas``; ``violations``: policy → guarantee violations counted while it ran.
     """
     never_fit = never_fit or {}
+    violations = violations or {}
+    quotas = normalise(config.tenant_quotas)
     report = {
         "trace": trace.name,
         "trace_rows": trace.rows,
@@ -131,9 +175,37 @@ def build_report(trace: LoadedTrace, cluster: Cluster, config: SimConfig,
         "config": {"round_interval_s": config.round_interval_s, "round_on_events": config.round_on_events,
                    "restart_cost_s": config.restart_cost_s, "seed": config.seed},
         "never_fit": len(never_fit),
-        "policies": {name: policy_summary(r, never_fit) for name, r in results.items()},
+        "policies": {name: {**policy_summary(r, never_fit),
+                            "fairness": fairness_summary(r, quotas, violations.get(name))}
+                     for name, r in results.items()},
     }
+    sc = config.scheduler
+    report["scheduler"] = {"starvation_bound_s": sc.starvation_bound_s, "aging_s": sc.aging_s,
+                           "reclaim": sc.reclaim, "borrow_bound_s": sc.borrow_bound_s}
+    if quotas:
+        report["tenant_quotas"] = {t: {"guaranteed_gpus": q.guaranteed_gpus, "borrow_limit": q.borrow_limit}
+                                   for t, q in sorted(quotas.items())}
     return _json_safe(report)
+
+
+def format_fairness_table(report: Mapping[str, Any]) -> str:
+    """Per policy: Jain's index of normalised shares, max and p99 wait (h), guarantee violations
+    (``-`` when not watched), and a line with the tenant quotas."""
+    h = 3600.0
+    lines = [f"{'fairness':<16} {'Jain':>6} {'max wait h':>10} {'p99 wait h':>10} {'guar.viol':>9}"]
+    def num(value: Any, fmt: str) -> str:
+        return "-" if value is None else fmt.format(value)
+
+    for name, summary in report["policies"].items():
+        f = summary["fairness"]
+        lines.append(f"{name:<16} {num(f['jain_index'], '{:.3f}'):>6} "
+                     f"{num(f['max_wait_s'] and f['max_wait_s'] / h, '{:.2f}'):>10} "
+                     f"{num(f['p99_wait_s'] and f['p99_wait_s'] / h, '{:.2f}'):>10} "
+                     f"{num(f.get('guarantee_violations'), '{:d}'):>9}")
+    quotas = report.get("tenant_quotas", {})
+    lines.append("quotas (guaranteed GPUs): "
+                 + ", ".join(f"{t} {q['guaranteed_gpus']}" for t, q in quotas.items()))
+    return "\n".join(lines)
 
 
 def _json_safe(value: Any) -> Any:

@@ -102,6 +102,13 @@ def test_html_report_is_written(tiny: Path, tmp_path: Path, capsys: pytest.Captu
         (["--cluster", "1x65"], "at most 64 GPUs per node, got 65"),
         # 1,563 nodes x 64 GPUs = 100,032 > 100,000 in total (1,562 x 64 = 99,968 would pass).
         (["--cluster", "1563x64"], "at most 100,000 GPUs in total, got 100,032"),
+        (["--quotas", "no-such-quotas.json"], "--quotas no-such-quotas.json: no such file"),
+        (["--quotas", "@BAD:{a"], "not valid JSON (line 1"),
+        (["--quotas", '@BAD:{"default": -1}'], "guaranteed_gpus must be a whole number ≥ 0, got -1"),
+        (["--quotas", '@BAD:{"default": {"gpus": 2}}'], "expected keys guaranteed_gpus and optional"),
+        (["--quotas", "@BAD:[2]"], "quotas must be a non-empty JSON object"),
+        (["--starvation-bound-s", "0"], "starvation_bound_s"),
+        (["--grace-s", "-1"], "--grace-s must be a finite number ≥ 0, got -1.0"),
     ],
 )
 def test_bad_options(tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str],
@@ -109,6 +116,9 @@ def test_bad_options(tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[s
     out_json = tmp_path / "out.json"
     base = {"--trace": str(tiny), "--cluster": "1x2", "--json": str(out_json)}
     for flag, value in zip(args[::2], args[1::2], strict=True):
+        if value.startswith("@BAD:"):  # a quotas file with this content
+            (tmp_path / "bad.json").write_text(value[5:], encoding="utf-8")
+            value = str(tmp_path / "bad.json")
         base[flag] = value
     argv = [x for kv in base.items() for x in kv] + ["--no-progress"]
     code, _, err = run_cli(argv, capsys)
@@ -321,3 +331,74 @@ def test_unfinished_reasons_count_the_rest_as_left_waiting() -> None:
     assert unfinished_warning("fifo", summary) == (
         f"warning: fifo left 3 of 7 jobs unfinished ({REASON_LEFT_WAITING}: 2; {REASON_MEMORY_TOO_LARGE}: 1)")
     assert unfinished_warning("fifo", {"jobs": 4, "unfinished": 0}) is None
+
+
+@pytest.mark.parametrize("reclaim", ["preempt", "bound", "both"])
+def test_quotas_file_adds_the_fairness_section(tiny: Path, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str], reclaim: str) -> None:
+    quotas = tmp_path / "quotas.json"
+    quotas.write_text('{"default": {"guaranteed_gpus": 2, "borrow_limit": 0}}', encoding="utf-8")
+    out_json = tmp_path / "out.json"
+    code, out, _ = run_cli(["--trace", str(tiny), "--cluster", "1x2", "--policies", "fifo,sjf-bsbf-fair",
+                            "--quotas", str(quotas), "--reclaim", reclaim, "--json", str(out_json),
+                            "--no-progress"], capsys)
+    assert code == 0
+    assert "Jain" in out and "quotas (guaranteed GPUs): default 2" in out
+    report = json.loads(out_json.read_text())
+    assert report["tenant_quotas"] == {"default": {"guaranteed_gpus": 2, "borrow_limit": 0}}
+    assert report["scheduler"]["reclaim"] == reclaim
+    fifo = report["policies"]["fifo"]
+    # Same FIFO run as the happy path (one tenant owning both GPUs): waits 0, 0, 120 s -> max 120;
+    # p99 at rank 0.99 x 2 = 1.98 -> 0 + 0.98 x 120 = 117.6. One tenant: Jain 1. Usage 170 GPU-s
+    # of a guarantee of 2 GPUs x 130 s = 260 GPU-s -> 170/260. Nobody borrows: no violation.
+    fair = fifo["fairness"]
+    assert fair["max_wait_s"] == pytest.approx(120.0)
+    assert fair["p99_wait_s"] == pytest.approx(117.6)
+    assert fair["jain_index"] == pytest.approx(1.0)
+    assert fair["usage_vs_quota"]["default"]["usage_over_quota"] == pytest.approx(170 / 260)
+    assert fair["guarantee_violations"] == 0
+    assert fifo["avg_jct_s"] == pytest.approx(280 / 3)  # quotas do not change FIFO's schedule here
+
+
+def test_quotas_demand_gives_the_single_tenant_every_gpu(tiny: Path, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    out_json = tmp_path / "out.json"
+    code, _, _ = run_cli(["--trace", str(tiny), "--cluster", "1x2", "--policies", "fifo",
+                          "--quotas", "demand",
+                          "--json", str(out_json), "--no-progress"], capsys)
+    assert code == 0
+    report = json.loads(out_json.read_text())
+    assert report["tenant_quotas"] == {"default": {"guaranteed_gpus": 2, "borrow_limit": None}}
+
+
+def test_no_quotas_no_fairness_table(tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_json = tmp_path / "out.json"
+    code, out, _ = run_cli(["--trace", str(tiny), "--cluster", "1x2", "--policies", "fifo",
+                            "--json", str(out_json), "--no-progress"], capsys)
+    assert code == 0 and "Jain" not in out
+    report = json.loads(out_json.read_text())
+    assert "tenant_quotas" not in report
+    fair = report["policies"]["fifo"]["fairness"]
+    assert "usage_vs_quota" not in fair and "guarantee_violations" not in fair
+    assert fair["max_wait_s"] == pytest.approx(120.0)
+
+
+def test_fairness_summary_by_hand() -> None:
+    from scheduling.core.metrics import JobOutcome
+    from scheduling.core.types import TenantQuota
+    from scheduling.sim.engine import SimResult
+    from scheduling.sim.report import fairness_summary
+
+    # Window 0..3600 s. Tenant a: 2 GPUs for the hour = 2 GPU-h, no wait. Tenant b: 1 GPU from 1800
+    # s, charged 1 GPU-h (say it shared), waited 1800 s.
+    outs = (JobOutcome(1, "a", 2, 0.0, 0.0, 3600.0, 0.0, 7200.0, 0.0, 0),
+            JobOutcome(2, "b", 1, 0.0, 1800.0, 3600.0, 1800.0, 3600.0, 1800.0, 0))
+    result = SimResult("x", outs, (), (), 4, 1, 0, float("nan"))
+    # Quotas a 3, b 1: shares 2/3 and 1/1 -> Jain (5/3)^2 / (2 x (4/9 + 1)) = (25/9) / (26/9) = 25/26.
+    fair = fairness_summary(result, {"a": TenantQuota(3), "b": TenantQuota(1)}, violations=4)
+    assert fair["jain_index"] == pytest.approx(25 / 26)
+    assert fair["guarantee_violations"] == 4
+    # Waits 0 and 1800: max 1800; p99 at rank 0.99 -> 0.99 x 1800 = 1782.
+    assert (fair["max_wait_s"], fair["p99_wait_s"]) == (1800.0, pytest.approx(1782.0))
+    # No quotas: every tenant entitled alike -> Jain of GPU-hours 2, 1 = 9 / (2 x 5) = 0.9.
+    assert fairness_summary(result)["jain_index"] == pytest.approx(0.9)
