@@ -9,6 +9,7 @@ in-process), DEBUG off. Production (docker-compose) sets ``DATABASE_URL`` (Postg
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -185,6 +186,17 @@ SHAREWISE_HEARTBEAT_TIMEOUT_S = env.float("SHAREWISE_HEARTBEAT_TIMEOUT_S", defau
 SHAREWISE_HEARTBEAT_INTERVAL_S = env.float("SHAREWISE_HEARTBEAT_INTERVAL_S", default=5.0)
 # Recorded rounds kept; older ones are deleted as new ones are written.
 SHAREWISE_ROUNDS_KEPT = env.int("SHAREWISE_ROUNDS_KEPT", default=5000)
+# Multi-tenancy (docs/FAIRNESS.md): a job pending this long (s) is starving (sjf-bsbf-fair); 48 h.
+SHAREWISE_STARVATION_BOUND_S = env.float("SHAREWISE_STARVATION_BOUND_S", default=172800.0)
+# Aging time constant (s): sjf-bsbf-fair orders pending jobs by P_j / (1 + wait / aging).
+SHAREWISE_AGING_S = env.float("SHAREWISE_AGING_S", default=3600.0)
+# How owners get lent GPUs back: preempt (borrowed jobs), bound (short borrowers only) or both.
+SHAREWISE_RECLAIM = env("SHAREWISE_RECLAIM", default="preempt")
+if SHAREWISE_RECLAIM not in ("preempt", "bound", "both"):
+    raise ImproperlyConfigured(
+        f"SHAREWISE_RECLAIM must be one of preempt, bound, both; got {SHAREWISE_RECLAIM!r}")
+# Most remaining exclusive time (s) of a job that borrows GPUs under reclaim bound/both.
+SHAREWISE_BORROW_BOUND_S = env.float("SHAREWISE_BORROW_BOUND_S", default=3600.0)
 # A round every interval; a tick no worker started within one interval expires (the next one comes).
 CELERY_BEAT_SCHEDULE = {
     "scheduling-round": {

@@ -48,8 +48,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, transaction
-from django.db.models import F, FloatField, Func, Max, Model, Q, Sum, Value
+from django.db.models import F, FloatField, Func, Max, Model, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -260,7 +261,7 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
       :func:`estimate_iter_time_s`; ``memory_mb`` its ``gpu_memory_mb`` (``None``: the profile's);
       ``attained_gpu_s`` of a running job is ``gpus × (now − started_at)`` (earlier runs before a
       preemption are not counted).
-    - ``tenant_quotas``: the sum of each tenant's guaranteed GPUs.
+    - ``tenant_quotas``: :func:`tenant_quotas`; ``config``: :func:`scheduler_config`.
     """
     now = now or timezone.now()
     profile = profile or load_default_profile()
@@ -322,11 +323,44 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
             ids, sub_batch, first = placed[pk]
             running.append(core.RunningJob(job, core.Placement(pk, tuple(sorted(ids)), sub_batch,
                                                                first.timestamp())))
-    quotas = {tenant: int(total) for tenant, total in Quota.objects.order_by().values_list(
-        "tenant__name").annotate(total=Sum("guaranteed_gpus")).values_list("tenant__name", "total")}
     snapshot = core.Snapshot(now_s, core.Cluster(tuple(gpus)), tuple(pending), tuple(running),
-                             core.SchedulerConfig(), quotas)
+                             scheduler_config(), tenant_quotas())
     return ClusterState(snapshot, tuple(gpu_pks), tuple(labels), gpu_ids, dict(residents), jobs)
+
+
+def scheduler_config() -> core.SchedulerConfig:
+    """The :class:`~scheduling.core.types.SchedulerConfig` of every round, from the settings
+    ``SHAREWISE_STARVATION_BOUND_S`` (s, default 48 h), ``SHAREWISE_AGING_S`` (s, 1 h),
+    ``SHAREWISE_RECLAIM`` (``preempt``, ``bound`` or ``both``) and ``SHAREWISE_BORROW_BOUND_S``
+    (s, 1 h) (docs/FAIRNESS.md §1–2). Raises ``ImproperlyConfigured`` for a non-positive time or
+    an unknown reclaim mode."""
+    defaults = core.SchedulerConfig()
+    try:
+        return core.SchedulerConfig(
+            starvation_bound_s=float(setting("SHAREWISE_STARVATION_BOUND_S", defaults.starvation_bound_s)),
+            aging_s=float(setting("SHAREWISE_AGING_S", defaults.aging_s)),
+            reclaim=str(setting("SHAREWISE_RECLAIM", defaults.reclaim)),
+            borrow_bound_s=float(setting("SHAREWISE_BORROW_BOUND_S", defaults.borrow_bound_s)))
+    except (TypeError, ValueError) as exc:
+        raise ImproperlyConfigured(f"scheduler settings: {exc}") from exc
+
+
+def tenant_quotas() -> dict[str, core.TenantQuota]:
+    """Each tenant's :class:`~scheduling.core.types.TenantQuota` from its ``Quota`` rows (1 query).
+
+    The core has no GPU types in its quotas, so a tenant's rows are summed over GPU types:
+    ``guaranteed_gpus`` = Σ guaranteed; ``borrow_limit`` = ``None`` (unlimited) if any row has no
+    limit, else Σ borrow limits **(ours)**. Tenants without a row are absent (no guarantee; they may
+    only borrow, docs/FAIRNESS.md §1).
+    """
+    guaranteed: dict[str, int] = defaultdict(int)
+    borrow: dict[str, int | None] = {}
+    for tenant, gpus, limit in Quota.objects.order_by().values_list(
+            "tenant__name", "guaranteed_gpus", "borrow_limit"):
+        guaranteed[tenant] += gpus
+        so_far = borrow.get(tenant, 0)
+        borrow[tenant] = None if so_far is None or limit is None else so_far + limit
+    return {tenant: core.TenantQuota(total, borrow[tenant]) for tenant, total in guaranteed.items()}
 
 
 def build_snapshot(now: datetime | None = None) -> core.Snapshot:

@@ -102,7 +102,8 @@ def test_snapshot_maps_gpus_jobs_and_quotas(cluster: list[Node], tenant_a: Tenan
     assert jobs[estimated.pk].iter_time_s == pytest.approx(2 / 4.223)
     assert jobs[estimated.pk].memory_mb is None
     assert snap.running == ()
-    assert snap.tenant_quotas == {"team-a": 4, "team-c": 2}
+    # fixtures: team-a 4 guaranteed, may borrow 2 more; team-c 2 guaranteed, no borrow limit
+    assert snap.tenant_quotas == {"team-a": core.TenantQuota(4, 2), "team-c": core.TenantQuota(2, None)}
 
 
 def test_estimate_matches_the_profile_throughput() -> None:
@@ -195,11 +196,12 @@ def test_unhealthy_gpus_are_skipped(
 
 
 def test_two_gangs_for_the_whole_cluster_one_runs(
-    cluster: list[Node], tenant_a: Tenant, django_capture_on_commit_callbacks: Callable
+    cluster: list[Node], tenant_c: Tenant, django_capture_on_commit_callbacks: Callable
 ) -> None:
-    """TESTING.md scenario (8 GPUs here): two 8-GPU gangs in one round; exactly one runs."""
-    first = make_job(tenant_a, "first", gpus=8, iteration_time_s=0.1)
-    second = make_job(tenant_a, "second", gpus=8, iteration_time_s=0.1, iterations=2000)
+    """TESTING.md scenario (8 GPUs here): two 8-GPU gangs in one round; exactly one runs.
+    team-c (2 guaranteed, unlimited borrowing, the only tenant) may borrow the other 6 GPUs."""
+    first = make_job(tenant_c, "first", gpus=8, iteration_time_s=0.1)
+    second = make_job(tenant_c, "second", gpus=8, iteration_time_s=0.1, iterations=2000)
     round_now(django_capture_on_commit_callbacks, policy="sjf")
     assert Placement.objects.filter(job=first, active=True).count() == 8
     assert Placement.objects.filter(job=second).count() == 0
