@@ -48,7 +48,6 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from scheduling.core.fairness import (  # noqa: E402
-    GuaranteeMonitor,
     jain_of_rho,
     tenant_rho,
     usage_vs_quota,
@@ -61,35 +60,19 @@ from scheduling.core.types import (  # noqa: E402
     GPU,
     Cluster,
     Job,
-    Policy,
     Profile,
-    RoundDecisions,
     SchedulerConfig,
-    Snapshot,
     TenantQuota,
 )
 from scheduling.datapaths import shared_data_dir  # noqa: E402
 from scheduling.sim import engine  # noqa: E402
+from scheduling.sim.cli import Watched  # noqa: E402
 from scheduling.sim.loaders import TraceError, load_traces  # noqa: E402
 
 TRACES = {"philly": ("traces/philly-vc", "40x8"), "chronus": ("traces/chronus-philly-mix1.csv", "16x8")}
 POLICIES = "fifo,tiresias,sjf-ffs,sjf-bsbf,sjf-bsbf-fair"
 REFERENCE = "sjf-bsbf"
 DEFAULTS = SchedulerConfig()
-
-class Monitored:
-    """A policy wrapper that checks quotas on every snapshot the simulator shows it."""
-
-    def __init__(self, inner: Policy, quotas: Mapping[str, TenantQuota], grace_s: float) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.preemptive = inner.preemptive
-        self.monitor = GuaranteeMonitor(quotas, grace_s)
-
-    def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:
-        self.monitor.observe(snapshot)
-        return self.inner.decide(snapshot, profile, explain=explain)
-
 
 def helios_weights(tenants_by_demand: Sequence[str]) -> dict[str, float]:
     """The Venus VC sizes of the first day, largest first, matched to tenants by demand rank."""
@@ -150,7 +133,7 @@ def run_trace(key: str, args: argparse.Namespace, profile: Profile) -> dict:
     runs = [(name, True) for name in args.policies] + ([] if args.no_reference else [(REFERENCE, False)])
     for name, with_quotas in runs:
         label = name if with_quotas else f"{name} (no quotas)"
-        monitor = Monitored(get_policy(name), quotas, args.grace_s)
+        monitor = Watched(get_policy(name), quotas, args.grace_s)
         config = replace(base, tenant_quotas=quotas if with_quotas else {})
         started = time.process_time()
         result = engine.simulate(jobs, cluster, monitor, profile, config, progress=progress)
