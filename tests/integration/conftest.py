@@ -138,8 +138,10 @@ class Workers:
         self.procs: list[subprocess.Popen] = []
 
     def start(self, pause_file: Path | None = None, visibility_s: float | None = None) -> subprocess.Popen:
+        # The tests' nodes have no agent sending heartbeats: a worker that starts slowly on a
+        # loaded machine must not find them silent for too long (unreachable, nothing placed).
         env = {**os.environ, "DATABASE_URL": database_url(), "REDIS_URL": self.redis_url,
-               "SHAREWISE_REQUIRE_SERVICES": "0"}
+               "SHAREWISE_REQUIRE_SERVICES": "0", "SHAREWISE_HEARTBEAT_TIMEOUT_S": "3600"}
         env.pop("SHAREWISE_TEST_PAUSE_FILE", None)
         env.pop("SHAREWISE_TEST_VISIBILITY_S", None)
         if pause_file is not None:
