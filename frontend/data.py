@@ -35,6 +35,7 @@ from cluster.models import GPU, Job, JobEvent, Membership, Node, Placement, Quot
 from scheduling import figures
 from scheduling.core.metrics import jain_index
 from scheduling.models import Round
+from scheduling.services import scheduler_config, summed_quotas
 
 HIDDEN = "another tenant's job"
 
@@ -839,6 +840,14 @@ def _bars(
     return {name: figures.tenant_bars_spec(live, metric, scale, title, axis, colour_by_tenant=True)}
 
 
+#: How the summary names each reclaim mode (``SchedulerConfig.reclaim``, docs/FAIRNESS.md §1).
+RECLAIM_WORDS = {
+    "preempt": "preemption",
+    "bound": "bounding borrowers' remaining time",
+    "both": "preemption and bounding borrowers' remaining time",
+}
+
+
 def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     """Per tenant over the last ``window_s`` s: GPUs in use vs quota (stacked), Jain's index over
     time, mean JCT and queueing delay, GPU-hours.
@@ -849,13 +858,22 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     same for every viewer (a cluster-wide figure that names no job). Mean JCT (submit → finish)
     is over the tenant's succeeded jobs; mean queueing delay (submit → first start) over its
     started jobs; GPU-hours over the window, a shared GPU-hour charging each job half.
+
+    Quotas (docs/FAIRNESS.md §1): guaranteed GPUs and borrow limit summed over the tenant's
+    ``Quota`` rows (``scheduling.services.summed_quotas``; "unlimited": no limit, "none": no quota
+    row); GPUs held now = GPUs of its running gangs; borrowed now = held − guaranteed, at least 0.
+    Table ``scheduler``: the cluster-wide starvation bound, aging, reclaim mode and borrow bound.
     """
     now = timezone.now()
     start = now - timedelta(seconds=window_s)
     tenants = dict(Tenant.objects.values_list("id", "name"))
     if not tenants:
         return _payload(viewer, now, empty="No tenants yet: create one with manage.py create_tenant.")
-    quotas = {t: q or 0 for t, q in Quota.objects.values_list("tenant_id").annotate(q=Sum("guaranteed_gpus"))}
+    full_quotas = summed_quotas(
+        Quota.objects.order_by().values_list("tenant_id", "guaranteed_gpus", "borrow_limit")
+    )
+    quotas = {t: q.guaranteed_gpus for t, q in full_quotas.items()}
+    config = scheduler_config()
     width_s = window_s / FAIRNESS_BINS
     charged = _usage_bins(_window_usage(start, now), start.timestamp(), width_s, FAIRNESS_BINS)
     succeeded = Q(status=Job.Status.SUCCEEDED, finished_at__isnull=False)
@@ -901,11 +919,18 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
         finished, avg_jct, avg_queue, pending, in_use, _ = stats.get(t, (0, None, None, 0, None, None))
         gpu_hours = sum(charged.get(t, ())) / 3600.0
         per_tenant[name] = {"avg_jct_s": avg_jct, "avg_queue_s": avg_queue, "gpu_hours": gpu_hours}
+        quota = full_quotas.get(t)
+        limit: int | str = "none"  # no Quota row: no guarantee, may only borrow
+        if quota is not None:
+            limit = "unlimited" if quota.borrow_limit is None else quota.borrow_limit
+        held = in_use or 0
         rows.append(
             [
                 name,
                 quotas.get(t, 0),
-                in_use or 0,
+                limit,
+                held,
+                max(0, held - quotas.get(t, 0)),
                 round(gpu_hours, 3),
                 finished,
                 pending,
@@ -918,7 +943,8 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     current = next((j for j in reversed(jain) if j is not None), None)
     summary = (
         f"Jain's index now: {current if current is not None else 'n/a (no tenant with work and quota)'}; "
-        f"GPU-hours over the last {minutes}."
+        f"GPU-hours over the last {minutes}. Starvation bound {config.starvation_bound_s / 3600:g} h; "
+        f"borrowed GPUs reclaimed by {RECLAIM_WORDS[config.reclaim]}."
     )
     return _payload(
         viewer,
@@ -941,11 +967,24 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
             ),
         },
         tables={
+            "scheduler": _table(
+                ["setting", "value"],
+                [
+                    ["starvation bound s", config.starvation_bound_s],
+                    ["aging s", config.aging_s],
+                    ["reclaim", config.reclaim],
+                    ["borrow bound s", config.borrow_bound_s],
+                ],
+                "Cluster-wide (settings SHAREWISE_STARVATION_BOUND_S, SHAREWISE_AGING_S, SHAREWISE_RECLAIM, "
+                "SHAREWISE_BORROW_BOUND_S; docs/FAIRNESS.md).",
+            ),
             "tenants": _table(
                 [
                     "tenant",
-                    "quota GPUs",
-                    "GPUs in use",
+                    "guaranteed GPUs",
+                    "borrow limit",
+                    "GPUs held now",
+                    "GPUs borrowed now",
                     f"GPU-hours ({minutes})",
                     "succeeded jobs",
                     "pending jobs",

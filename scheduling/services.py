@@ -345,22 +345,26 @@ def scheduler_config() -> core.SchedulerConfig:
         raise ImproperlyConfigured(f"scheduler settings: {exc}") from exc
 
 
-def tenant_quotas() -> dict[str, core.TenantQuota]:
-    """Each tenant's :class:`~scheduling.core.types.TenantQuota` from its ``Quota`` rows (1 query).
+def summed_quotas(rows: Iterable[tuple[Any, int, int | None]]) -> dict[Any, core.TenantQuota]:
+    """``{key: TenantQuota}`` from ``Quota`` rows ``(key, guaranteed_gpus, borrow_limit)`` (key: a
+    tenant's name or id), summed over a tenant's rows (one per GPU type): the core has no GPU types
+    in its quotas, so ``guaranteed_gpus`` = Σ guaranteed and ``borrow_limit`` = ``None``
+    (unlimited) if any row has no limit, else Σ borrow limits **(ours)**."""
+    guaranteed: dict[Any, int] = defaultdict(int)
+    borrow: dict[Any, int | None] = {}
+    for key, gpus, limit in rows:
+        guaranteed[key] += gpus
+        so_far = borrow.get(key, 0)
+        borrow[key] = None if so_far is None or limit is None else so_far + limit
+    return {key: core.TenantQuota(total, borrow[key]) for key, total in guaranteed.items()}
 
-    The core has no GPU types in its quotas, so a tenant's rows are summed over GPU types:
-    ``guaranteed_gpus`` = Σ guaranteed; ``borrow_limit`` = ``None`` (unlimited) if any row has no
-    limit, else Σ borrow limits **(ours)**. Tenants without a row are absent (no guarantee; they may
-    only borrow, docs/FAIRNESS.md §1).
-    """
-    guaranteed: dict[str, int] = defaultdict(int)
-    borrow: dict[str, int | None] = {}
-    for tenant, gpus, limit in Quota.objects.order_by().values_list(
-            "tenant__name", "guaranteed_gpus", "borrow_limit"):
-        guaranteed[tenant] += gpus
-        so_far = borrow.get(tenant, 0)
-        borrow[tenant] = None if so_far is None or limit is None else so_far + limit
-    return {tenant: core.TenantQuota(total, borrow[tenant]) for tenant, total in guaranteed.items()}
+
+def tenant_quotas() -> dict[str, core.TenantQuota]:
+    """Each tenant's :class:`~scheduling.core.types.TenantQuota` by tenant name, from its ``Quota``
+    rows (1 query; :func:`summed_quotas`). Tenants without a row are absent (no guarantee; they may
+    only borrow, docs/FAIRNESS.md §1)."""
+    return summed_quotas(
+        Quota.objects.order_by().values_list("tenant__name", "guaranteed_gpus", "borrow_limit"))
 
 
 def build_snapshot(now: datetime | None = None) -> core.Snapshot:

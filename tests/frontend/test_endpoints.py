@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.test import Client
+from django.test import Client, override_settings
 from django.utils import timezone
 
-from cluster.models import GPU, Job, Node
+from cluster.models import GPU, Job, Node, Quota
 from scheduling.figures import PALETTE, SHARED_LABEL
 from scheduling.models import Round
-from tests.frontend.conftest import make_job, session_client
+from tests.frontend.conftest import gpu, make_job, place, session_client
 
 NAMES = ("cluster-map", "timeline", "decisions", "fairness", "queue")
 
@@ -316,8 +316,11 @@ def test_fairness_numbers_and_scoping(
     # = 12.5 GPU-min = 0.208 GPU-h; team-c: ½ × 5 min = 2.5 GPU-min = 0.042 GPU-h
     assert admin["team-a"]["GPU-hours (60 min)"] == pytest.approx(12.5 / 60, abs=0.002)
     assert admin["team-c"]["GPU-hours (60 min)"] == pytest.approx(2.5 / 60, abs=0.002)
-    assert admin["team-a"]["GPUs in use"] == 3 and admin["team-c"]["GPUs in use"] == 1  # gangs: 1 + 2, 1
-    assert admin["team-a"]["quota GPUs"] == 4 and admin["team-c"]["quota GPUs"] == 2
+    assert admin["team-a"]["GPUs held now"] == 3 and admin["team-c"]["GPUs held now"] == 1  # gangs: 1 + 2, 1
+    assert admin["team-a"]["guaranteed GPUs"] == 4 and admin["team-c"]["guaranteed GPUs"] == 2
+    # fixtures: team-a may borrow 2, team-c without limit; both hold ≤ their guarantee: 3 ≤ 4, 1 ≤ 2
+    assert admin["team-a"]["borrow limit"] == 2 and admin["team-c"]["borrow limit"] == "unlimited"
+    assert admin["team-a"]["GPUs borrowed now"] == 0 and admin["team-c"]["GPUs borrowed now"] == 0
     # a-done, A's only succeeded job: JCT = finish − submit = 660 s (queueing delay: next test)
     assert admin["team-a"]["mean JCT s"] == 660.0 and admin["team-a"]["succeeded jobs"] == 1
     body = get(admin_web, "fairness")
@@ -332,6 +335,30 @@ def test_fairness_numbers_and_scoping(
     assert [r["tenant"] for r in table(charlie, "tenants")] == ["team-c"]
     assert "team-a" not in text(charlie)
     assert charlie["figures"]["jain"]["data"][0]["y"][-1] == 0.845  # cluster-wide, names nobody
+
+
+def test_fairness_shows_borrowed_gpus_and_scheduler_settings(
+    shared_cluster: dict[str, Job], tenant_c: Any, admin_web: Client, alice_web: Client, charlie_web: Client
+) -> None:
+    big = make_job(tenant_c, "c-big", gpus=3)
+    for index in range(3):
+        place(big, gpu("node-01", index))
+    Quota.objects.create(tenant=tenant_c, guaranteed_gpus=1, borrow_limit=4, gpu_type="a100")
+    with override_settings(SHAREWISE_STARVATION_BOUND_S=7200.0, SHAREWISE_RECLAIM="both"):
+        admin, charlie, alice = (get(web, "fairness") for web in (admin_web, charlie_web, alice_web))
+    c = {r["tenant"]: r for r in table(admin, "tenants")}["team-c"]
+    # team-c: rows 2 (any type, no limit) + 1 (a100, limit 4) → 3 guaranteed, unlimited borrowing;
+    # holds c-train 1 + c-big 3 = 4 GPUs, borrows 4 − 3 = 1
+    assert (c["guaranteed GPUs"], c["borrow limit"], c["GPUs held now"], c["GPUs borrowed now"]) == (
+        3, "unlimited", 4, 1)
+    assert table(charlie, "tenants") == [c]
+    assert [r["tenant"] for r in table(alice, "tenants")] == ["team-a"]
+    # cluster-wide settings, the same for every viewer: 7,200 s = 2 h
+    for body in (admin, charlie, alice):
+        assert "Starvation bound 2 h; borrowed GPUs reclaimed by preemption and bounding" in body["summary"]
+        settings_rows = {r["setting"]: r["value"] for r in table(body, "scheduler")}
+        assert settings_rows == {"starvation bound s": 7200.0, "aging s": 3600.0, "reclaim": "both",
+                                 "borrow bound s": 3600.0}
 
 
 def test_mean_queueing_delay_is_submit_to_first_start(tenant_c: Any, admin_web: Client) -> None:
