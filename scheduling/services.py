@@ -250,7 +250,7 @@ class EpochSeconds(Func):
 
 
 def load_state(now: datetime | None = None, profile: core.Profile | None = None) -> ClusterState:
-    """Read the cluster from the database as a :class:`ClusterState` (5 queries).
+    """Read the cluster from the database as a :class:`ClusterState` (6 queries).
 
     - GPUs: every registered GPU, ordered by node name and index; ``healthy`` is False for an
       unhealthy GPU and for every GPU of a node that is not ``ready`` (unhealthy, draining) or
@@ -260,7 +260,8 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
       creation time). ``iter_time_s`` is the job's ``iteration_time_s`` or
       :func:`estimate_iter_time_s`; ``memory_mb`` its ``gpu_memory_mb`` (``None``: the profile's);
       ``attained_gpu_s`` of a running job is ``gpus × (now − started_at)`` (earlier runs before a
-      preemption are not counted).
+      preemption are not counted). ``queued_since`` of a pending job that ran before is the time of
+      its latest ``preempted`` or ``requeued`` event (its wait starts again, docs/FAIRNESS.md §2).
     - ``tenant_quotas``: :func:`tenant_quotas`; ``config``: :func:`scheduler_config`.
     """
     now = now or timezone.now()
@@ -304,6 +305,11 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
     with connection.cursor() as cursor:
         cursor.execute(*query.query.sql_with_params())
         rows = cursor.fetchall()
+    # only pending jobs that ran before can have re-entered the queue
+    requeued_at: dict[int, float] = dict(JobEvent.objects.filter(
+        job__status=Job.Status.PENDING, job__started_at__isnull=False,
+        kind__in=(JobEvent.Kind.PREEMPTED, JobEvent.Kind.REQUEUED)).order_by().values("job_id").annotate(
+        t=EpochSeconds(Max("at"))).values_list("job_id", "t"))
     for (pk, tenant, model, batch, n_gpus, iterations, done, iter_s, memory, submitted, started,
          priority, status) in rows:
         if iter_s is None:
@@ -314,8 +320,9 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
         attained = 0.0
         if status == Job.Status.RUNNING and started is not None:
             attained = n_gpus * max(0.0, now_s - started)
+        queued = requeued_at.get(pk) if status == Job.Status.PENDING else None
         job = core.Job(pk, tenant, model, batch, n_gpus, iterations, submitted, iter_s,
-                       None if memory is None else float(memory), float(done), attained, None, priority)
+                       None if memory is None else float(memory), float(done), attained, queued, priority)
         jobs[pk] = job
         if status == Job.Status.PENDING:
             pending.append(job)

@@ -73,6 +73,11 @@ def test_owner_reclaims_borrowed_gpus_by_preemption(
     assert Job.objects.get(pk=borrowed.pk).status == Job.Status.PENDING
     freed = set(Placement.objects.filter(job=borrowed, active=False).values_list("gpu_id", flat=True))
     assert set(Placement.objects.filter(job=owner, active=True).values_list("gpu_id", flat=True)) == freed
+    # back in the queue: its wait (aging, starvation bound) counts from the preemption, not the submit
+    waiting = {j.id: j for j in services.build_snapshot().pending}
+    assert set(waiting) == {borrowed.pk}
+    assert waiting[borrowed.pk].queued_since == pytest.approx(third.started_at.timestamp())
+    assert waiting[borrowed.pk].waiting_since > waiting[borrowed.pk].submit_time
 
 
 @override_settings(SHAREWISE_POLICY="sjf-bsbf-fair", SHAREWISE_RECLAIM="preempt")
