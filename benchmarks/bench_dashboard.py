@@ -24,8 +24,6 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import platform
-import re
 import statistics
 import sys
 import tempfile
@@ -34,23 +32,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from machine import machine  # benchmarks/machine.py
+
 REPO = Path(__file__).resolve().parent.parent
 ENDPOINTS = ("cluster-map", "timeline", "decisions", "fairness", "queue")
 TENANTS = ("team-a", "team-b", "team-c", "team-d")
 MODELS = ("resnet50", "vgg16", "lm", "transformer", "resnet18", "a3c")
-
-
-def machine() -> str:
-    """One line describing the machine: CPU model, cores, OS, Python."""
-    model = "unknown CPU"
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        found = re.search(r"model name\s*:\s*(.+)", cpuinfo.read_text())
-        model = found.group(1).strip() if found else model
-    return (
-        f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}, "
-        f"Python {platform.python_version()}"
-    )
 
 
 def setup_django(database_url: str) -> None:

@@ -14,8 +14,6 @@ Run: ``python benchmarks/bench_decision.py [--runs N] [--policy NAME] [--explain
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import random
 import statistics
 import sys
@@ -23,6 +21,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from machine import machine  # benchmarks/machine.py
 
 from scheduling.core.policies import POLICY_NAMES, get_policy  # noqa: E402
 from scheduling.core.types import Cluster, Job, Placement, Profile, RunningJob, Snapshot  # noqa: E402
@@ -70,18 +70,6 @@ def make_snapshot(waiting: int, seed: int = 1) -> Snapshot:
     pending = tuple(make_job(rng, i, rng.uniform(0, 600), rng.choices(sizes, weights)[0])
                     for i in range(waiting))
     return Snapshot(now=600.0, cluster=cluster, pending=pending, running=tuple(running))
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{platform.platform()}; {cpu}; {os.cpu_count()} CPUs; Python {platform.python_version()}"
 
 
 def main() -> int:

@@ -24,15 +24,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import random
-import re
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from machine import machine  # benchmarks/machine.py
 
 REPO = Path(__file__).resolve().parent.parent
 TENANTS = ("team-a", "team-b", "team-c", "team-d")
@@ -41,17 +41,6 @@ SHAPES = (("resnet50", 128), ("resnet18", 64), ("vgg16", 64), ("lm", 80), ("tran
           ("a3c", 32), ("resnet50", 64), ("ncf", 512))
 GANGS = ((1, 0.45), (2, 0.25), (4, 0.18), (8, 0.12))
 PHASES = ("snapshot", "policy", "persist", "commit", "dispatch")
-
-
-def machine() -> str:
-    """One line describing the machine: CPU model, cores, OS, Python."""
-    model = "unknown CPU"
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        found = re.search(r"model name\s*:\s*(.+)", cpuinfo.read_text())
-        model = found.group(1).strip() if found else model
-    return (f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}, "
-            f"Python {platform.python_version()}")
 
 
 def default_database_url() -> str:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import resource
 import statistics
 import sys
@@ -28,6 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from machine import machine  # benchmarks/machine.py
+
 from scheduling.core.policies import get_policy  # noqa: E402
 from scheduling.core.types import Cluster  # noqa: E402
 from scheduling.datapaths import trace_path  # noqa: E402
@@ -35,19 +36,6 @@ from scheduling.profiles import load_default_profile  # noqa: E402
 from scheduling.sim.cli import DEFAULT_POLICIES, parse_cluster  # noqa: E402
 from scheduling.sim.engine import SimConfig, simulate  # noqa: E402
 from scheduling.sim.loaders import load_traces  # noqa: E402
-
-
-def machine() -> str:
-    """One line about the machine: CPU model, CPUs visible, Python."""
-    model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            names = [line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")]
-        model = names[0] if names else model
-    except OSError:
-        pass
-    return (f"{model}; {os.cpu_count()} CPUs on the machine, pinned to 1; "
-            f"{platform.system()} {platform.machine()}; Python {platform.python_version()}")
 
 
 def main() -> None:

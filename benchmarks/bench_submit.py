@@ -21,7 +21,6 @@ import argparse
 import http.client
 import json
 import os
-import platform
 import re
 import shutil
 import statistics
@@ -34,6 +33,8 @@ import urllib.request
 from collections import defaultdict
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from machine import machine  # benchmarks/machine.py
 
 REPO = Path(__file__).resolve().parent.parent
 BODY = {"name": "bench-job", "model": "resnet50", "batch_size": 128, "iterations": 1000, "gpus": 4}
@@ -53,17 +54,6 @@ request = function()
   return wrk.format()
 end
 """
-
-
-def machine() -> str:
-    """One line describing the machine: CPU model, cores, OS, Python."""
-    model = "unknown CPU"
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        found = re.search(r"model name\s*:\s*(.+)", cpuinfo.read_text())
-        model = found.group(1).strip() if found else model
-    system = f"{platform.system()} {platform.machine()}"
-    return f"{model}, {os.cpu_count()} cores, {system}, Python {platform.python_version()}"
 
 
 def cpu_seconds_by_program() -> dict[str, float]:

@@ -14,12 +14,12 @@ cold), with the machine it ran on. Not a test: it asserts nothing.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
 import sys
 import time
 from pathlib import Path
+
+from machine import machine  # benchmarks/machine.py
 
 from scheduling.core.types import Job
 from scheduling.datapaths import shared_data_dir
@@ -29,19 +29,6 @@ TRACE_MODELS = [
     ("vgg16", 16), ("vgg19", 16), ("resnet18", 128), ("shufflenet_v2_x1_0", 128),
     ("bert", 4), ("gpt2", 4), ("dqn", 128), ("a2c", 64),
 ]  # fmt: skip
-
-
-def machine() -> str:
-    """One line: CPU model (when Linux says), cores, Python."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}"
 
 
 def query_speed(n_jobs: int, repeat: int) -> str:
