@@ -133,13 +133,44 @@ def database_url() -> str:
     return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
-class Workers:
+class Subprocesses:
+    """Test subprocesses (each in its own process group, output in ``log_dir/<kind>-N.log``),
+    killed with SIGKILL by :meth:`kill_all` at the end of the test."""
+
+    kind = "proc"
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.procs: list[subprocess.Popen] = []
+
+    def spawn(self, args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
+        log = (self.log_dir / f"{self.kind}-{len(self.procs)}.log").open("w")
+        proc = subprocess.Popen(args, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        self.procs.append(proc)
+        return proc
+
+    def kill(self, proc: subprocess.Popen) -> None:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+
+    def kill_all(self) -> None:
+        for proc in self.procs:
+            self.kill(proc)
+
+    def logs(self) -> str:
+        return "\n".join(p.read_text() for p in sorted(self.log_dir.glob(f"{self.kind}-*.log")))
+
+
+class Workers(Subprocesses):
     """Starts Celery worker subprocesses and kills whatever is left at the end of the test."""
 
+    kind = "worker"
+
     def __init__(self, log_dir: Path, redis_url: str) -> None:
-        self.log_dir = log_dir
+        super().__init__(log_dir)
         self.redis_url = redis_url
-        self.procs: list[subprocess.Popen] = []
 
     def start(self, pause_file: Path | None = None, visibility_s: float | None = None) -> subprocess.Popen:
         # The tests' nodes have no agent sending heartbeats: a worker that starts slowly on a
@@ -152,19 +183,7 @@ class Workers:
             env["SHAREWISE_TEST_PAUSE_FILE"] = str(pause_file)
         if visibility_s is not None:
             env["SHAREWISE_TEST_VISIBILITY_S"] = str(visibility_s)
-        log = (self.log_dir / f"worker-{len(self.procs)}.log").open("w")
-        proc = subprocess.Popen([sys.executable, "-m", "tests.integration.worker"], cwd=REPO, env=env,
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        self.procs.append(proc)
-        return proc
-
-    def kill(self, proc: subprocess.Popen) -> None:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-
-    def logs(self) -> str:
-        return "\n".join(p.read_text() for p in sorted(self.log_dir.glob("worker-*.log")))
+        return self.spawn([sys.executable, "-m", "tests.integration.worker"], env)
 
 
 @pytest.fixture
@@ -173,5 +192,4 @@ def workers(nodes: list[Node], redis_client: Any, tmp_path: Path) -> Iterator[Wo
     (before ``redis_client`` empties that database)."""
     started = Workers(tmp_path, integration_redis_url(settings.REDIS_URL))
     yield started
-    for proc in started.procs:
-        started.kill(proc)
+    started.kill_all()

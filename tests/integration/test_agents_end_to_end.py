@@ -9,8 +9,6 @@ Celery beat, so the order of events is the test's. The invariants of TESTING.md 
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import uuid
@@ -26,7 +24,7 @@ from cluster.agents import check_heartbeats, write_token_file
 from cluster.models import Job, JobEvent, Node, Placement, Tenant
 from scheduling.demo import post_json
 from scheduling.services import run_round
-from tests.integration.conftest import REPO, integration_redis_url, wait_for
+from tests.integration.conftest import Subprocesses, integration_redis_url, wait_for
 from tests.service.invariants import assert_invariants
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
@@ -39,33 +37,22 @@ REPORT_S = 0.5
 SPEEDUP = 10.0
 
 
-class Agents:
+class Agents(Subprocesses):
     """Starts ``python -m agent --fleet 1x4`` subprocesses against the live server and the test's
     Redis database, logs in ``log_dir``, and kills whatever is left (process group, SIGKILL)."""
 
+    kind = "agent"
+
     def __init__(self, log_dir: Path, api: str, broker: str, prefix: str, token_file: Path) -> None:
-        self.log_dir, self.api, self.broker = log_dir, api, broker
+        super().__init__(log_dir)
+        self.api, self.broker = api, broker
         self.prefix, self.token_file = prefix, token_file
-        self.procs: list[subprocess.Popen] = []
 
     def start(self) -> subprocess.Popen:
-        args = [sys.executable, "-m", "agent", "--fleet", "1x4", "--node", self.prefix,
-                "--api", self.api, "--token-file", str(self.token_file), "--broker", self.broker,
-                "--speedup", str(SPEEDUP), "--heartbeat-s", str(REPORT_S),
-                "--progress-s", str(REPORT_S), "--tick-s", "0.1", "--log-level", "WARNING"]
-        log = (self.log_dir / f"agent-{len(self.procs)}.log").open("w")
-        proc = subprocess.Popen(args, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-        self.procs.append(proc)
-        return proc
-
-    def kill(self, proc: subprocess.Popen) -> None:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-
-    def logs(self) -> str:
-        return "\n".join(p.read_text() for p in sorted(self.log_dir.glob("agent-*.log")))
+        return self.spawn([sys.executable, "-m", "agent", "--fleet", "1x4", "--node", self.prefix,
+                           "--api", self.api, "--token-file", str(self.token_file), "--broker", self.broker,
+                           "--speedup", str(SPEEDUP), "--heartbeat-s", str(REPORT_S),
+                           "--progress-s", str(REPORT_S), "--tick-s", "0.1", "--log-level", "WARNING"])
 
 
 @pytest.fixture
@@ -88,8 +75,7 @@ def agents(node: tuple[Node, str], live_server: Any, redis_client: Any, tmp_path
     try:
         yield started
     finally:
-        for proc in started.procs:
-            started.kill(proc)
+        started.kill_all()
         cache.clear()
 
 
