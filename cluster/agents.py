@@ -250,18 +250,23 @@ def _finished(job: Job, node: Node, event: AgentEvent, floor: int, data: dict[st
 def release(job: Job, now: datetime, status: str, kind: str, message: str,
             data: dict[str, Any] | None = None) -> set[int]:
     """End the job's active placements and set its ``status`` (``succeeded``/``failed``: finished
-    now; ``pending``: back to the queue with its progress), appending a ``kind`` event.
+    now; ``pending``: back to the queue with its progress and, in the same transaction, the
+    run's service ``gpus × (now − start of this run)`` added to ``attained_gpu_s``
+    (``scheduling.services.attained_after_run``)), appending a ``kind`` event.
 
     Must run inside a transaction. Returns the ids of the jobs that shared its GPUs (their ξ
     changes). For a failed or requeued job, the agents of its nodes get a ``stop`` after commit
     (``scheduling.services.stop_job``; harmless where it no longer runs).
     """
-    from scheduling.services import stop_job
+    from scheduling.services import attained_after_run, stop_job
 
     rows = Placement.objects.filter(job=job, active=True)
     gpu_ids = list(rows.values_list("gpu_id", flat=True))
     partners = set(Placement.objects.filter(active=True, gpu_id__in=gpu_ids).exclude(job=job)
                    .values_list("job_id", flat=True))
+    if status == Job.Status.PENDING:  # the run's service, read from its placements before they end
+        Job.objects.filter(pk=job.pk).update(attained_gpu_s=attained_after_run(now))
+        job.refresh_from_db(fields=["attained_gpu_s"])
     rows.update(active=False, ended_at=now)
     job.status = status
     fields = ["status", "iterations_done", "measured_iteration_time_s"]

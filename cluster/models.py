@@ -320,6 +320,11 @@ class Job(models.Model):
     priority = models.SmallIntegerField(default=0)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
     iterations_done = models.FloatField(default=0.0)
+    #: GPU-seconds of service (GPUs × wall s held) of the job's runs that have ended with the job
+    #: back in the queue (preempted by a round, requeued by an agent event or the heartbeat
+    #: timeout); the current run's service is added by the snapshot (``load_state``) and, when
+    #: the run ends that way, written here in the same transaction (Tiresias' 2D-LAS key).
+    attained_gpu_s = models.FloatField(default=0.0)
     #: The latest iteration time an agent measured (s, includes the co-location slowdown ξ).
     measured_iteration_time_s = models.FloatField(null=True, blank=True)
     failure_reason = models.TextField(blank=True, default="")
@@ -342,6 +347,9 @@ class Job(models.Model):
             models.CheckConstraint(condition=Q(iterations__gte=1), name="job_iterations_positive"),
             models.CheckConstraint(
                 condition=Q(iterations_done__gte=0), name="job_iterations_done_non_negative"
+            ),
+            models.CheckConstraint(
+                condition=Q(attained_gpu_s__gte=0), name="job_attained_gpu_s_non_negative"
             ),
             models.CheckConstraint(
                 condition=Q(iteration_time_s__isnull=True) | Q(iteration_time_s__gt=0),

@@ -50,8 +50,8 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, transaction
-from django.db.models import F, FloatField, Func, Max, Model, Q, Value
-from django.db.models.functions import Coalesce
+from django.db.models import F, FloatField, Func, Max, Model, OuterRef, Q, Subquery, Value
+from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from cluster.models import GPU, Job, JobEvent, Node, Placement, Quota
@@ -249,6 +249,21 @@ class EpochSeconds(Func):
                            **extra)
 
 
+def attained_after_run(now: datetime) -> Any:
+    """``Job.attained_gpu_s`` once the job's current run ends at ``now`` without finishing
+    (preempted, requeued), as an expression for the UPDATE that ends the run, so the service
+    is added in that same statement (nothing half-written): stored + ``gpus × max(0, now − start)``
+    GPU-s, where ``start`` is the ``created_at`` of the job's earliest active placement (a round
+    writes all rows of a start at once; ``started_at`` is the first start ever, wrong after a
+    preemption). Evaluate it before the run's placements become inactive; a job with no active
+    placement keeps its stored value. The database computes the seconds (:class:`EpochSeconds`:
+    µs on PostgreSQL, ms on SQLite)."""
+    now_s = Value(now.timestamp())
+    first = Placement.objects.filter(job_id=OuterRef("pk"), active=True).order_by("created_at")
+    start_s = Coalesce(EpochSeconds(Subquery(first.values("created_at")[:1])), now_s)
+    return F("attained_gpu_s") + F("gpus") * Greatest(Value(0.0), now_s - start_s)
+
+
 def load_state(now: datetime | None = None, profile: core.Profile | None = None) -> ClusterState:
     """Read the cluster from the database as a :class:`ClusterState` (6 queries).
 
@@ -259,9 +274,12 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
       placements; their ``Placement`` carries the GPUs, the sub-batch and the first placement's
       creation time). ``iter_time_s`` is the job's ``iteration_time_s`` or
       :func:`estimate_iter_time_s`; ``memory_mb`` its ``gpu_memory_mb`` (``None``: the profile's);
-      ``attained_gpu_s`` of a running job is ``gpus × (now − started_at)`` (earlier runs before a
-      preemption are not counted). ``queued_since`` of a pending job that ran before is the time of
-      its latest ``preempted`` or ``requeued`` event (its wait starts again, docs/FAIRNESS.md §2).
+      ``attained_gpu_s`` (GPU-s) of a pending job is its stored ``Job.attained_gpu_s`` (the service
+      of its earlier runs, :func:`attained_after_run`); of a running job, that plus
+      ``gpus × (now − created_at of its current run's first active placement)``, so service
+      before a preemption or requeue counts (as in the simulator). ``queued_since`` of a pending
+      job that ran before is the time of its latest ``preempted`` or ``requeued`` event (its wait
+      starts again, docs/FAIRNESS.md §2).
     - ``tenant_quotas``: :func:`tenant_quotas`; ``config``: :func:`scheduler_config`.
     """
     now = now or timezone.now()
@@ -297,9 +315,9 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
     running: list[core.RunningJob] = []
     jobs: dict[int, core.Job] = {}
     query = Job.objects.filter(status__in=Job.ACTIVE_STATUSES).annotate(
-        submit_s=EpochSeconds(F("submitted_at")), start_s=EpochSeconds(F("started_at"))).values_list(
+        submit_s=EpochSeconds(F("submitted_at"))).values_list(
         "pk", "tenant__name", "model", "batch_size", "gpus", "iterations", "iterations_done",
-        "iteration_time_s", "gpu_memory_mb", "submit_s", "start_s", "priority", "status").order_by()
+        "iteration_time_s", "gpu_memory_mb", "submit_s", "attained_gpu_s", "priority", "status").order_by()
     # Every column is a plain number or string, so the ORM's per-row converters (a third of the
     # snapshot's time at 10,000 jobs) are skipped: the compiled query runs on a bare cursor.
     with connection.cursor() as cursor:
@@ -310,16 +328,17 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
         job__status=Job.Status.PENDING, job__started_at__isnull=False,
         kind__in=(JobEvent.Kind.PREEMPTED, JobEvent.Kind.REQUEUED)).order_by().values("job_id").annotate(
         t=EpochSeconds(Max("at"))).values_list("job_id", "t"))
-    for (pk, tenant, model, batch, n_gpus, iterations, done, iter_s, memory, submitted, started,
+    for (pk, tenant, model, batch, n_gpus, iterations, done, iter_s, memory, submitted, stored,
          priority, status) in rows:
         if iter_s is None:
             key = (model, batch, n_gpus)
             iter_s = estimates.get(key)
             if iter_s is None:
                 iter_s = estimates[key] = estimate_iter_time_s(profile, model, batch, n_gpus)
-        attained = 0.0
-        if status == Job.Status.RUNNING and started is not None:
-            attained = n_gpus * max(0.0, now_s - started)
+        attained = float(stored)
+        run = placed.get(pk) if status == Job.Status.RUNNING else None
+        if run is not None:  # plus the current run, from its first active placement
+            attained += n_gpus * max(0.0, now_s - run[2].timestamp())
         queued = requeued_at.get(pk) if status == Job.Status.PENDING else None
         job = core.Job(pk, tenant, model, batch, n_gpus, iterations, submitted, iter_s,
                        None if memory is None else float(memory), float(done), attained, queued, priority)
@@ -559,6 +578,9 @@ def _persist(state: ClusterState, decisions: core.RoundDecisions, profile: core.
     # -- preemptions: the job goes back to the queue; its partners get an update
     preempted = set(Job.objects.filter(pk__in=[p.job_id for p in decisions.preemptions],
                                        status=Job.Status.RUNNING).values_list("pk", flat=True))
+    if preempted:  # back to the queue, the run's service added (before its placements end)
+        Job.objects.filter(pk__in=preempted, status=Job.Status.RUNNING).update(
+            status=Job.Status.PENDING, attained_gpu_s=attained_after_run(now))
     events: list[JobEvent] = []
     for p in decisions.preemptions:
         if p.job_id not in preempted:
@@ -580,8 +602,6 @@ def _persist(state: ClusterState, decisions: core.RoundDecisions, profile: core.
                                data={"generation": gen}))
         plan.decisions.append(_decision(p.job_id, "preempt", p.reason, state, gpu_ids))
         plan.n_preempted += 1
-    if preempted:
-        Job.objects.filter(pk__in=preempted, status=Job.Status.RUNNING).update(status=Job.Status.PENDING)
 
     # -- starts: only jobs still pending (a cancel may have won the race); gangs all or nothing
     still_pending = set(Job.objects.select_for_update().filter(
