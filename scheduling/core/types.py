@@ -151,8 +151,9 @@ class SchedulerConfig:
     ``sjf-bsbf-fair``; without quotas in the snapshot only the starvation settings matter, and
     only to ``sjf-bsbf-fair``:
 
-    - ``starvation_bound_s``: a pending job that has waited this long (s) is *starving*: it goes
-      first and, if it cannot start, holds a reservation no other job may take (``sjf-bsbf-fair``).
+    - ``starvation_bound_s``: a pending job that has waited this long (s) is *starving*; the one
+      waiting longest goes first and, if it cannot start, holds the round's reservation that no
+      other job may take (``sjf-bsbf-fair``, EASY backfilling around it).
     - ``aging_s``: aging time constant (s): ``sjf-bsbf-fair`` orders by ``P_j / (1 + wait/aging_s)``.
     - ``reclaim``: how an owner gets back GPUs lent to other tenants: ``"preempt"`` (borrowed work
       is preempted, checkpoint/restart), ``"bound"`` (a job may borrow only if ``P_j`` ≤

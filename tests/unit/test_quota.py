@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from scheduling.core.policies import POLICY_NAMES, get_policy
-from scheduling.core.policies.sjf_bsbf_fair import fair_order
+from scheduling.core.policies.sjf_bsbf_fair import fair_order, starving_head
 from scheduling.core.quota import aged_key, borrowed_jobs, normalise, reclaim_preemptions
 from scheduling.core.types import (
     GPU,
@@ -159,6 +159,23 @@ def test_reclaim_preempts_nothing_that_would_not_let_the_owner_start() -> None:
     assert reclaim_preemptions(s, [big], "p") == ((), ())
 
 
+def test_reclaim_preempts_the_borrowed_job_with_the_most_remaining_time() -> None:
+    # a (guarantee 4) holds 8 GPUs in start order: job 1 and job 2 (2 GPUs each, its guarantee),
+    # job 3 (2 GPUs, started at 100, P = 10,000 s) and job 4 (2 GPUs, started at 200, P = 50 s),
+    # both borrowed. b's job (2 GPUs, within its guarantee 4) needs 2: job 3, with the most left,
+    # is preempted, not job 4, the latest started, which is about to finish
+    a = [job(1, gpus=2, tenant="a"), job(2, gpus=2, tenant="a"),
+         job(3, gpus=2, tenant="a", iterations=10_000), job(4, gpus=2, tenant="a", iterations=50)]
+    run = [running(a[0], (0, 1), 0.0), running(a[1], (2, 3), 50.0), running(a[2], (4, 5), 100.0),
+           running(a[3], (6, 7), 200.0)]
+    owner = job(5, gpus=2, tenant="b", submit=900.0)
+    s = snap([owner], run, QUOTAS)
+    preempt, claimed = reclaim_preemptions(s, [owner], "p")
+    assert [p.job_id for p in preempt] == [3] and claimed == (5,)
+    d = get_policy("sjf-bsbf-fair").decide(s, ALONE)
+    assert [p.job_id for p in d.preemptions] == [3] and started(d) == {5: (4, 5)}
+
+
 def borrowing_trace() -> list[Job]:
     # A: job 1 (4 GPUs, 1,000 s) and job 2 (4 GPUs, 600 s) at t=0; B: job 3 (4 GPUs, 500 s) at t=100
     return [job(1, gpus=4, tenant="a", iterations=1000), job(2, gpus=4, tenant="a", iterations=600),
@@ -233,14 +250,41 @@ def test_sim_starving_job_starts_within_the_bound() -> None:
     assert not fair.unfinished and fair.preemptions == 0  # no quotas: it never preempts
 
 
-def test_fair_order_starving_first_then_aged_sjf() -> None:
+def test_fair_order_starving_head_first_then_aged_sjf() -> None:
     # now = 10,000 s, bound 3,600 s, aging 3,600 s
-    old = job(1, iterations=9000, submit=0.0)  # waited 10,000 s ≥ bound: first
+    old = job(1, iterations=9000, submit=0.0)  # waited 10,000 s ≥ bound, the longest: the head
     long_wait = job(2, iterations=3000, submit=6400.0)  # waited 3,600: key 3,000/(1+1) = 1,500
     fresh = job(3, iterations=2000, submit=10_000.0)  # waited 0: key 2,000
-    s = snap([fresh, long_wait, old], [], {}, now=10_000.0, starvation_bound_s=3600.0, aging_s=3600.0)
+    # also past the bound (5,000 s), but not the head: keeps its aged place,
+    # key 50,000/(1 + 5,000/3,600) = 20,930 s — behind the fresh job
+    old_long = job(5, iterations=50_000, submit=5000.0)
+    s = snap([fresh, long_wait, old_long, old], [], {}, now=10_000.0, starvation_bound_s=3600.0,
+             aging_s=3600.0)
     assert aged_key(long_wait, 10_000.0, 3600.0) == 1500.0
-    assert [j.id for j in fair_order(s)] == [1, 2, 3]
+    assert round(aged_key(old_long, 10_000.0, 3600.0)) == 20_930
+    head = starving_head(s, PLAIN)
+    assert head is old
+    assert [j.id for j in fair_order(s, head)] == [1, 2, 3, 5]
+    assert [j.id for j in fair_order(s)] == [2, 3, 1, 5]  # no head: aged order only (key 9,000/3.78)
+
+
+def test_starving_head_skips_jobs_that_cannot_start_now() -> None:
+    # all four waited past the bound (now 10,000, bound 3,600); oldest first: job 1 needs 16 GPUs of 8,
+    # job 2 needs 60,000 MB on GPUs of 49,140 MB at every sub-batch, job 3 would take tenant a to
+    # 4 GPUs above its cap of 0 + 2; job 4 can start: it is the head and holds the reservation
+    profile = FakeProfile(memory={"m": (40_000, 0), "huge": (60_000, 0)})  # no two jobs share a GPU
+    pending = [job(1, gpus=16, submit=0.0), job(2, model="huge", submit=100.0),
+               job(3, gpus=4, tenant="a", submit=200.0), job(4, gpus=2, tenant="b", submit=300.0)]
+    busy = running(job(9, gpus=8, tenant="c", iterations=100_000), tuple(range(8)))
+    quotas = {"a": TenantQuota(0, 2), "b": TenantQuota(0), "c": TenantQuota(8)}
+    s = snap(pending, [busy], quotas, now=10_000.0, starvation_bound_s=3600.0)
+    assert starving_head(s, profile).id == 4
+    d = get_policy("sjf-bsbf-fair").decide(s, profile)
+    assert d.starts == () and "reserved for starving job 4" in reasons(d)[3]
+    assert "only 8 healthy GPUs" in reasons(d)[1]
+    # no job past the bound: no head
+    assert starving_head(snap(pending, [busy], quotas, now=10_000.0, starvation_bound_s=20_000.0),
+                         profile) is None
 
 
 def test_reservation_holds_back_later_jobs_but_not_owners_within_guarantee() -> None:

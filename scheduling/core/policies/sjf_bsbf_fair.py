@@ -7,17 +7,22 @@ choice unchanged; what changes is *who* may start and in which order (docs/FAIRN
   lent GPUs are reclaimed by preempting borrowed work (``reclaim="preempt"``/``"both"``) or by
   admitting borrowers only when ``P_j`` ≤ ``borrow_bound_s`` (``"bound"``/``"both"``);
 - **aging**: pending jobs ordered by ``P_j / (1 + wait/aging_s)`` instead of ``P_j``;
-- **starvation bound**: a job waiting at least ``starvation_bound_s`` goes first (oldest wait
-  first) and, if it cannot start for lack of GPUs, reserves them: no later job starts in that
-  round, so the GPUs of finishing jobs are kept for it. It therefore starts at the latest once
-  the jobs running when it became blocked have finished (or a reclaim gives its owner GPUs).
+- **starvation bound**: of the jobs waiting at least ``starvation_bound_s``, the one waiting longest
+  (the *head*) goes first and, if it cannot start for lack of GPUs, holds the round's one
+  reservation (EASY backfilling, Lifka 1995): later jobs start only within their tenant's unused
+  guarantee or as backfill that does not delay it. It therefore starts at the latest once the jobs
+  running when it became blocked have finished (or a reclaim gives its owner GPUs); the other
+  starving jobs keep their aged order until they become the head. One reservation at a time, not
+  all starving jobs first (oldest first): on an overloaded trace most of the backlog is past the
+  bound and that turned the policy into FIFO (docs/FAIRNESS.md §5: 228 h vs 84 h average JCT
+  on Philly).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from scheduling.core.placement import sharing_round
+from scheduling.core.placement import largest_fitting_sub_batch, sharing_round
 from scheduling.core.policies.sjf_bsbf import BestBenefitFinder, _Memo
 from scheduling.core.quota import (
     NO_QUOTA,
@@ -30,20 +35,40 @@ from scheduling.core.quota import (
 from scheduling.core.types import Job, Profile, RoundDecisions, Snapshot
 
 
-def fair_order(snapshot: Snapshot) -> list[Job]:
-    """Pending jobs in ``sjf-bsbf-fair`` order: starving jobs (wait ≥ ``starvation_bound_s``)
-    first by wait start ``(waiting_since, submit_time, id)``, then the others by the aged key
+def starving_head(snapshot: Snapshot, profile: Profile) -> Job | None:
+    """The job that holds the starvation reservation this round, or ``None``: of the pending jobs
+    waiting at least ``snapshot.config.starvation_bound_s``, the one waiting longest (ties: earlier
+    wait start, submit time, id) that could start on the cluster as it is — its gang fits the
+    healthy GPUs, its memory (MB) fits the largest healthy GPU at some sub-batch ≥
+    ``min_sub_batch`` — and within its tenant's quota cap (so a job that cannot start never keeps
+    the reservation from the next one)."""
+    now, config = snapshot.now, snapshot.config
+    starving = sorted((j for j in snapshot.pending if wait_s(j, now) >= config.starvation_bound_s),
+                      key=lambda j: (j.waiting_since, j.submit_time, j.id))
+    if not starving:
+        return None
+    healthy = [g.memory_mb for g in snapshot.cluster.gpus if g.healthy]
+    largest = max(healthy, default=0)
+    quotas = normalise(snapshot.tenant_quotas)
+    usage = usage_by_tenant(snapshot.running) if quotas else {}
+    for job in starving:
+        if not 1 <= job.gpus <= len(healthy):
+            continue
+        if quotas and usage.get(job.tenant, 0) + job.gpus > quotas.get(job.tenant, NO_QUOTA).cap:
+            continue
+        if largest_fitting_sub_batch(profile, job, largest, config.min_sub_batch) is not None:
+            return job
+    return None
+
+
+def fair_order(snapshot: Snapshot, head: Job | None = None) -> list[Job]:
+    """Pending jobs in ``sjf-bsbf-fair`` order: ``head`` (the starving head,
+    :func:`starving_head`) first, then every other job by the aged key
     ``P_j / (1 + wait/aging_s)`` (ties: submit time, id). Times in s."""
-    now = snapshot.now
-    config = snapshot.config
-    bound = config.starvation_bound_s
-
-    def key(job: Job) -> tuple:
-        if wait_s(job, now) >= bound:
-            return (0, job.waiting_since, job.submit_time, job.id)
-        return (1, aged_key(job, now, config.aging_s), job.submit_time, job.id)
-
-    return sorted(snapshot.pending, key=key)
+    now, aging_s = snapshot.now, snapshot.config.aging_s
+    rest = sorted((j for j in snapshot.pending if head is None or j.id != head.id),
+                  key=lambda j: (aged_key(j, now, aging_s), j.submit_time, j.id))
+    return rest if head is None else [head, *rest]
 
 
 class SjfBsbfFairPolicy:
@@ -51,12 +76,12 @@ class SjfBsbfFairPolicy:
 
     One round: (1) reclaim — preempt other tenants' borrowed jobs for owners' waiting jobs that fit
     their unused guarantees (:func:`~scheduling.core.quota.reclaim_preemptions`; not in reclaim
-    mode ``"bound"``); with quotas the order puts first the owners' jobs reclaim made room for,
-    then the other jobs that fit their tenant's unused guarantee (guarantees first); (2) the
-    SJF-BSBF round (:func:`~scheduling.core.placement.sharing_round`
+    mode ``"bound"``); when it preempts, the owners' jobs it made room for go first, so that no other
+    job takes the reclaimed GPUs; (2) the SJF-BSBF round (:func:`~scheduling.core.placement.sharing_round`
     with :class:`~scheduling.core.policies.sjf_bsbf.BestBenefitFinder`) over the remaining running
-    jobs, in :func:`fair_order`, with the quota gate and the starving jobs' reservation. Preempted
-    jobs wait until the next round. Without quotas, it never preempts.
+    jobs, in :func:`fair_order`, with the quota gate (its owners-first rule keeps idle GPUs for
+    owners' waiting jobs) and the starving head's reservation. Preempted jobs wait until the next
+    round. Without quotas, it never preempts.
     """
 
     name = "sjf-bsbf-fair"
@@ -69,29 +94,18 @@ class SjfBsbfFairPolicy:
         """Decisions for this round; deterministic, mutates none of its inputs (keeps only pure
         caches of profile answers between rounds, like SJF-BSBF)."""
         memo = self._memo = _Memo(profile) if self._memo is None else self._memo.fresh(profile)
-        order = fair_order(snapshot)
+        head = starving_head(snapshot, memo.profile)
+        head_id = None if head is None else head.id
+        order = fair_order(snapshot, head)
         preemptions, claimed = reclaim_preemptions(snapshot, order, self.name)
-        if snapshot.tenant_quotas:  # guarantees first: the owners' jobs reclaim made room for, then
-            # the other jobs that fit their tenant's unused guarantee now, then the rest
+        if preemptions:  # the owners' jobs reclaim made room for first, then the fair order
             first = set(claimed)
-            quotas = normalise(snapshot.tenant_quotas)
-            usage = usage_by_tenant(snapshot.running)
-
-            def rank(job: Job) -> int:
-                if job.id in first:
-                    return 0
-                return 1 if usage.get(job.tenant, 0) + job.gpus <= quotas.get(
-                    job.tenant, NO_QUOTA).guaranteed_gpus else 2
-
-            order = sorted(order, key=rank)  # stable: fair order within each rank
-        if preemptions:
+            order = sorted(order, key=lambda job: job.id not in first)  # stable
             gone = {p.job_id for p in preemptions}
             kept = tuple(rj for rj in snapshot.running if rj.job.id not in gone)
             snapshot = replace(snapshot, running=kept)
-        bound = snapshot.config.starvation_bound_s
-        now = snapshot.now
         return sharing_round(
             snapshot, memo.profile, self.name, lambda state, _profile: BestBenefitFinder(state, memo),
-            explain=explain, order=order, starving=lambda job: wait_s(job, now) >= bound,
+            explain=explain, order=order, starving=lambda job: job.id == head_id,
             preemptions=preemptions, can_preempt=True,
         )
