@@ -177,8 +177,9 @@ class RoundState:
             self._by_free[len(idle)][node] = None
         self.idle_count = sum(len(idle) for idle in self._idle)
         self.healthy_count = sum(1 for g in self.gpus if g.healthy)
-        self.largest_memory_mb = max((g.memory_mb for g in self.gpus if g.healthy), default=0)
-        self.fits_some_gpu: dict[tuple, bool] = {}  # job shape → fits the largest GPU at some sub-batch
+        self.memory_desc_mb = healthy_memory_desc(snapshot)
+        self.largest_memory_mb = self.memory_desc_mb[0] if self.memory_desc_mb else 0
+        self.fits_some_gpu: dict[tuple, bool] = {}  # job shape → fits its G largest GPUs at some sub-batch
         self.residents: dict[JobId, Resident] = {}
         self.shareable_count = 0
         self.listener: ResidentListener | None = None
@@ -303,24 +304,40 @@ sjf_key: Callable[[Job], tuple[float, float, JobId]] = attrgetter("remaining_tim
 """SJF order: ``(P_j, submit_time, id)`` with ``P_j`` = remaining exclusive time (s), MODEL.md §1."""
 
 
-def never_fits_reason(job: Job, state: RoundState, profile: Profile) -> str | None:
-    """Why ``job`` can never start on this cluster as it is (``None`` if it can): a gang larger
-    than the healthy GPUs, or memory above the largest healthy GPU at every sub-batch. Such a job
-    waits with this reason and never blocks others."""
+def healthy_memory_desc(snapshot: Snapshot) -> list[int]:
+    """Memory (MB) of the healthy GPUs, largest first."""
+    return sorted((g.memory_mb for g in snapshot.cluster.gpus if g.healthy), reverse=True)
+
+
+def unfit_reason(job: Job, memory_desc_mb: Sequence[int], profile: Profile, min_sub_batch: int) -> str | None:
+    """Why ``job`` can never start on healthy GPUs of these memories (MB, largest first), or
+    ``None`` if it can: a gang of no GPU, a gang larger than the healthy GPUs, or memory per GPU
+    above its ``G_j``-th largest healthy GPU at every sub-batch down to ``min_sub_batch`` (a gang
+    runs one sub-batch on ``G_j`` GPUs, so its smallest GPU must hold it)."""
     if job.gpus < 1:
         return f"asks for {job.gpus} GPUs; a job needs at least one"
-    if job.gpus > state.healthy_count:
-        return (f"needs {job.gpus} GPUs but the cluster has only {state.healthy_count} healthy GPUs: "
+    if job.gpus > len(memory_desc_mb):
+        return (f"needs {job.gpus} GPUs but the cluster has only {len(memory_desc_mb)} healthy GPUs: "
                 f"it cannot start until more GPUs are healthy")
+    room = memory_desc_mb[job.gpus - 1]
+    if largest_fitting_sub_batch(profile, job, room, min_sub_batch) is None:
+        where = ("the largest healthy GPU" if job.gpus == 1 or room == memory_desc_mb[0]
+                 else f"the {job.gpus} largest healthy GPUs together (the smallest of them)")
+        return (f"needs more memory per GPU than {where} ({room} MB) at every sub-batch down to "
+                f"{min_sub_batch}")
+    return None
+
+
+def never_fits_reason(job: Job, state: RoundState, profile: Profile) -> str | None:
+    """:func:`unfit_reason` on the round's healthy GPUs, cached per job shape. Such a job waits
+    with this reason and never blocks others."""
     shape = CachedProfile.shape(job)
     fits = state.fits_some_gpu.get(shape)
     if fits is None:
-        fits = state.fits_some_gpu[shape] = largest_fitting_sub_batch(
-            profile, job, state.largest_memory_mb, state.min_sub_batch) is not None
-    if not fits:
-        return (f"needs more memory per GPU than the largest healthy GPU ({state.largest_memory_mb} MB) "
-                f"at every sub-batch down to {state.min_sub_batch}")
-    return None
+        reason = unfit_reason(job, state.memory_desc_mb, profile, state.min_sub_batch)
+        state.fits_some_gpu[shape] = reason is None
+        return reason
+    return None if fits else unfit_reason(job, state.memory_desc_mb, profile, state.min_sub_batch)
 
 
 def largest_fitting_sub_batch(profile: Profile, job: Job, room_mb: float, min_sub_batch: int) -> int | None:
@@ -374,7 +391,7 @@ def exclusive_in_order(
     """
     state = RoundState(snapshot)
     profile = cached(profile)
-    gate = gate_for(snapshot)
+    gate = gate_for(snapshot, can_start=lambda j: never_fits_reason(j, state, profile) is None)
     min_sub = snapshot.config.min_sub_batch
     starts: list[Start] = []
     waits: list[Wait] = []
@@ -423,7 +440,7 @@ def preemptive_exclusive(
     """
     state = RoundState(snapshot)
     profile = cached(profile)
-    gate = gate_for(snapshot)
+    gate = gate_for(snapshot, can_start=lambda j: never_fits_reason(j, state, profile) is None)
     min_sub = snapshot.config.min_sub_batch
     promised: set[int] = set()
     free = state.healthy_count
@@ -533,7 +550,8 @@ def sharing_round(
     state = RoundState(snapshot, cp, track_sharing=True)
     finder = make_finder(state, cp)
     state.listener = finder
-    gate: QuotaGate | None = gate_for(snapshot, can_preempt=can_preempt)
+    gate: QuotaGate | None = gate_for(snapshot, can_preempt=can_preempt,
+                                      can_start=lambda j: never_fits_reason(j, state, cp) is None)
     order = sorted(snapshot.pending, key=sjf_key) if order is None else order
     starts: list[Start] = []
     waits: list[Wait] = []

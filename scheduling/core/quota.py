@@ -35,7 +35,7 @@ exactly as before.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from scheduling.core.types import Job, JobId, Preempt, RunningJob, Snapshot, TenantQuota
 
@@ -92,10 +92,13 @@ class QuotaGate:
 
     Build with :func:`gate_for` (``None`` when the snapshot has no quotas). ``can_preempt``: the
     policy reclaims lent GPUs by preemption, so borrowing needs no time bound unless the reclaim
-    mode asks for one.
+    mode asks for one. ``can_start``: whether a pending job could ever start on the cluster as it
+    is (:func:`scheduling.core.placement.unfit_reason`); jobs that cannot are owed no GPUs, so
+    they never keep idle GPUs from borrowers.
     """
 
-    def __init__(self, snapshot: Snapshot, *, can_preempt: bool = False) -> None:
+    def __init__(self, snapshot: Snapshot, *, can_preempt: bool = False,
+                 can_start: Callable[[Job], bool] | None = None) -> None:
         self.quotas = normalise(snapshot.tenant_quotas)
         self.usage = usage_by_tenant(snapshot.running)
         config = snapshot.config
@@ -105,6 +108,8 @@ class QuotaGate:
         self.now = snapshot.now
         self._gangs: dict[str, dict[int, int]] = {}  # tenant → pending gang size → how many
         for job in snapshot.pending:
+            if can_start is not None and not can_start(job):
+                continue  # a job that can never start is owed nothing
             gangs = self._gangs.setdefault(job.tenant, {})
             gangs[job.gpus] = gangs.get(job.gpus, 0) + 1
         self._owed: dict[str, int] = {t: self._owed_of(t) for t in self._gangs}
@@ -178,9 +183,12 @@ class QuotaGate:
         self._change(job, -job.gpus, False)
 
 
-def gate_for(snapshot: Snapshot, *, can_preempt: bool = False) -> QuotaGate | None:
+def gate_for(snapshot: Snapshot, *, can_preempt: bool = False,
+             can_start: Callable[[Job], bool] | None = None) -> QuotaGate | None:
     """A :class:`QuotaGate` for the snapshot, or ``None`` when it carries no quotas."""
-    return QuotaGate(snapshot, can_preempt=can_preempt) if snapshot.tenant_quotas else None
+    if not snapshot.tenant_quotas:
+        return None
+    return QuotaGate(snapshot, can_preempt=can_preempt, can_start=can_start)
 
 
 def idle_gpu_ids(snapshot: Snapshot) -> set[int]:
@@ -190,7 +198,7 @@ def idle_gpu_ids(snapshot: Snapshot) -> set[int]:
 
 
 def reclaim_preemptions(
-    snapshot: Snapshot, order: Iterable[Job], policy: str
+    snapshot: Snapshot, order: Iterable[Job], policy: str, can_start: Callable[[Job], bool] | None = None
 ) -> tuple[tuple[Preempt, ...], tuple[JobId, ...]]:
     """Preempt other tenants' borrowed jobs so that owners' waiting jobs get their guarantees.
 
@@ -204,8 +212,11 @@ def reclaim_preemptions(
     victims — the one with the most remaining exclusive time ``P`` first (ties: latest start), as
     SRTF would: a borrowed job near its end is left to finish (on Philly this cut the average JCT
     of ``sjf-bsbf-fair`` by a third, docs/FAIRNESS.md §5) — until the GPUs they leave idle
-    (healthy GPUs whose every job is a victim) cover the shortfall. If even all of them cannot,
-    nothing is preempted for ``j``.
+    (healthy GPUs whose every job is a victim) cover the shortfall; then each chosen victim whose
+    GPUs turn out not to be needed (it shares a GPU with a job that stays, say) is spared again,
+    the last chosen first. If even all of them cannot cover it, nothing is preempted for ``j``.
+    Jobs for which ``can_start`` is false (they could never start on the cluster as it is, e.g.
+    :func:`scheduling.core.placement.unfit_reason`) claim nothing.
     Returns nothing without quotas or when ``snapshot.config.reclaim`` is ``"bound"``.
     """
     if not snapshot.tenant_quotas or snapshot.config.reclaim == "bound":
@@ -222,9 +233,16 @@ def reclaim_preemptions(
     available = len(idle_gpu_ids(snapshot))
     victims: dict[JobId, RunningJob] = {}
     claimed: list[JobId] = []
+
+    def freed_by(gone: set[JobId]) -> int:  # healthy GPUs emptied by ``gone``, beyond earlier victims
+        return sum(1 for g in healthy
+                   if on_gpu.get(g) and on_gpu[g] <= gone and not on_gpu[g] <= victims.keys())
+
     for job in order:
         tenant = job.tenant
         if usage.get(tenant, 0) + job.gpus > quotas.get(tenant, NO_QUOTA).guaranteed_gpus:
+            continue
+        if can_start is not None and not can_start(job):
             continue
         if job.gpus <= available:
             available -= job.gpus
@@ -239,12 +257,17 @@ def reclaim_preemptions(
                 continue
             chosen.append(rj)
             gone.add(rj.job.id)
-            freed = sum(1 for g in healthy if g in on_gpu and on_gpu[g] and on_gpu[g] <= gone
-                        and not on_gpu[g] <= set(victims))
+            freed = freed_by(gone)
             if available + freed >= job.gpus:
                 break
         if available + freed < job.gpus:
             continue
+        for rj in reversed(chosen[:-1]):  # spare the victims not needed after all
+            without = gone - {rj.job.id}
+            if available + freed_by(without) >= job.gpus:
+                gone = without
+                chosen.remove(rj)
+        freed = freed_by(gone)
         for rj in chosen:
             victims[rj.job.id] = rj
             usage[rj.job.tenant] -= rj.job.gpus

@@ -95,6 +95,20 @@ def tiresias_horizon(snapshot: Snapshot) -> float:
     return next_queue_change(snapshot) - 1e-6
 
 
+def bound_crossing_horizon(snapshot: Snapshot) -> float:
+    """With tenant quotas, the next instant (s) at which a pending job reaches the starvation bound
+    (``waiting_since + starvation_bound_s``), 1 µs early; ``inf`` without quotas or such a job.
+
+    From that instant the quota gate waives the borrow bound for the job (``QuotaGate.refusal``),
+    so time alone may let it start under any policy with quotas.
+    """
+    if not snapshot.tenant_quotas:
+        return math.inf
+    bound, now = snapshot.config.starvation_bound_s, snapshot.now
+    return min((j.waiting_since + bound for j in snapshot.pending if j.waiting_since + bound > now),
+               default=math.inf) - 1e-6
+
+
 @dataclass(frozen=True, slots=True)
 class SkipRule:
     """When a round of a policy may be skipped without changing the result.
@@ -121,7 +135,9 @@ class SkipRule:
 #: after a round that decided nothing, aging and the starvation bound only reorder pending jobs
 #: that each failed against the same cluster state (none could start, none could claim GPUs by
 #: reclaim, which depends on quotas and usage, not on time), and the borrow bound compares a
-#: pending job's fixed remaining time: time alone changes nothing.
+#: pending job's fixed remaining time — except that with quotas the borrow bound is waived for a
+#: job that has waited ``starvation_bound_s``, so for every policy a skipped stretch ends when a
+#: pending job reaches the bound (:func:`bound_crossing_horizon`).
 SKIP_RULES: dict[str, SkipRule] = {
     "fifo": SkipRule(capacity=True, shares=False, horizon=never),
     "sjf": SkipRule(capacity=True, shares=False, horizon=never),
@@ -481,7 +497,7 @@ class Simulator:
         rule = self._rule
         if rule is None or rule.horizon is None:
             return
-        self._horizon = rule.horizon(snapshot)
+        self._horizon = min(rule.horizon(snapshot), bound_crossing_horizon(snapshot))
 
     # ------------------------------------------------------------------ run
     def run(self) -> SimResult:

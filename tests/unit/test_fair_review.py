@@ -1,6 +1,7 @@
 """Review of sjf-bsbf-fair's starving head, reclaim victim order and idle-round skipping
-(commit 93ceefe). Expected values are worked out by hand in the comments; tests marked
-``xfail(strict=True)`` expose bugs that are reported, not fixed, here."""
+(commit 93ceefe). Expected values are worked out by hand in the comments; the first four
+exposed bugs fixed in the next commit (a useless reclaim victim, reclaim for an owner's job that
+can never start, a head that fits no set of GPUs, skipped rounds when the borrow bound is waived)."""
 
 from __future__ import annotations
 
@@ -28,9 +29,6 @@ def running(j, gpu_ids: tuple[int, ...], start: float) -> RunningJob:
     return RunningJob(j, Placement(j.id, gpu_ids, 32, start))
 
 
-@pytest.mark.xfail(strict=True, reason="reclaim preempts a borrowed job that frees no GPU (it shares "
-                                       "its GPU with a non-borrowed job) because it has the most "
-                                       "remaining time; every chosen candidate is preempted")
 def test_reclaim_preempts_no_victim_that_frees_no_gpu() -> None:
     # 8 GPUs; a (guarantee 4) runs job 1 alone on GPUs 0-3 at first; c (guarantee 0) borrows job 2
     # (1 GPU, P = 100,000 s, sharing GPU 0 with job 1) and job 3 (4 GPUs 4-7, P = 5,000 s).
@@ -49,9 +47,6 @@ def test_reclaim_preempts_no_victim_that_frees_no_gpu() -> None:
     assert [p.job_id for p in preempt] == [3]
 
 
-@pytest.mark.xfail(strict=True, reason="reclaim preempts borrowed work for an owner's job that can "
-                                       "never start (memory above every GPU); the preempted job is "
-                                       "then refused forever by owners-first and never finishes")
 def test_no_reclaim_for_an_owner_job_that_can_never_start() -> None:
     # 4 GPUs of 49,140 MB. a (guarantee 0) borrows all 4 with job 1 (1,000 s) at t=0. At t=100
     # b (guarantee 2) submits job 2: 2 GPUs × 60,000 MB at every sub-batch — it can never start.
@@ -68,9 +63,6 @@ def test_no_reclaim_for_an_owner_job_that_can_never_start() -> None:
     assert result.preemptions == 0
 
 
-@pytest.mark.xfail(strict=True, reason="starving_head only checks memory against the largest healthy "
-                                       "GPU, so a gang that fits no set of GPUs holds the reservation "
-                                       "forever and blocks every job larger than the spare GPUs")
 def test_a_head_that_fits_no_set_of_gpus_does_not_hold_the_reservation() -> None:
     # one node: GPU 0 has 80,000 MB, GPUs 1-3 40,000 MB. Job 1 (2 GPUs × 60,000 MB) needs two GPUs
     # of ≥ 60,000 MB: only one exists, so it can never start. Job 2 (4 GPUs, 10,000 MB, 100 s) waits
@@ -85,9 +77,6 @@ def test_a_head_that_fits_no_set_of_gpus_does_not_hold_the_reservation() -> None
     assert [(st.job_id, st.gpu_ids) for st in d.starts] == [(2, (0, 1, 2, 3))]
 
 
-@pytest.mark.xfail(strict=True, reason="the borrow bound is waived once a job has waited "
-                                       "starvation_bound_s, so time alone changes the decision; "
-                                       "SKIP_RULES' horizon 'never' skips that round")
 @pytest.mark.parametrize("name", ["sjf-bsbf-fair", "sjf-bsbf"])
 def test_skipping_is_exact_when_the_borrow_bound_is_waived_by_waiting(name: str) -> None:
     # 4 GPUs; b (guarantee 4) runs job 1 (2 GPUs, 5,000 s) from t=0; a (no guarantee) waits with

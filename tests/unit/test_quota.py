@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from scheduling.core.placement import healthy_memory_desc, unfit_reason
 from scheduling.core.policies import POLICY_NAMES, get_policy
 from scheduling.core.policies.sjf_bsbf_fair import fair_order, starving_head
 from scheduling.core.quota import aged_key, borrowed_jobs, normalise, reclaim_preemptions
@@ -262,7 +263,7 @@ def test_fair_order_starving_head_first_then_aged_sjf() -> None:
              aging_s=3600.0)
     assert aged_key(long_wait, 10_000.0, 3600.0) == 1500.0
     assert round(aged_key(old_long, 10_000.0, 3600.0)) == 20_930
-    head = starving_head(s, PLAIN)
+    head = starving_head(s, lambda _job: True)
     assert head is old
     assert [j.id for j in fair_order(s, head)] == [1, 2, 3, 5]
     assert [j.id for j in fair_order(s)] == [2, 3, 1, 5]  # no head: aged order only (key 9,000/3.78)
@@ -278,13 +279,18 @@ def test_starving_head_skips_jobs_that_cannot_start_now() -> None:
     busy = running(job(9, gpus=8, tenant="c", iterations=100_000), tuple(range(8)))
     quotas = {"a": TenantQuota(0, 2), "b": TenantQuota(0), "c": TenantQuota(8)}
     s = snap(pending, [busy], quotas, now=10_000.0, starvation_bound_s=3600.0)
-    assert starving_head(s, profile).id == 4
+    memory = healthy_memory_desc(s)
+
+    def can_start(j: Job) -> bool:
+        return unfit_reason(j, memory, profile, 1) is None
+
+    assert starving_head(s, can_start).id == 4
     d = get_policy("sjf-bsbf-fair").decide(s, profile)
     assert d.starts == () and "reserved for starving job 4" in reasons(d)[3]
     assert "only 8 healthy GPUs" in reasons(d)[1]
     # no job past the bound: no head
     assert starving_head(snap(pending, [busy], quotas, now=10_000.0, starvation_bound_s=20_000.0),
-                         profile) is None
+                         can_start) is None
 
 
 def test_reservation_holds_back_later_jobs_but_not_owners_within_guarantee() -> None:
@@ -308,3 +314,31 @@ def test_reservation_holds_back_later_jobs_but_not_owners_within_guarantee() -> 
     # without quotas the same: job 3 and 4 both end before the shadow time, job 2 does not
     d_free = get_policy("sjf-bsbf-fair").decide(snap(pending, [busy], {}, starvation_bound_s=500.0), ALONE)
     assert set(started(d_free)) == {3, 4}
+
+
+@pytest.mark.parametrize("name", POLICY_NAMES)
+def test_an_owner_job_that_can_never_start_keeps_no_gpus_idle(name: str) -> None:
+    # 8 GPUs of 49,140 MB; a holds its guarantee 4 and has a short job (P = 100 s) that would
+    # borrow the 4 idle GPUs; b (guarantee 4, holding 0) waits with a 4-GPU job of 60,000 MB per GPU
+    # at every sub-batch: it can never start, so b is owed nothing and a's job borrows
+    profile = FakeProfile(memory={"m": (1000, 0), "huge": (60_000, 0)})
+    own = job(1, gpus=4, tenant="a")
+    short = job(2, gpus=4, tenant="a", iterations=100)
+    never = job(3, gpus=4, tenant="b", model="huge")
+    d = get_policy(name).decide(snap([short, never], [running(own, (0, 1, 2, 3))], QUOTAS), profile)
+    assert started(d) == {2: (4, 5, 6, 7)} and not d.preemptions
+    assert "more memory per GPU than the largest healthy GPU (49140 MB)" in reasons(d)[3]
+
+
+def test_a_gang_needs_its_memory_on_its_smallest_gpu() -> None:
+    # GPUs of 80,000, 80,000, 40,000, 40,000 MB: a 2-GPU job of 60,000 MB per GPU fits GPUs 0-1;
+    # a 3-GPU one would need a third GPU of ≥ 60,000 MB: it can never start
+    gpus = tuple(GPU(i, "node-00", i, 80_000 if i < 2 else 40_000) for i in range(4))
+    s = snap([], [], {}, cluster=Cluster(gpus))
+    memory = healthy_memory_desc(s)
+    assert memory == [80_000, 80_000, 40_000, 40_000]
+    profile = FakeProfile(memory={"big": (60_000, 0)})
+    assert unfit_reason(job(1, gpus=2, model="big"), memory, profile, 1) is None
+    reason = unfit_reason(job(2, gpus=3, model="big"), memory, profile, 1)
+    assert reason == ("needs more memory per GPU than the 3 largest healthy GPUs together (the smallest "
+                      "of them) (40000 MB) at every sub-batch down to 1")

@@ -20,9 +20,10 @@ choice unchanged; what changes is *who* may start and in which order (docs/FAIRN
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
-from scheduling.core.placement import largest_fitting_sub_batch, sharing_round
+from scheduling.core.placement import CachedProfile, healthy_memory_desc, sharing_round, unfit_reason
 from scheduling.core.policies.sjf_bsbf import BestBenefitFinder, _Memo
 from scheduling.core.quota import (
     NO_QUOTA,
@@ -35,28 +36,23 @@ from scheduling.core.quota import (
 from scheduling.core.types import Job, Profile, RoundDecisions, Snapshot
 
 
-def starving_head(snapshot: Snapshot, profile: Profile) -> Job | None:
+def starving_head(snapshot: Snapshot, can_start: Callable[[Job], bool]) -> Job | None:
     """The job that holds the starvation reservation this round, or ``None``: of the pending jobs
     waiting at least ``snapshot.config.starvation_bound_s``, the one waiting longest (ties: earlier
-    wait start, submit time, id) that could start on the cluster as it is — its gang fits the
-    healthy GPUs, its memory (MB) fits the largest healthy GPU at some sub-batch ≥
-    ``min_sub_batch`` — and within its tenant's quota cap (so a job that cannot start never keeps
-    the reservation from the next one)."""
+    wait start, submit time, id) for which ``can_start`` holds (it could start on the cluster as
+    it is, :func:`~scheduling.core.placement.unfit_reason`) and that stays within its tenant's
+    quota cap — so a job that cannot start never keeps the reservation from the next one."""
     now, config = snapshot.now, snapshot.config
     starving = sorted((j for j in snapshot.pending if wait_s(j, now) >= config.starvation_bound_s),
                       key=lambda j: (j.waiting_since, j.submit_time, j.id))
     if not starving:
         return None
-    healthy = [g.memory_mb for g in snapshot.cluster.gpus if g.healthy]
-    largest = max(healthy, default=0)
     quotas = normalise(snapshot.tenant_quotas)
     usage = usage_by_tenant(snapshot.running) if quotas else {}
     for job in starving:
-        if not 1 <= job.gpus <= len(healthy):
-            continue
         if quotas and usage.get(job.tenant, 0) + job.gpus > quotas.get(job.tenant, NO_QUOTA).cap:
             continue
-        if largest_fitting_sub_batch(profile, job, largest, config.min_sub_batch) is not None:
+        if can_start(job):
             return job
     return None
 
@@ -94,10 +90,20 @@ class SjfBsbfFairPolicy:
         """Decisions for this round; deterministic, mutates none of its inputs (keeps only pure
         caches of profile answers between rounds, like SJF-BSBF)."""
         memo = self._memo = _Memo(profile) if self._memo is None else self._memo.fresh(profile)
-        head = starving_head(snapshot, memo.profile)
+        memory_desc = healthy_memory_desc(snapshot)
+        min_sub = snapshot.config.min_sub_batch
+        fits: dict[tuple, bool] = {}
+
+        def can_start(job: Job) -> bool:  # on the cluster as it is, cached per job shape
+            shape = CachedProfile.shape(job)
+            if shape not in fits:
+                fits[shape] = unfit_reason(job, memory_desc, memo.profile, min_sub) is None
+            return fits[shape]
+
+        head = starving_head(snapshot, can_start)
         head_id = None if head is None else head.id
         order = fair_order(snapshot, head)
-        preemptions, claimed = reclaim_preemptions(snapshot, order, self.name)
+        preemptions, claimed = reclaim_preemptions(snapshot, order, self.name, can_start)
         if preemptions:  # the owners' jobs reclaim made room for first, then the fair order
             first = set(claimed)
             order = sorted(order, key=lambda job: job.id not in first)  # stable
