@@ -539,9 +539,10 @@ def sharing_round(
 
     Extensions for ``sjf-bsbf-fair`` (docs/FAIRNESS.md), all off by default: ``order`` replaces the
     SJF order; when a job for which ``starving`` is true cannot start (and could ever start, within
-    its tenant's cap), it holds a **reservation**: every later job of the round waits unless it
-    fits its tenant's unused guarantee (guarantees come first) or can be backfilled — alone on idle
-    GPUs, ending (``P_j``) before the reservation's shadow time or on GPUs it will not need then
+    its tenant's cap), it holds a **reservation** — the first such job only (``sjf-bsbf-fair``
+    marks just its starving head, placed first in ``order``): every later job of the round waits
+    unless it fits its tenant's unused guarantee or can be backfilled — alone on idle GPUs, ending
+    (``P_j``) before the reservation's shadow time or on GPUs it will not need then
     (:func:`shadow_time`, EASY backfilling);
     ``preemptions`` (already removed from ``snapshot.running``) are returned with the starts;
     ``can_preempt`` tells the quota gate that lent GPUs are reclaimed by preemption.
