@@ -8,7 +8,10 @@ GPUs are ever offered. Units: memory in MB, times in s, counts in GPUs.
 Gang selection on idle GPUs (MODEL.md §3, "prefer one node, then the fewest nodes"): a gang that
 fits on one node goes to the node with the fewest idle GPUs that still holds it (best fit, which
 keeps whole nodes free for large gangs); otherwise the nodes with the most idle GPUs are taken
-first (the fewest nodes), the last one again chosen by best fit. GPUs are always distinct.
+first (the fewest nodes), the last one again chosen by best fit. GPUs are always distinct. On a
+cluster whose GPUs differ in memory, an exclusive start that those GPUs would hold only at a smaller
+sub-batch (or not at all) than the job's ``G_j`` largest idle GPUs makes the same choice among the
+idle GPUs with enough memory for that larger sub-batch (:func:`start_on_idle`).
 
 The round skeletons the policies share live here too: :func:`exclusive_in_order` (FIFO, SJF),
 :func:`preemptive_exclusive` (SRTF, Tiresias) and :func:`sharing_round` (SJF-FFS, SJF-BSBF, which
@@ -22,6 +25,7 @@ quotas the gate is ``None`` and nothing changes. A job refused by its quota neve
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -179,6 +183,9 @@ class RoundState:
         self.healthy_count = sum(1 for g in self.gpus if g.healthy)
         self.memory_desc_mb = healthy_memory_desc(snapshot)
         self.largest_memory_mb = self.memory_desc_mb[0] if self.memory_desc_mb else 0
+        # every healthy GPU has the same memory: any idle set fits a job as well as any other, so
+        # the choice of idle GPUs needs no memory floor (the fast path of start_on_idle)
+        self.uniform_memory = not self.memory_desc_mb or self.memory_desc_mb[0] == self.memory_desc_mb[-1]
         self.fits_some_gpu: dict[tuple, bool] = {}  # job shape → fits its G largest GPUs at some sub-batch
         self.residents: dict[JobId, Resident] = {}
         self.shareable_count = 0
@@ -216,6 +223,46 @@ class RoundState:
         for node in chosen:
             picked.extend(sorted(self._idle[node])[: count - len(picked)])
         return tuple(sorted(picked))
+
+    def pick_idle_with_memory(self, count: int, floor_mb: float) -> tuple[int, ...] | None:
+        """``count`` distinct idle GPU ids (sorted) each with at least ``floor_mb`` MB of memory,
+        chosen as :meth:`pick_idle` chooses among all idle GPUs: one node if possible (the node
+        with the fewest such GPUs that still holds the gang), else the nodes with the most such
+        GPUs first and the last one by best fit; ties go to the node listed first in the cluster,
+        and within a node the lowest GPU ids are taken. ``None`` when fewer than ``count`` idle
+        GPUs have ``floor_mb`` MB. Does not take them. O(idle GPUs + nodes · log nodes)."""
+        if count < 1 or count > self.idle_count:
+            return None
+        gpus = self.gpus
+        eligible: list[tuple[int, int, list[int]]] = []  # (number of GPUs, node ordinal, sorted ids)
+        total = 0
+        for node, idle in enumerate(self._idle):
+            ids = sorted(g for g in idle if gpus[g].memory_mb >= floor_mb)
+            if ids:
+                eligible.append((len(ids), node, ids))
+                total += len(ids)
+        if total < count:
+            return None
+        picked: list[int] = []
+        remaining = count
+        rest = sorted(eligible, key=lambda e: (-e[0], e[1]))  # most such GPUs first
+        while remaining > 0:
+            fit = min((e for e in rest if e[0] >= remaining), key=lambda e: (e[0], e[1]), default=None)
+            if fit is not None:
+                picked.extend(fit[2][:remaining])
+                break
+            first = rest.pop(0)
+            picked.extend(first[2])
+            remaining -= first[0]
+        return tuple(sorted(picked))
+
+    def idle_memory_desc(self, count: int) -> int | None:
+        """The ``count``-th largest memory (MB) among the idle GPUs — the most memory per GPU any
+        gang of ``count`` idle GPUs can offer — or ``None`` when fewer than ``count`` are idle."""
+        if count < 1 or count > self.idle_count:
+            return None
+        gpus = self.gpus
+        return heapq.nlargest(count, (gpus[g].memory_mb for idle in self._idle for g in idle))[-1]
 
     def _best_fit(self, count: int, exclude: Iterable[int]) -> int | None:
         """The first node (in bucket order) with the fewest idle GPUs ≥ ``count``, not excluded."""
@@ -362,14 +409,41 @@ def describe_gpus(state: RoundState, gpu_ids: Iterable[int]) -> str:
 
 
 def start_on_idle(state: RoundState, job: Job, profile: Profile, min_sub_batch: int) -> Start | str:
-    """Start ``job`` exclusively on idle GPUs (:meth:`RoundState.pick_idle`) at the largest
-    sub-batch that fits their memory, and record it in ``state``; a job started alone becomes a
-    resident when ``state`` tracks sharing. Returns the :class:`Start`, or why it must wait."""
+    """Start ``job`` exclusively on idle GPUs at the largest sub-batch that any ``G_j`` idle GPUs
+    can hold, and record it in ``state``; a job started alone becomes a resident when ``state``
+    tracks sharing. Returns the :class:`Start`, or why it must wait.
+
+    The GPUs are those of :meth:`RoundState.pick_idle` (one node if possible, else the fewest
+    nodes) unless their memory holds a smaller sub-batch than the ``G_j`` largest idle GPUs
+    would (heterogeneous clusters only): then, with ``b`` the largest sub-batch whose
+    ``mem_j(b)`` (MB per GPU) fits the ``G_j``-th largest idle GPU, the GPUs are
+    :meth:`RoundState.pick_idle_with_memory` ``(G_j, mem_j(b))`` — the same node preference among
+    the idle GPUs of at least that memory. An exclusive GPU keeps no reserve (the reserve only
+    protects a shared GPU), so the sub-batch fits when ``mem_j(b) ≤`` the smallest GPU's memory.
+    The largest sub-batch (fewest accumulation steps) wins over keeping the gang on one node.
+    On a cluster whose healthy GPUs all have the same memory the choice is exactly
+    :meth:`RoundState.pick_idle`'s.
+    """
     gpu_ids = state.pick_idle(job.gpus)
     if gpu_ids is None:
         return f"needs {job.gpus} GPUs, {state.idle_count} idle"
     memory = min(state.gpus[g].memory_mb for g in gpu_ids)
     sub = largest_fitting_sub_batch(profile, job, memory, min_sub_batch)
+    # heterogeneous memory: look for better idle GPUs only if the G_j largest healthy GPUs would
+    # give a larger sub-batch (no idle set can offer more), so this is O(sub-batches) when not
+    if not state.uniform_memory and sub != largest_fitting_sub_batch(
+            profile, job, state.memory_desc_mb[job.gpus - 1], min_sub_batch):
+        best_memory = state.idle_memory_desc(job.gpus) or memory  # pick_idle found job.gpus idle
+        best = sub if best_memory <= memory else largest_fitting_sub_batch(profile, job, best_memory,
+                                                                           min_sub_batch)
+        if best is None:
+            return (f"needs more than the {best_memory} MB per GPU that its {job.gpus} largest idle "
+                    f"GPUs offer, at every sub-batch (down to {min_sub_batch})")
+        if best != sub:
+            floor = profile.memory_mb(job, best)
+            better = state.pick_idle_with_memory(job.gpus, floor)
+            if better is not None:  # always: the job.gpus largest idle GPUs have ≥ floor MB
+                gpu_ids, sub = better, best
     if sub is None:
         return (f"needs more than the {memory} MB of its GPUs at every sub-batch "
                 f"(down to {min_sub_batch})")
