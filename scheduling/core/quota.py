@@ -210,8 +210,8 @@ def reclaim_preemptions(
     ``u_s + G_j ≤ g_s`` (it fits the unused guarantee) claims ``G_j`` of the idle GPUs; if too
     few are idle, borrowed jobs of tenants other than ``s`` (:func:`borrowed_jobs`) are chosen as
     victims — the one with the most remaining exclusive time ``P`` first (ties: latest start), as
-    SRTF would: a borrowed job near its end is left to finish (on Philly this cut the average JCT
-    of ``sjf-bsbf-fair`` by a third, docs/FAIRNESS.md §5) — until the GPUs they leave idle
+    SRTF would: a borrowed job near its end is left to finish (docs/FAIRNESS.md §5 measures the
+    choice) — until the GPUs they leave idle
     (healthy GPUs whose every job is a victim) cover the shortfall; then each chosen victim whose
     GPUs turn out not to be needed (it shares a GPU with a job that stays, say) is spared again,
     the last chosen first. If even all of them cannot cover it, nothing is preempted for ``j``.
