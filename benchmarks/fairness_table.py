@@ -161,9 +161,12 @@ def run_trace(key: str, args: argparse.Namespace, profile: Profile) -> dict:
 
 def format_table(report: dict) -> str:
     h = 3600.0
+    sc = report["scheduler"]
     lines = [f"{report['trace']}: {report['jobs']} jobs, {len(report['quotas'])} tenants, cluster "
              f"{report['cluster']} = {report['gpus']} GPUs, quotas ∝ {report['quota_rule']} (borrowing "
-             f"unlimited), grace {report['grace_s']:.0f} s, {report['scheduler']}",
+             f"unlimited), grace {report['grace_s']:.0f} s, starvation bound "
+             f"{sc['starvation_bound_s'] / h:g} h, aging {sc['aging_s'] / h:g} h, reclaim {sc['reclaim']}, "
+             f"borrow bound {sc['borrow_bound_s'] / h:g} h",
              f"{'policy':<24} {'avg JCT h':>9} {'p99 JCT h':>9} {'max wait h':>10} {'p99 wait h':>10} "
              f"{'Jain 1/ρ':>8} {'max ρ':>7} {'guar.viol':>9} {'cap viol':>8} {'preempt':>7} {'unfin':>5}"]
     for name, r in report["rows"].items():

@@ -11,6 +11,8 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from scheduling.core.policies import POLICY_NAMES as _POLICY_NAMES
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
@@ -175,6 +177,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBIL
 # --- Scheduling rounds (scheduling/services.py, scheduling/tasks.py) ---
 # Policy of every round: a name of the scheduling.core.policies registry.
 SHAREWISE_POLICY = env("SHAREWISE_POLICY", default="sjf-bsbf")
+if SHAREWISE_POLICY not in _POLICY_NAMES:
+    raise ImproperlyConfigured(
+        f"SHAREWISE_POLICY must be one of {', '.join(_POLICY_NAMES)}; got {SHAREWISE_POLICY!r}")
 # Seconds between periodic rounds (Celery beat; `manage.py run_scheduler` by default).
 SHAREWISE_ROUND_INTERVAL_S = env.float("SHAREWISE_ROUND_INTERVAL_S", default=10.0)
 # A submission or completion asks for a round this many seconds later; requests meanwhile share it.

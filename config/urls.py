@@ -1,8 +1,9 @@
-"""Top-level URLs: admin, REST API v1, OpenAPI schema and docs, dashboard, health checks and
-``/metrics`` (Prometheus)."""
+"""Top-level URLs: admin, REST API v1, OpenAPI schema and docs, dashboard (``/`` redirects to it),
+health checks and ``/metrics`` (Prometheus)."""
 
 from django.contrib import admin
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from cluster import views as cluster_views
@@ -15,5 +16,6 @@ urlpatterns = [
     path("dashboard/", include("frontend.urls")),
     path("healthz", cluster_views.healthz, name="healthz"),
     path("readyz", cluster_views.readyz, name="readyz"),
+    path("", RedirectView.as_view(url="/dashboard/", permanent=False), name="home"),
     path("", include("scheduling.urls")),
 ]

@@ -35,7 +35,7 @@ from cluster.models import GPU, Job, JobEvent, Membership, Node, Placement, Quot
 from scheduling import figures
 from scheduling.core.metrics import jain_index
 from scheduling.models import Round
-from scheduling.services import scheduler_config, summed_quotas
+from scheduling.services import policy_named, scheduler_config, summed_quotas
 
 HIDDEN = "another tenant's job"
 
@@ -862,7 +862,8 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     Quotas (docs/FAIRNESS.md §1): guaranteed GPUs and borrow limit summed over the tenant's
     ``Quota`` rows (``scheduling.services.summed_quotas``; "unlimited": no limit, "none": no quota
     row); GPUs held now = GPUs of its running gangs; borrowed now = held − guaranteed, at least 0.
-    Table ``scheduler``: the cluster-wide starvation bound, aging, reclaim mode and borrow bound.
+    Table ``scheduler``: the cluster-wide starvation bound, aging, reclaim mode and borrow bound;
+    the summary names the policy (``SHAREWISE_POLICY``) and how it actually reclaims lent GPUs.
     """
     now = timezone.now()
     start = now - timedelta(seconds=window_s)
@@ -874,6 +875,11 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     )
     quotas = {t: q.guaranteed_gpus for t, q in full_quotas.items()}
     config = scheduler_config()
+    policy = policy_named()
+    # only a policy that reclaims by preemption (sjf-bsbf-fair) uses the preempting modes; every
+    # other policy bounds borrowers' remaining time instead (scheduling.core.quota.QuotaGate)
+    reclaim = (RECLAIM_WORDS[config.reclaim] if getattr(policy, "reclaims", False)
+               else f"{RECLAIM_WORDS['bound']} ({policy.name} cannot preempt)")
     width_s = window_s / FAIRNESS_BINS
     charged = _usage_bins(_window_usage(start, now), start.timestamp(), width_s, FAIRNESS_BINS)
     succeeded = Q(status=Job.Status.SUCCEEDED, finished_at__isnull=False)
@@ -943,8 +949,8 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     current = next((j for j in reversed(jain) if j is not None), None)
     summary = (
         f"Jain's index now: {current if current is not None else 'n/a (no tenant with work and quota)'}; "
-        f"GPU-hours over the last {minutes}. Starvation bound {config.starvation_bound_s / 3600:g} h; "
-        f"borrowed GPUs reclaimed by {RECLAIM_WORDS[config.reclaim]}."
+        f"GPU-hours over the last {minutes}. Policy {policy.name}; starvation bound "
+        f"{config.starvation_bound_s / 3600:g} h; borrowed GPUs reclaimed by {reclaim}."
     )
     return _payload(
         viewer,

@@ -176,6 +176,12 @@ def check_output(path: Path | None, flag: str) -> None:
         raise CliError(f"{flag} {path}: cannot write in folder {folder} ({exc.strerror or exc})") from None
 
 
+#: Config field → the command-line option that sets it (for error messages).
+OPTION_OF_FIELD = {"starvation_bound_s": "--starvation-bound-s", "borrow_bound_s": "--borrow-bound-s",
+                   "aging_s": "--aging-s", "round_interval_s": "--round-interval",
+                   "restart_cost_s": "--restart-cost-s"}
+
+
 def read_quotas(text: str) -> dict[str, TenantQuota] | str:
     """``--quotas``: ``"demand"`` (returned as is, resolved once the trace is loaded) or the path of
     a JSON file parsed by :func:`scheduling.core.quota.quotas_from_json`. Raises :class:`CliError`
@@ -197,6 +203,29 @@ def read_quotas(text: str) -> dict[str, TenantQuota] | str:
         return quotas_from_json(data)
     except ValueError as exc:
         raise CliError(f"--quotas {text}: {exc}") from None
+
+
+def quota_warnings(quotas: dict[str, TenantQuota], jobs: Sequence[Job], gpus: int) -> list[str]:
+    """What looks wrong about ``quotas`` for this trace (one line each, nothing is refused): quota
+    tenants with no job in the trace (a typo?), trace tenants with no quota (they only borrow), a
+    single tenant (fairness metrics are trivial), guarantees summing above the cluster's ``gpus``."""
+    tenants = sorted({j.tenant for j in jobs})
+    out: list[str] = []
+    unknown = sorted(set(quotas) - set(tenants))
+    if unknown:
+        out.append(f"--quotas names tenants with no job in the trace: {', '.join(unknown)} "
+                   f"(the trace's tenants: {', '.join(tenants[:10])}{' …' if len(tenants) > 10 else ''})")
+    missing = [t for t in tenants if t not in quotas]
+    if missing and len(missing) < len(tenants):
+        out.append(f"tenants without a quota only borrow: {', '.join(missing[:10])}"
+                   f"{' …' if len(missing) > 10 else ''}")
+    if len(tenants) == 1:
+        out.append(f"the trace has one tenant ({tenants[0]}): fairness across tenants is trivial; "
+                   f"multi-tenant traces: philly-vc/, chronus-philly-mix1.csv")
+    total = sum(q.guaranteed_gpus for q in quotas.values())
+    if total > gpus:
+        out.append(f"guarantees add up to {total} GPUs, more than the cluster's {gpus}")
+    return out
 
 
 def demand_quotas(jobs: Sequence[Job], gpus: int) -> dict[str, TenantQuota]:
@@ -245,7 +274,10 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
         config = SimConfig(round_interval_s=args.round_interval, round_on_events=args.round_on_events,
                            restart_cost_s=args.restart_cost_s, seed=args.seed, scheduler=scheduler)
     except ValueError as exc:
-        raise CliError(str(exc)) from None
+        message = str(exc)
+        for field, option in OPTION_OF_FIELD.items():  # name the option the user typed
+            message = message.replace(field, option)
+        raise CliError(message) from None
     quotas = read_quotas(args.quotas) if args.quotas is not None else None
     check_output(args.json, "--json")
     check_output(args.html, "--html")
@@ -260,6 +292,8 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
         quotas = demand_quotas(trace.jobs, cluster.healthy_gpus)
     if quotas:
         config = replace(config, tenant_quotas=quotas)
+        for warning in quota_warnings(quotas, trace.jobs, cluster.healthy_gpus):
+            print(f"warning: {warning}", file=sys.stderr)
     results = {}
     violations: dict[str, int] = {}
     for policy in policies:

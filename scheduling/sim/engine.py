@@ -275,6 +275,9 @@ class Simulator:
         self._slowdowns: dict[tuple[JobId, int, JobId, int], float] = {}
         self._rounds = 0
         self._horizon = -math.inf  # rounds before this decide nothing (valid while unchanged)
+        # after a round that decided nothing: when a pending job next reaches the starvation bound
+        # (with quotas the gate then waives the borrow bound), so an idle cluster's queue may change
+        self._crossing = math.inf
         self._preemptions = 0
         self._xi_weighted = 0.0
         self._xi_time = 0.0
@@ -494,10 +497,11 @@ class Simulator:
 
     def _set_horizon(self, snapshot: Snapshot) -> None:
         """After a round that decided nothing: when may time alone change the policy's mind?"""
+        self._crossing = bound_crossing_horizon(snapshot)
         rule = self._rule
         if rule is None or rule.horizon is None:
             return
-        self._horizon = min(rule.horizon(snapshot), bound_crossing_horizon(snapshot))
+        self._horizon = min(rule.horizon(snapshot), self._crossing)
 
     # ------------------------------------------------------------------ run
     def run(self) -> SimResult:
@@ -524,7 +528,7 @@ class Simulator:
             t_done = heap[0][0] if heap else inf
             t_arrive = arrivals[ai].submit_time if ai < n_arrivals else inf
             idle = not self._running and ai == n_arrivals
-            if idle and (not self._pending or not changed):
+            if idle and (not self._pending or (not changed and self._crossing == inf)):
                 break  # nothing left, or a queue no round can ever change
             useful_from = self._useful_from(changed)
             if useful_from == inf:

@@ -35,3 +35,8 @@ def test_metrics_is_served_at_the_site_root(db: None) -> None:
     response = Client().get("/metrics")
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/plain")
+
+
+def test_site_root_redirects_to_the_dashboard(db: None) -> None:
+    response = Client().get("/")
+    assert response.status_code == 302 and response["Location"] == "/dashboard/"

@@ -136,3 +136,12 @@ def test_settings_module_rejects_an_unknown_reclaim_mode() -> None:
                           capture_output=True, text=True, timeout=60)
     assert done.returncode != 0
     assert "SHAREWISE_RECLAIM must be one of preempt, bound, both; got 'sometimes'" in done.stderr
+
+
+def test_settings_module_rejects_an_unknown_policy() -> None:
+    env = {**os.environ, "SHAREWISE_POLICY": "sjf-bsbf-fairx", "DJANGO_SETTINGS_MODULE": "config.settings"}
+    done = subprocess.run([sys.executable, "-c", "import config.settings"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert ("SHAREWISE_POLICY must be one of fifo, sjf, srtf, tiresias, sjf-ffs, sjf-bsbf, sjf-bsbf-fair; "
+            "got 'sjf-bsbf-fairx'") in done.stderr

@@ -342,3 +342,17 @@ def test_a_gang_needs_its_memory_on_its_smallest_gpu() -> None:
     reason = unfit_reason(job(2, gpus=3, model="big"), memory, profile, 1)
     assert reason == ("needs more memory per GPU than the 3 largest healthy GPUs together (the smallest "
                       "of them) (40000 MB) at every sub-batch down to 1")
+
+
+@pytest.mark.parametrize("skip", [True, False])
+def test_sim_an_idle_cluster_waits_for_the_starvation_bound_to_waive_the_borrow_bound(skip: bool) -> None:
+    # 4 idle GPUs, a guaranteed all 4 but absent; b (no guarantee) submits job 1 at 0: 2 GPUs,
+    # P = 1,000 s > borrow bound 200 s, so sjf (cannot preempt) refuses it until it has waited the
+    # starvation bound, 600 s: it starts in the round at 600 s (10 × 60) and ends at 1,600 s. The
+    # simulation must not stop at t=0 because the cluster is idle and the first round did nothing.
+    config = SimConfig(scheduler=SchedulerConfig(starvation_bound_s=600.0, borrow_bound_s=200.0),
+                       tenant_quotas={"a": TenantQuota(4)}, skip_idle_rounds=skip)
+    result = simulate([job(1, gpus=2, tenant="b", iterations=1000)], Cluster.uniform(1, 4),
+                      get_policy("sjf"), PLAIN, config)
+    assert result.unfinished == ()
+    assert [(o.first_start, o.end_time) for o in result.outcomes] == [(600.0, 1600.0)]

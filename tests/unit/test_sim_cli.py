@@ -107,7 +107,9 @@ def test_html_report_is_written(tiny: Path, tmp_path: Path, capsys: pytest.Captu
         (["--quotas", '@BAD:{"default": -1}'], "guaranteed_gpus must be a whole number ≥ 0, got -1"),
         (["--quotas", '@BAD:{"default": {"gpus": 2}}'], "expected keys guaranteed_gpus and optional"),
         (["--quotas", "@BAD:[2]"], "quotas must be a non-empty JSON object"),
-        (["--starvation-bound-s", "0"], "starvation_bound_s"),
+        (["--starvation-bound-s", "0"], "--starvation-bound-s must be a positive number of seconds, got 0.0"),
+        (["--aging-s", "-5"], "--aging-s must be a positive number of seconds, got -5.0"),
+        (["--borrow-bound-s", "inf"], "--borrow-bound-s must be a positive number of seconds, got inf"),
         (["--grace-s", "-1"], "--grace-s must be a finite number ≥ 0, got -1.0"),
     ],
 )
@@ -402,3 +404,21 @@ def test_fairness_summary_by_hand() -> None:
     assert (fair["max_wait_s"], fair["p99_wait_s"]) == (1800.0, pytest.approx(1782.0))
     # No quotas: every tenant entitled alike -> Jain of GPU-hours 2, 1 = 9 / (2 x 5) = 0.9.
     assert fairness_summary(result)["jain_index"] == pytest.approx(0.9)
+
+
+def test_quota_warnings_name_what_looks_wrong() -> None:
+    from scheduling.core.types import TenantQuota
+    from scheduling.sim.cli import quota_warnings
+    from tests.unit.fakes import job
+
+    jobs = [job(1, tenant="x"), job(2, tenant="y")]
+    # "a" is in no job (a typo?); "y" has no quota; 999 + 2 > 32 GPUs
+    assert quota_warnings({"a": TenantQuota(999), "x": TenantQuota(2)}, jobs, 32) == [
+        "--quotas names tenants with no job in the trace: a (the trace's tenants: x, y)",
+        "tenants without a quota only borrow: y",
+        "guarantees add up to 1001 GPUs, more than the cluster's 32",
+    ]
+    assert quota_warnings({"x": TenantQuota(2)}, [job(1, tenant="x")], 4) == [
+        "the trace has one tenant (x): fairness across tenants is trivial; multi-tenant traces: "
+        "philly-vc/, chronus-philly-mix1.csv"]
+    assert quota_warnings({"x": TenantQuota(2), "y": TenantQuota(2)}, jobs, 4) == []

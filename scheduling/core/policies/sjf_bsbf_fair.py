@@ -82,6 +82,7 @@ class SjfBsbfFairPolicy:
 
     name = "sjf-bsbf-fair"
     preemptive = True
+    reclaims = True  # lent GPUs come back by preemption in reclaim modes "preempt" and "both"
 
     def __init__(self) -> None:
         self._memo: _Memo | None = None
