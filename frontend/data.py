@@ -950,7 +950,9 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     summary = (
         f"Jain's index now: {current if current is not None else 'n/a (no tenant with work and quota)'}; "
         f"GPU-hours over the last {minutes}. Policy {policy.name}; starvation bound "
-        f"{config.starvation_bound_s / 3600:g} h; borrowed GPUs reclaimed by {reclaim}."
+        f"{config.starvation_bound_s / 3600:g} h; borrowed GPUs reclaimed by {reclaim}. "
+        f"GPUs held count a shared GPU once for each of its two jobs, so they may add up to more "
+        f"than the cluster."
     )
     return _payload(
         viewer,

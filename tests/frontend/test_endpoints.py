@@ -352,6 +352,8 @@ def test_fairness_shows_borrowed_gpus_and_scheduler_settings(
     # sjf-bsbf cannot preempt: whatever the reclaim mode, its borrowers are time-bounded
     assert ("Policy sjf-bsbf; starvation bound 48 h; borrowed GPUs reclaimed by bounding borrowers' "
             "remaining time (sjf-bsbf cannot preempt)") in plain["summary"]
+    # team-c's 4 GPUs held include GPU node-00:0 that c-train shares (a shared GPU counts per job)
+    assert "GPUs held count a shared GPU once for each of its two jobs" in plain["summary"]
     c = {r["tenant"]: r for r in table(admin, "tenants")}["team-c"]
     # team-c: rows 2 (any type, no limit) + 1 (a100, limit 4) → 3 guaranteed, unlimited borrowing;
     # holds c-train 1 + c-big 3 = 4 GPUs, borrows 4 − 3 = 1
