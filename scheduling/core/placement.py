@@ -375,6 +375,23 @@ def unfit_reason(job: Job, memory_desc_mb: Sequence[int], profile: Profile, min_
     return None
 
 
+def start_checker(snapshot: Snapshot, profile: Profile) -> Callable[[Job], bool]:
+    """A predicate: could the job ever start on the snapshot's healthy GPUs (:func:`unfit_reason`
+    is ``None``)? Answers are cached per job shape for the life of the predicate (one round)."""
+    memory_desc = healthy_memory_desc(snapshot)
+    min_sub = snapshot.config.min_sub_batch
+    fits: dict[tuple, bool] = {}
+
+    def can_start(job: Job) -> bool:
+        shape = CachedProfile.shape(job)
+        answer = fits.get(shape)
+        if answer is None:
+            answer = fits[shape] = unfit_reason(job, memory_desc, profile, min_sub) is None
+        return answer
+
+    return can_start
+
+
 def never_fits_reason(job: Job, state: RoundState, profile: Profile) -> str | None:
     """:func:`unfit_reason` on the round's healthy GPUs, cached per job shape. Such a job waits
     with this reason and never blocks others."""

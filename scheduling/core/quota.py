@@ -234,9 +234,12 @@ def reclaim_preemptions(
     victims: dict[JobId, RunningJob] = {}
     claimed: list[JobId] = []
 
+    gpus_of = {rj.job.id: rj.placement.gpu_ids for rj in snapshot.running}
+
     def freed_by(gone: set[JobId]) -> int:  # healthy GPUs emptied by ``gone``, beyond earlier victims
-        return sum(1 for g in healthy
-                   if on_gpu.get(g) and on_gpu[g] <= gone and not on_gpu[g] <= victims.keys())
+        # a GPU emptied only by earlier victims holds no newly gone job, so only theirs can count
+        new = {g for jid in gone if jid not in victims for g in gpus_of[jid]}
+        return sum(1 for g in new if g in healthy and on_gpu[g] <= gone)
 
     for job in order:
         tenant = job.tenant

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduling.core.placement import healthy_memory_desc, unfit_reason
+from scheduling.core.placement import healthy_memory_desc, start_checker, unfit_reason
 from scheduling.core.policies import POLICY_NAMES, get_policy
 from scheduling.core.policies.sjf_bsbf_fair import fair_order, starving_head
 from scheduling.core.quota import aged_key, borrowed_jobs, normalise, reclaim_preemptions
@@ -279,11 +279,7 @@ def test_starving_head_skips_jobs_that_cannot_start_now() -> None:
     busy = running(job(9, gpus=8, tenant="c", iterations=100_000), tuple(range(8)))
     quotas = {"a": TenantQuota(0, 2), "b": TenantQuota(0), "c": TenantQuota(8)}
     s = snap(pending, [busy], quotas, now=10_000.0, starvation_bound_s=3600.0)
-    memory = healthy_memory_desc(s)
-
-    def can_start(j: Job) -> bool:
-        return unfit_reason(j, memory, profile, 1) is None
-
+    can_start = start_checker(s, profile)
     assert starving_head(s, can_start).id == 4
     d = get_policy("sjf-bsbf-fair").decide(s, profile)
     assert d.starts == () and "reserved for starving job 4" in reasons(d)[3]
