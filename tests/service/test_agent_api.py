@@ -38,15 +38,6 @@ def tenant(db: None) -> Tenant:
     return Tenant.create_with_owner("team-a", quota_gpus=8)[0]
 
 
-@pytest.fixture
-def sent(django_capture_on_commit_callbacks: Callable) -> list[dict[str, Any]]:
-    """Placement messages dispatched (in-process); the test runs on-commit callbacks itself."""
-    messages: list[dict[str, Any]] = []
-    services.set_dispatcher(messages.extend)
-    yield messages
-    services.set_dispatcher(None)
-
-
 def agent(token: str) -> APIClient:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Node {token}")

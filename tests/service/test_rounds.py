@@ -31,15 +31,6 @@ def make_job(tenant: Tenant, name: str = "job", **fields: Any) -> Job:
     return job
 
 
-@pytest.fixture
-def sent(django_capture_on_commit_callbacks: Callable) -> list[dict[str, Any]]:
-    """Messages dispatched in-process; on-commit callbacks run when the round's transaction ends."""
-    messages: list[dict[str, Any]] = []
-    services.set_dispatcher(messages.extend)
-    yield messages
-    services.set_dispatcher(None)
-
-
 def round_now(capture: Callable, **kwargs: Any) -> Round | None:
     """Run a round and its after-commit dispatch (the test's transaction never commits)."""
     with capture(execute=True):
