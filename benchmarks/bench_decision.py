@@ -28,8 +28,16 @@ from scheduling.core.policies import POLICY_NAMES, get_policy  # noqa: E402
 from scheduling.core.types import Cluster, Job, Placement, Profile, RunningJob, Snapshot  # noqa: E402
 
 # (model, global batch size) as in the SJF-BSBF testbed trace
-MODELS = [("vgg16", 16), ("vgg19", 16), ("resnet18", 128), ("shufflenet_v2_x1_0", 128),
-          ("bert", 4), ("gpt2", 4), ("dqn", 128), ("a2c", 64)]
+MODELS = [
+    ("vgg16", 16),
+    ("vgg19", 16),
+    ("resnet18", 128),
+    ("shufflenet_v2_x1_0", 128),
+    ("bert", 4),
+    ("gpt2", 4),
+    ("dqn", 128),
+    ("a2c", 64),
+]
 # gang sizes and weights, roughly the Muri simulation traces' mix
 GANGS = [(1, 36), (2, 2), (4, 28), (8, 30), (16, 3), (32, 1)]
 
@@ -49,9 +57,17 @@ def load_profile() -> tuple[Profile, str]:
 def make_job(rng: random.Random, job_id: int, submit: float, gpus: int) -> Job:
     model, batch = rng.choice(MODELS)
     iterations = rng.randint(100, 20_000)
-    return Job(id=job_id, tenant=f"t{job_id % 11}", model=model, batch_size=batch, gpus=gpus,
-               iterations=iterations, submit_time=submit, iter_time_s=rng.uniform(0.05, 1.0),
-               iterations_done=rng.uniform(0, iterations / 2) if submit < 0 else 0.0)
+    return Job(
+        id=job_id,
+        tenant=f"t{job_id % 11}",
+        model=model,
+        batch_size=batch,
+        gpus=gpus,
+        iterations=iterations,
+        submit_time=submit,
+        iter_time_s=rng.uniform(0.05, 1.0),
+        iterations_done=rng.uniform(0, iterations / 2) if submit < 0 else 0.0,
+    )
 
 
 def make_snapshot(waiting: int, seed: int = 1) -> Snapshot:
@@ -67,8 +83,9 @@ def make_snapshot(waiting: int, seed: int = 1) -> Snapshot:
         gpu_ids = tuple(range(next_gpu, next_gpu + gpus))
         running.append(RunningJob(job, Placement(job.id, gpu_ids, job.batch_size, 0.0)))
         next_gpu += gpus
-    pending = tuple(make_job(rng, i, rng.uniform(0, 600), rng.choices(sizes, weights)[0])
-                    for i in range(waiting))
+    pending = tuple(
+        make_job(rng, i, rng.uniform(0, 600), rng.choices(sizes, weights)[0]) for i in range(waiting)
+    )
     return Snapshot(now=600.0, cluster=cluster, pending=pending, running=tuple(running))
 
 
@@ -98,11 +115,13 @@ def main() -> int:
             times.append(time.perf_counter() - t0)
             cpu.append(time.process_time() - c0)
         shared = sum(1 for s in decisions.starts if s.shares)
-        print(f"{waiting:>6} waiting, {snapshot.cluster.size} GPUs ({len(snapshot.running)} running jobs): "
-              f"median {statistics.median(times) * 1e3:.1f} ms, min {min(times) * 1e3:.1f} ms "
-              f"(CPU time median {statistics.median(cpu) * 1e3:.1f} ms) over "
-              f"{args.runs} runs (first run, cold caches: {cold * 1e3:.1f} ms); "
-              f"{len(decisions.starts)} starts ({shared} shared), {len(decisions.waits)} wait reasons")
+        print(
+            f"{waiting:>6} waiting, {snapshot.cluster.size} GPUs ({len(snapshot.running)} running jobs): "
+            f"median {statistics.median(times) * 1e3:.1f} ms, min {min(times) * 1e3:.1f} ms "
+            f"(CPU time median {statistics.median(cpu) * 1e3:.1f} ms) over "
+            f"{args.runs} runs (first run, cold caches: {cold * 1e3:.1f} ms); "
+            f"{len(decisions.starts)} starts ({shared} shared), {len(decisions.waits)} wait reasons"
+        )
     return 0
 
 

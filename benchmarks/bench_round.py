@@ -37,8 +37,16 @@ from machine import machine  # benchmarks/machine.py
 REPO = Path(__file__).resolve().parent.parent
 TENANTS = ("team-a", "team-b", "team-c", "team-d")
 #: (model, global batch): models of the Tiresias/Muri traces the shipped profile knows.
-SHAPES = (("resnet50", 128), ("resnet18", 64), ("vgg16", 64), ("lm", 80), ("transformer", 128),
-          ("a3c", 32), ("resnet50", 64), ("ncf", 512))
+SHAPES = (
+    ("resnet50", 128),
+    ("resnet18", 64),
+    ("vgg16", 64),
+    ("lm", 80),
+    ("transformer", 128),
+    ("a3c", 32),
+    ("resnet50", 64),
+    ("ncf", 512),
+)
 GANGS = ((1, 0.45), (2, 0.25), (4, 0.18), (8, 0.12))
 PHASES = ("snapshot", "policy", "persist", "commit", "dispatch")
 
@@ -97,11 +105,18 @@ def populate_jobs(count: int, seed: int) -> None:
     jobs = []
     for i in range(count):
         model, batch = rng.choice(SHAPES)
-        jobs.append(Job(
-            tenant=rng.choice(tenants), name=f"job-{i}", model=model, batch_size=batch,
-            gpus=rng.choices(gangs, weights)[0], iterations=rng.choice((500, 2_000, 10_000, 50_000)),
-            iteration_time_s=round(rng.uniform(0.05, 0.8), 3) if i % 2 else None,
-            submitted_at=now - timezone.timedelta(seconds=count - i)))
+        jobs.append(
+            Job(
+                tenant=rng.choice(tenants),
+                name=f"job-{i}",
+                model=model,
+                batch_size=batch,
+                gpus=rng.choices(gangs, weights)[0],
+                iterations=rng.choice((500, 2_000, 10_000, 50_000)),
+                iteration_time_s=round(rng.uniform(0.05, 0.8), 3) if i % 2 else None,
+                submitted_at=now - timezone.timedelta(seconds=count - i),
+            )
+        )
     Job.objects.bulk_create(jobs, batch_size=2000)
 
 
@@ -130,7 +145,7 @@ def backend_cpu_s() -> float | None:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = text[text.rindex(")") + 2:].split()
+    fields = text[text.rindex(")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -172,15 +187,18 @@ def measure(count: int, args: argparse.Namespace) -> None:
             phases["server CPU"].append((server_after - server) * 1e3)
     assert record is not None
     medians = {p: statistics.median(v) for p, v in phases.items() if v}
-    print(f"\n{count:,} pending jobs, {args.policy}, {args.rounds} rounds: {record.n_started} started "
-          f"({sum(1 for d in record.decisions if d['shares'])} sharing), {record.n_waiting} waiting; "
-          f"{len(record.decisions):,} decisions recorded")
+    print(
+        f"\n{count:,} pending jobs, {args.policy}, {args.rounds} rounds: {record.n_started} started "
+        f"({sum(1 for d in record.decisions if d['shares'])} sharing), {record.n_waiting} waiting; "
+        f"{len(record.decisions):,} decisions recorded"
+    )
     for p, values in phases.items():
         if not values:
             continue
         share = f" ({medians[p] / medians['total']:.0%})" if p in PHASES else ""
-        print(f"  {p:<10} median {medians[p]:8.1f} ms{share:<6}  "
-              f"min {min(values):8.1f}  max {max(values):8.1f}")
+        print(
+            f"  {p:<10} median {medians[p]:8.1f} ms{share:<6}  min {min(values):8.1f}  max {max(values):8.1f}"
+        )
     if args.profile:
         profile_one(args)
 
@@ -212,8 +230,12 @@ def main() -> None:
     parser.add_argument("--pending", type=int, nargs="+", default=[1_000, 10_000], help="pending jobs")
     parser.add_argument("--rounds", type=int, default=5, help="timed rounds per size (median)")
     parser.add_argument("--policy", default="sjf-bsbf", help="policy name")
-    parser.add_argument("--dispatch", choices=("local", "celery"), default="local",
-                        help="in-process subscriber (default) or Celery to REDIS_URL")
+    parser.add_argument(
+        "--dispatch",
+        choices=("local", "celery"),
+        default="local",
+        help="in-process subscriber (default) or Celery to REDIS_URL",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--profile", action="store_true", help="print the top functions of one round")
     parser.add_argument("--database-url", default=None, help="database to (re)create")
@@ -228,8 +250,10 @@ def main() -> None:
 
     populate_cluster()
     print(f"machine: {machine()}")
-    print(f"database: {connection.vendor} {connection.settings_dict['NAME']}; cluster 128 nodes x 8 GPUs; "
-          f"dispatch: {args.dispatch}")
+    print(
+        f"database: {connection.vendor} {connection.settings_dict['NAME']}; cluster 128 nodes x 8 GPUs; "
+        f"dispatch: {args.dispatch}"
+    )
     for count in args.pending:
         measure(count, args)
 

@@ -55,11 +55,15 @@ def main() -> None:
     trace = load_traces(trace_path(args.trace), max_gpus=cluster.healthy_gpus)
     load_s = time.perf_counter() - t0
     print(f"machine: {machine()}")
-    print(f"trace {trace.name}: {trace.rows} rows, {len(trace.jobs)} jobs, rejected {trace.rejected}; "
-          f"loaded in {load_s:.2f} s")
+    print(
+        f"trace {trace.name}: {trace.rows} rows, {len(trace.jobs)} jobs, rejected {trace.rejected}; "
+        f"loaded in {load_s:.2f} s"
+    )
     print(f"cluster {args.cluster} ({cluster.size} GPUs); rounds every 60 s; {args.runs} run(s) per policy")
-    print(f"{'policy':10} {'wall s (median)':>16} {'cpu s (median)':>15} {'rounds':>7} {'preempt':>8} "
-          f"{'finished':>9} {'avg JCT s':>10}")
+    print(
+        f"{'policy':10} {'wall s (median)':>16} {'cpu s (median)':>15} {'rounds':>7} {'preempt':>8} "
+        f"{'finished':>9} {'avg JCT s':>10}"
+    )
     total_wall = total_cpu = load_s
     for name in args.policies.split(","):
         walls, cpus = [], []
@@ -74,11 +78,16 @@ def main() -> None:
         total_wall += wall
         total_cpu += cpu
         avg = statistics.fmean(o.jct_s for o in result.outcomes)
-        print(f"{name:10} {wall:16.2f} {cpu:15.2f} {result.rounds:7d} {result.preemptions:8d} "
-              f"{len(result.outcomes):9d} {avg:10,.0f}", flush=True)
+        print(
+            f"{name:10} {wall:16.2f} {cpu:15.2f} {result.rounds:7d} {result.preemptions:8d} "
+            f"{len(result.outcomes):9d} {avg:10,.0f}",
+            flush=True,
+        )
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    print(f"total (load + medians): wall {total_wall:.1f} s, cpu {total_cpu:.1f} s (budget 60 s); "
-          f"peak RSS {peak_mb:.0f} MB (budget 1024 MB)")
+    print(
+        f"total (load + medians): wall {total_wall:.1f} s, cpu {total_cpu:.1f} s (budget 60 s); "
+        f"peak RSS {peak_mb:.0f} MB (budget 1024 MB)"
+    )
 
 
 if __name__ == "__main__":

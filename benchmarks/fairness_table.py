@@ -74,6 +74,7 @@ POLICIES = "fifo,tiresias,sjf-ffs,sjf-bsbf,sjf-bsbf-fair"
 REFERENCE = "sjf-bsbf"
 DEFAULTS = SchedulerConfig()
 
+
 def helios_weights(tenants_by_demand: Sequence[str]) -> dict[str, float]:
     """The Venus VC sizes of the first day, largest first, matched to tenants by demand rank."""
     path = shared_data_dir() / "quotas" / "helios-venus-vc-gpus.csv"
@@ -96,15 +97,22 @@ def partition(gpus: int, per_node: int) -> Cluster:
     return Cluster(tuple(GPU(i, f"node-{i // per_node:03d}", i % per_node, 49_140) for i in range(gpus)))
 
 
-def independent_outcomes(jobs: Sequence[Job], quotas: Mapping[str, TenantQuota], per_node: int,
-                         profile: Profile, sim_config: engine.SimConfig, progress: bool) -> list:
+def independent_outcomes(
+    jobs: Sequence[Job],
+    quotas: Mapping[str, TenantQuota],
+    per_node: int,
+    profile: Profile,
+    sim_config: engine.SimConfig,
+    progress: bool,
+) -> list:
     """Each tenant alone on max(its guarantee, its largest gang) GPUs under sjf-bsbf (Themis' T_id)."""
     by_tenant: dict[str, list[Job]] = {}
     for j in jobs:
         by_tenant.setdefault(j.tenant, []).append(j)
     outs: list = []
-    for tenant in tqdm(sorted(by_tenant), desc="independent", file=sys.stderr, disable=not progress,
-                       leave=False):
+    for tenant in tqdm(
+        sorted(by_tenant), desc="independent", file=sys.stderr, disable=not progress, leave=False
+    ):
         own = by_tenant[tenant]
         size = max(quotas[tenant].guaranteed_gpus, max(j.gpus for j in own))
         result = engine.simulate(own, partition(size, per_node), get_policy(REFERENCE), profile, sim_config)
@@ -118,14 +126,19 @@ def run_trace(key: str, args: argparse.Namespace, profile: Profile) -> dict:
     nodes, per_node = (int(x) for x in shape.lower().split("x"))
     cluster = Cluster.uniform(nodes, per_node)
     try:
-        trace = load_traces(shared_data_dir() / rel, max_gpus=cluster.healthy_gpus,
-                            throughput=profile.isolated_throughput)
+        trace = load_traces(
+            shared_data_dir() / rel, max_gpus=cluster.healthy_gpus, throughput=profile.isolated_throughput
+        )
     except TraceError as exc:
         raise SystemExit(f"{rel}: {exc}") from None
     jobs = list(trace.jobs[: args.max_jobs] if args.max_jobs else trace.jobs)
     quotas = quotas_for(jobs, cluster.size, args.quota_rule)
-    scheduler = SchedulerConfig(starvation_bound_s=args.starvation_bound_s, aging_s=args.aging_s,
-                                reclaim=args.reclaim, borrow_bound_s=args.borrow_bound_s)
+    scheduler = SchedulerConfig(
+        starvation_bound_s=args.starvation_bound_s,
+        aging_s=args.aging_s,
+        reclaim=args.reclaim,
+        borrow_bound_s=args.borrow_bound_s,
+    )
     base = engine.SimConfig(scheduler=scheduler, restart_cost_s=args.restart_cost_s)
     progress = not args.no_progress
     alone = independent_outcomes(jobs, quotas, per_node, profile, replace(base, tenant_quotas={}), progress)
@@ -142,38 +155,57 @@ def run_trace(key: str, args: argparse.Namespace, profile: Profile) -> dict:
         rho = tenant_rho(outs, alone)
         lo, hi = makespan_window(outs)
         rows[label] = {
-            **jct_summary(outs), **wait_stats(outs),
-            "jain_rho": jain_of_rho(rho), "max_rho": max(rho.values(), default=math.nan),
-            "rho": rho, "guarantee_violations": len(monitor.monitor.violated),
+            **jct_summary(outs),
+            **wait_stats(outs),
+            "jain_rho": jain_of_rho(rho),
+            "max_rho": max(rho.values(), default=math.nan),
+            "rho": rho,
+            "guarantee_violations": len(monitor.monitor.violated),
             "longest_owner_block_s": monitor.monitor.longest_s,
             "cap_violation_rounds": monitor.monitor.cap_snapshots,
-            "preemptions": result.preemptions, "unfinished": len(result.unfinished), "rounds": result.rounds,
-            "usage_vs_quota": usage_vs_quota(outs, quotas, hi - lo), "cpu_s": cpu_s,
+            "preemptions": result.preemptions,
+            "unfinished": len(result.unfinished),
+            "rounds": result.rounds,
+            "usage_vs_quota": usage_vs_quota(outs, quotas, hi - lo),
+            "cpu_s": cpu_s,
         }
-    return {"trace": trace.name, "jobs": len(jobs), "cluster": f"{nodes}x{per_node}", "gpus": cluster.size,
-            "quota_rule": args.quota_rule,
-            "quotas": {t: q.guaranteed_gpus for t, q in sorted(quotas.items())},
-            "grace_s": args.grace_s, "scheduler": {"starvation_bound_s": args.starvation_bound_s,
-                                                    "aging_s": args.aging_s, "reclaim": args.reclaim,
-                                                    "borrow_bound_s": args.borrow_bound_s},
-            "rows": rows}
+    return {
+        "trace": trace.name,
+        "jobs": len(jobs),
+        "cluster": f"{nodes}x{per_node}",
+        "gpus": cluster.size,
+        "quota_rule": args.quota_rule,
+        "quotas": {t: q.guaranteed_gpus for t, q in sorted(quotas.items())},
+        "grace_s": args.grace_s,
+        "scheduler": {
+            "starvation_bound_s": args.starvation_bound_s,
+            "aging_s": args.aging_s,
+            "reclaim": args.reclaim,
+            "borrow_bound_s": args.borrow_bound_s,
+        },
+        "rows": rows,
+    }
 
 
 def format_table(report: dict) -> str:
     h = 3600.0
     sc = report["scheduler"]
-    lines = [f"{report['trace']}: {report['jobs']} jobs, {len(report['quotas'])} tenants, cluster "
-             f"{report['cluster']} = {report['gpus']} GPUs, quotas ∝ {report['quota_rule']} (borrowing "
-             f"unlimited), grace {report['grace_s']:.0f} s, starvation bound "
-             f"{sc['starvation_bound_s'] / h:g} h, aging {sc['aging_s'] / h:g} h, reclaim {sc['reclaim']}, "
-             f"borrow bound {sc['borrow_bound_s'] / h:g} h",
-             f"{'policy':<24} {'avg JCT h':>9} {'p99 JCT h':>9} {'max wait h':>10} {'p99 wait h':>10} "
-             f"{'Jain 1/ρ':>8} {'max ρ':>7} {'guar.viol':>9} {'cap viol':>8} {'preempt':>7} {'unfin':>5}"]
+    lines = [
+        f"{report['trace']}: {report['jobs']} jobs, {len(report['quotas'])} tenants, cluster "
+        f"{report['cluster']} = {report['gpus']} GPUs, quotas ∝ {report['quota_rule']} (borrowing "
+        f"unlimited), grace {report['grace_s']:.0f} s, starvation bound "
+        f"{sc['starvation_bound_s'] / h:g} h, aging {sc['aging_s'] / h:g} h, reclaim {sc['reclaim']}, "
+        f"borrow bound {sc['borrow_bound_s'] / h:g} h",
+        f"{'policy':<24} {'avg JCT h':>9} {'p99 JCT h':>9} {'max wait h':>10} {'p99 wait h':>10} "
+        f"{'Jain 1/ρ':>8} {'max ρ':>7} {'guar.viol':>9} {'cap viol':>8} {'preempt':>7} {'unfin':>5}",
+    ]
     for name, r in report["rows"].items():
-        lines.append(f"{name:<24} {r['avg_jct_s'] / h:>9.2f} {r['p99_jct_s'] / h:>9.1f} "
-                     f"{r['max_wait_s'] / h:>10.1f} {r['p99_wait_s'] / h:>10.1f} {r['jain_rho']:>8.3f} "
-                     f"{r['max_rho']:>7.2f} {r['guarantee_violations']:>9d} {r['cap_violation_rounds']:>8d} "
-                     f"{r['preemptions']:>7d} {r['unfinished']:>5d}")
+        lines.append(
+            f"{name:<24} {r['avg_jct_s'] / h:>9.2f} {r['p99_jct_s'] / h:>9.1f} "
+            f"{r['max_wait_s'] / h:>10.1f} {r['p99_wait_s'] / h:>10.1f} {r['jain_rho']:>8.3f} "
+            f"{r['max_rho']:>7.2f} {r['guarantee_violations']:>9d} {r['cap_violation_rounds']:>8d} "
+            f"{r['preemptions']:>7d} {r['unfinished']:>5d}"
+        )
     return "\n".join(lines)
 
 
@@ -189,18 +221,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--aging-s", type=float, default=DEFAULTS.aging_s)
     parser.add_argument("--borrow-bound-s", type=float, default=DEFAULTS.borrow_bound_s)
     parser.add_argument("--restart-cost-s", type=float, default=engine.DEFAULT_RESTART_COST_S)
-    parser.add_argument("--grace-s", type=float, default=120.0,
-                        help="an owner waiting longer than this for lent GPUs is a guarantee violation")
+    parser.add_argument(
+        "--grace-s",
+        type=float,
+        default=120.0,
+        help="an owner waiting longer than this for lent GPUs is a guarantee violation",
+    )
     parser.add_argument("--max-jobs", type=int, default=0, help="first N jobs only (quick checks)")
     parser.add_argument("--json", type=Path, help="write the full report (per-tenant ρ and usage) here")
-    parser.add_argument("--no-reference", action="store_true",
-                        help=f"skip the {REFERENCE} run without quotas (to split policies over processes)")
+    parser.add_argument(
+        "--no-reference",
+        action="store_true",
+        help=f"skip the {REFERENCE} run without quotas (to split policies over processes)",
+    )
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     try:
         args.policies = [get_policy(n.strip()).name for n in args.policies.split(",") if n.strip()]
-        SchedulerConfig(starvation_bound_s=args.starvation_bound_s, aging_s=args.aging_s,
-                        borrow_bound_s=args.borrow_bound_s)
+        SchedulerConfig(
+            starvation_bound_s=args.starvation_bound_s,
+            aging_s=args.aging_s,
+            borrow_bound_s=args.borrow_bound_s,
+        )
     except (UnknownPolicyError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

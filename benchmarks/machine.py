@@ -15,5 +15,7 @@ def machine() -> str:
     if cpuinfo.exists():
         found = re.search(r"model name\s*:\s*(.+)", cpuinfo.read_text())
         model = found.group(1).strip() if found else model
-    return (f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}, "
-            f"Python {platform.python_version()}")
+    return (
+        f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}, "
+        f"Python {platform.python_version()}"
+    )

@@ -117,8 +117,12 @@ def generation_window(job_id: int) -> tuple[int, int] | None:
         return None
     if not Placement.objects.filter(job_id=job_id, active=True).exists():
         return latest, latest
-    placed = (JobEvent.objects.filter(job_id=job_id, kind=JobEvent.Kind.PLACED)
-              .order_by("-id").values_list("data", flat=True).first()) or {}
+    placed = (
+        JobEvent.objects.filter(job_id=job_id, kind=JobEvent.Kind.PLACED)
+        .order_by("-id")
+        .values_list("data", flat=True)
+        .first()
+    ) or {}
     floor = placed.get("generation", latest) if isinstance(placed, dict) else latest
     return min(int(floor), latest), latest
 
@@ -132,8 +136,9 @@ def _reported_by_node(job_id: int, floor: int, event: str | None = None) -> dict
     """Per node: the largest ``iterations_done`` the job's agent events of generation ≥ ``floor``
     reported (only events of kind ``event`` when given)."""
     best: dict[str, float] = {}
-    for data in JobEvent.objects.filter(job_id=job_id, data__generation__gte=floor,
-                                        data__has_key="node").values_list("data", flat=True):
+    for data in JobEvent.objects.filter(
+        job_id=job_id, data__generation__gte=floor, data__has_key="node"
+    ).values_list("data", flat=True):
         if event is not None and data.get("event") != event:
             continue
         node = data["node"]
@@ -169,11 +174,17 @@ def record_event(node: Node, job_id: int, event: AgentEvent, now: datetime | Non
         window = generation_window(job_id)
         assert window is not None  # the job has placement rows (checked above)
         floor, latest = window
-        if event.generation > latest or (event.generation < floor and not (
-                job.status in TERMINAL and event.event != "progress")):
+        if event.generation > latest or (
+            event.generation < floor and not (job.status in TERMINAL and event.event != "progress")
+        ):
             raise AgentError(409, "stale generation")
-        data = {"node": node.name, "generation": event.generation, "event": event.event,
-                "iterations_done": event.iterations_done, "iter_time_s": event.iter_time_s}
+        data = {
+            "node": node.name,
+            "generation": event.generation,
+            "event": event.event,
+            "iterations_done": event.iterations_done,
+            "iter_time_s": event.iter_time_s,
+        }
         if job.status in TERMINAL:
             return _answer(job, accepted=False)
         if event.iter_time_s is not None:
@@ -192,13 +203,25 @@ def record_event(node: Node, job_id: int, event: AgentEvent, now: datetime | Non
         elif event.event == "failed":
             if len(_job_nodes(job_id)) <= 1:
                 _advance(job, event.iterations_done)
-            partners = release(job, now, Job.Status.FAILED, JobEvent.Kind.FAILED,
-                               event.reason or f"failed on node {node.name}", data)
+            partners = release(
+                job,
+                now,
+                Job.Status.FAILED,
+                JobEvent.Kind.FAILED,
+                event.reason or f"failed on node {node.name}",
+                data,
+            )
         else:  # stopped by the agent itself: it shut down, or lost the GPUs
             if len(_job_nodes(job_id)) <= 1:
                 _advance(job, event.iterations_done)
-            partners = release(job, now, Job.Status.PENDING, JobEvent.Kind.REQUEUED,
-                               f"stopped on node {node.name}: {event.reason or 'no reason given'}", data)
+            partners = release(
+                job,
+                now,
+                Job.Status.PENDING,
+                JobEvent.Kind.REQUEUED,
+                f"stopped on node {node.name}: {event.reason or 'no reason given'}",
+                data,
+            )
         if job.status != Job.Status.RUNNING:
             _after_release(job.pk, partners)
     return _answer(job, accepted=accepted)
@@ -212,11 +235,15 @@ def _advance(job: Job, iterations_done: float) -> None:
     job.iterations_done = min(float(job.iterations), max(job.iterations_done, float(iterations_done)))
 
 
-def _progress(job: Job, node: Node, event: AgentEvent, floor: int, data: dict[str, Any],
-              now: datetime) -> bool:
-    if event.event == "started" and JobEvent.objects.filter(
-            job=job, kind=JobEvent.Kind.STARTED, data__node=node.name,
-            data__generation=event.generation).exists():
+def _progress(
+    job: Job, node: Node, event: AgentEvent, floor: int, data: dict[str, Any], now: datetime
+) -> bool:
+    if (
+        event.event == "started"
+        and JobEvent.objects.filter(
+            job=job, kind=JobEvent.Kind.STARTED, data__node=node.name, data__generation=event.generation
+        ).exists()
+    ):
         return False  # a repeated started (a re-sent start re-confirms it): nothing new
     kind = JobEvent.Kind.STARTED if event.event == "started" else JobEvent.Kind.PROGRESS
     JobEvent.objects.create(job=job, kind=kind, at=now, data=data)
@@ -231,24 +258,31 @@ def _progress(job: Job, node: Node, event: AgentEvent, floor: int, data: dict[st
     return True
 
 
-def _finished(job: Job, node: Node, event: AgentEvent, floor: int, data: dict[str, Any],
-              now: datetime) -> tuple[bool, set[int]]:
+def _finished(
+    job: Job, node: Node, event: AgentEvent, floor: int, data: dict[str, Any], now: datetime
+) -> tuple[bool, set[int]]:
     nodes = _job_nodes(job.pk)
     if len(nodes) > 1:
         done = set(_reported_by_node(job.pk, floor, "finished"))
         if node.name in done:
             return False, set()
         if not nodes <= done | {node.name}:  # other nodes of the gang are still running
-            JobEvent.objects.create(job=job, kind=JobEvent.Kind.PROGRESS, at=now, data=data,
-                                    message=f"finished on node {node.name}")
+            JobEvent.objects.create(
+                job=job,
+                kind=JobEvent.Kind.PROGRESS,
+                at=now,
+                data=data,
+                message=f"finished on node {node.name}",
+            )
             job.save(update_fields=["measured_iteration_time_s"])
             return True, set()
     job.iterations_done = float(job.iterations)
     return True, release(job, now, Job.Status.SUCCEEDED, JobEvent.Kind.SUCCEEDED, "", data)
 
 
-def release(job: Job, now: datetime, status: str, kind: str, message: str,
-            data: dict[str, Any] | None = None) -> set[int]:
+def release(
+    job: Job, now: datetime, status: str, kind: str, message: str, data: dict[str, Any] | None = None
+) -> set[int]:
     """End the job's active placements and set its ``status`` (``succeeded``/``failed``: finished
     now; ``pending``: back to the queue with its progress and, in the same transaction, the
     run's service ``gpus × (now − start of this run)`` added to ``attained_gpu_s``
@@ -262,8 +296,11 @@ def release(job: Job, now: datetime, status: str, kind: str, message: str,
 
     rows = Placement.objects.filter(job=job, active=True)
     gpu_ids = list(rows.values_list("gpu_id", flat=True))
-    partners = set(Placement.objects.filter(active=True, gpu_id__in=gpu_ids).exclude(job=job)
-                   .values_list("job_id", flat=True))
+    partners = set(
+        Placement.objects.filter(active=True, gpu_id__in=gpu_ids)
+        .exclude(job=job)
+        .values_list("job_id", flat=True)
+    )
     if status == Job.Status.PENDING:  # the run's service, read from its placements before they end
         Job.objects.filter(pk=job.pk).update(attained_gpu_s=attained_after_run(now))
         job.refresh_from_db(fields=["attained_gpu_s"])
@@ -277,8 +314,13 @@ def release(job: Job, now: datetime, status: str, kind: str, message: str,
         job.failure_reason = message
         fields.append("failure_reason")
     job.save(update_fields=fields)
-    JobEvent.objects.create(job=job, kind=kind, at=now, message=message,
-                            data={**(data or {}), "iterations_done": job.iterations_done})
+    JobEvent.objects.create(
+        job=job,
+        kind=kind,
+        at=now,
+        message=message,
+        data={**(data or {}), "iterations_done": job.iterations_done},
+    )
     if status != Job.Status.SUCCEEDED:
         stop_job(job.pk)
     return partners
@@ -317,8 +359,9 @@ def refresh_partners(job_ids: Sequence[int]) -> int:
         with transaction.atomic():
             profile = load_default_profile()
             state = services.load_state(profile=profile)
-            occupied = {g: {slot: (job, sub) for job, slot, sub in rows}
-                        for g, rows in state.residents.items()}
+            occupied = {
+                g: {slot: (job, sub) for job, slot, sub in rows} for g, rows in state.residents.items()
+            }
             job_gpus: dict[int, list[int]] = defaultdict(list)
             for g, slots in occupied.items():
                 for job, _ in slots.values():
@@ -329,8 +372,18 @@ def refresh_partners(job_ids: Sequence[int]) -> int:
             messages: list[dict[str, Any]] = []
             for j in ids:
                 Placement.objects.filter(job_id=j, active=True).update(generation=generations[j])
-                messages.extend(services._messages(state, profile, occupied, j, sorted(job_gpus[j]),
-                                                   generations[j], "update", commands.get(j, "")))
+                messages.extend(
+                    services._messages(
+                        state,
+                        profile,
+                        occupied,
+                        j,
+                        sorted(job_gpus[j]),
+                        generations[j],
+                        "update",
+                        commands.get(j, ""),
+                    )
+                )
             if messages:
                 transaction.on_commit(lambda: services.get_dispatcher()(messages), robust=True)
     finally:
@@ -345,8 +398,11 @@ def cancel_job(job: Job, by: str = "") -> bool:
     from scheduling.services import stop_job
 
     gpu_ids = list(Placement.objects.filter(job=job, active=True).values_list("gpu_id", flat=True))
-    partners = set(Placement.objects.filter(active=True, gpu_id__in=gpu_ids).exclude(job=job)
-                   .values_list("job_id", flat=True))
+    partners = set(
+        Placement.objects.filter(active=True, gpu_id__in=gpu_ids)
+        .exclude(job=job)
+        .values_list("job_id", flat=True)
+    )
     if not job.cancel(by=by):
         return False
     with transaction.atomic():
@@ -389,21 +445,28 @@ def check_heartbeats(now: datetime | None = None) -> dict[str, list[int]]:
     marked: dict[str, list[int]] = {}
     for node in Node.objects.filter(status=Node.Status.READY, last_heartbeat__lt=cutoff):
         with transaction.atomic():
-            changed = Node.objects.filter(pk=node.pk, status=Node.Status.READY,
-                                          last_heartbeat__lt=cutoff).update(status=Node.Status.UNHEALTHY)
+            changed = Node.objects.filter(
+                pk=node.pk, status=Node.Status.READY, last_heartbeat__lt=cutoff
+            ).update(status=Node.Status.UNHEALTHY)
             if not changed:
                 continue
             silent = (now - node.last_heartbeat).total_seconds()
             jobs = set(Placement.objects.filter(active=True, gpu__node=node).values_list("job_id", flat=True))
-            marked[node.name] = requeue(sorted(jobs), now,
-                                        f"node {node.name} silent for {silent:.0f} s (heartbeat timeout)")
-        log.warning("node %s marked unhealthy (no heartbeat for %.0f s); requeued jobs %s",
-                    node.name, silent, marked[node.name])
+            marked[node.name] = requeue(
+                sorted(jobs), now, f"node {node.name} silent for {silent:.0f} s (heartbeat timeout)"
+            )
+        log.warning(
+            "node %s marked unhealthy (no heartbeat for %.0f s); requeued jobs %s",
+            node.name,
+            silent,
+            marked[node.name],
+        )
     return marked
 
 
-def record_heartbeat(node: Node, gpus: Sequence[dict[str, Any]], running: Sequence[dict[str, Any]],
-                     now: datetime | None = None) -> dict[str, Any]:
+def record_heartbeat(
+    node: Node, gpus: Sequence[dict[str, Any]], running: Sequence[dict[str, Any]], now: datetime | None = None
+) -> dict[str, Any]:
     """Apply one heartbeat of ``node`` (AGENT.md §3): record the time (an ``unhealthy`` node is
     ``ready`` again), update its GPUs, reconcile.
 
@@ -427,8 +490,15 @@ def record_heartbeat(node: Node, gpus: Sequence[dict[str, Any]], running: Sequen
         placed_here = Placement.objects.filter(active=True, gpu__node=node, job__status=Job.Status.RUNNING)
         for job_id, created in placed_here.values_list("job_id", "created_at"):
             expected[job_id] = max(created, expected.get(job_id, created))
-        missing = _missing_twice(node, [j for j, placed in expected.items() if j not in reported
-                                        and (now - placed).total_seconds() > heartbeat_interval_s()], now)
+        missing = _missing_twice(
+            node,
+            [
+                j
+                for j, placed in expected.items()
+                if j not in reported and (now - placed).total_seconds() > heartbeat_interval_s()
+            ],
+            now,
+        )
         requeued = requeue(missing, now, f"node {node.name} no longer runs it (agent restarted or lost it)")
         for job_id, row in reported.items():
             if job_id in expected:
@@ -464,8 +534,13 @@ def _update_gpus(node: Node, reported: Sequence[dict[str, Any]]) -> None:
                 with transaction.atomic():
                     gpu.save(update_fields=fields)
             except IntegrityError:  # a uuid another GPU row already has: keep ours
-                log.warning("node %s GPU %d reports uuid %s, already taken; kept %s",
-                            node.name, gpu.index, info and info.get("uuid"), gpu.uuid)
+                log.warning(
+                    "node %s GPU %d reports uuid %s, already taken; kept %s",
+                    node.name,
+                    gpu.index,
+                    info and info.get("uuid"),
+                    gpu.uuid,
+                )
 
 
 def _missing_twice(node: Node, job_ids: list[int], now: datetime) -> list[int]:

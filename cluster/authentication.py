@@ -65,5 +65,9 @@ class NodeTokenScheme(OpenApiAuthenticationExtension):
     name = "nodeToken"
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
-        return {"type": "apiKey", "in": "header", "name": "Authorization",
-                "description": "The node agent's token: `Node <token>` (docs/AGENT.md)."}
+        return {
+            "type": "apiKey",
+            "in": "header",
+            "name": "Authorization",
+            "description": "The node agent's token: `Node <token>` (docs/AGENT.md).",
+        }

@@ -162,8 +162,17 @@ class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
         if largest == 0:
             return attrs  # validate_gpus already refuses a submission to a cluster without GPUs
         memory = attrs.get("gpu_memory_mb")
-        job = core.Job(0, "", attrs["model"], attrs["batch_size"], attrs["gpus"], attrs["iterations"],
-                       0.0, 1.0, None if memory is None else float(memory))
+        job = core.Job(
+            0,
+            "",
+            attrs["model"],
+            attrs["batch_size"],
+            attrs["gpus"],
+            attrs["iterations"],
+            0.0,
+            1.0,
+            None if memory is None else float(memory),
+        )
         profile = load_default_profile()
         min_sub_batch = core.SchedulerConfig().min_sub_batch
         try:
@@ -174,9 +183,14 @@ class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
         except ProfileError:
             return attrs  # the round reports what the profile cannot model
         given = f"{memory} MB per GPU at the full batch" if memory is not None else "the profile's memory"
-        raise serializers.ValidationError({"gpu_memory_mb": [
-            f"the job can never run: {given} needs {math.ceil(needed)} MB per GPU even at sub-batch "
-            f"{smallest}, more than the largest healthy GPU ({largest} MB)"]})
+        raise serializers.ValidationError(
+            {
+                "gpu_memory_mb": [
+                    f"the job can never run: {given} needs {math.ceil(needed)} MB per GPU even at sub-batch "
+                    f"{smallest}, more than the largest healthy GPU ({largest} MB)"
+                ]
+            }
+        )
 
 
 class QuotaSerializer(serializers.ModelSerializer):
@@ -328,8 +342,9 @@ class AgentEventSerializer(serializers.Serializer):
     generation = StrictIntegerField(min_value=0)
     event = serializers.ChoiceField(choices=["started", "progress", "finished", "failed", "stopped"])
     iterations_done = StrictFloatField(min_value=0, max_value=models.MAX_ITERATIONS)
-    iter_time_s = StrictFloatField(required=False, allow_null=True, default=None,
-                                   max_value=models.MAX_ITERATION_TIME_S)
+    iter_time_s = StrictFloatField(
+        required=False, allow_null=True, default=None, max_value=models.MAX_ITERATION_TIME_S
+    )
     reason = StrictCharField(required=False, allow_blank=True, default="", max_length=2000)
 
     def validate_iter_time_s(self, value: float | None) -> float | None:

@@ -190,16 +190,23 @@ class AdminTenantViewSet(viewsets.ModelViewSet):
         """
         tenant = self.get_object()
         with transaction.atomic():
-            active = list(tenant.jobs.filter(status__in=Job.ACTIVE_STATUSES).order_by("pk")
-                          .values_list("pk", flat=True)[:6])
+            active = list(
+                tenant.jobs.filter(status__in=Job.ACTIVE_STATUSES)
+                .order_by("pk")
+                .values_list("pk", flat=True)[:6]
+            )
             if active:
                 shown = ", ".join(map(str, active[:5])) + (", ..." if len(active) > 5 else "")
                 return Response(
-                    {"error": f"tenant {tenant.name} still has pending or running jobs ({shown}); "
-                              "cancel them and wait until they stop before deleting the tenant"},
-                    status=status.HTTP_409_CONFLICT)
+                    {
+                        "error": f"tenant {tenant.name} still has pending or running jobs ({shown}); "
+                        "cancel them and wait until they stop before deleting the tenant"
+                    },
+                    status=status.HTTP_409_CONFLICT,
+                )
             get_user_model().objects.filter(
-                membership__tenant=tenant, is_staff=False, is_superuser=False).delete()
+                membership__tenant=tenant, is_staff=False, is_superuser=False
+            ).delete()
             tenant.delete()
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -261,11 +268,20 @@ def readyz(request: HttpRequest) -> JsonResponse:
 # ------------------------------------------------------------------ node agents (docs/AGENT.md)
 
 AgentAnswer = inline_serializer(
-    "AgentEventAnswer", {"job_id": serializers.IntegerField(), "status": serializers.CharField(),
-                         "accepted": serializers.BooleanField()})
+    "AgentEventAnswer",
+    {
+        "job_id": serializers.IntegerField(),
+        "status": serializers.CharField(),
+        "accepted": serializers.BooleanField(),
+    },
+)
 HeartbeatAnswer = inline_serializer(
-    "HeartbeatAnswer", {"stopped": serializers.ListField(child=serializers.IntegerField()),
-                        "requeued": serializers.ListField(child=serializers.IntegerField())})
+    "HeartbeatAnswer",
+    {
+        "stopped": serializers.ListField(child=serializers.IntegerField()),
+        "requeued": serializers.ListField(child=serializers.IntegerField()),
+    },
+)
 
 
 class AgentView(generics.GenericAPIView):
@@ -305,6 +321,8 @@ class AgentHeartbeatView(AgentView):
         data = serializer.validated_data
         node = request.auth
         if data["node"] != node.name:
-            return Response({"error": f"this token belongs to node {node.name}, not {data['node']}"},
-                            status=status.HTTP_403_FORBIDDEN)
+            return Response(
+                {"error": f"this token belongs to node {node.name}, not {data['node']}"},
+                status=status.HTTP_403_FORBIDDEN,
+            )
         return Response(agents.record_heartbeat(node, data["gpus"], data["running"]))

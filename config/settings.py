@@ -168,8 +168,10 @@ CELERY_TIMEZONE = "UTC"
 # Rounds are the server's only task: a plain `celery -A config worker` consumes their queue.
 CELERY_TASK_DEFAULT_QUEUE = "scheduler"
 # Rounds in their own queue, never behind other work (placements go to the node.<name> queues).
-CELERY_TASK_ROUTES = {"sharewise.run_round": {"queue": "scheduler"},
-                      "sharewise.check_heartbeats": {"queue": "scheduler"}}
+CELERY_TASK_ROUTES = {
+    "sharewise.run_round": {"queue": "scheduler"},
+    "sharewise.check_heartbeats": {"queue": "scheduler"},
+}
 # Redis redelivers a message not acknowledged within this many seconds (a killed worker's round):
 # longer than any round, short enough that the lost round is soon redone.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT_S", default=300)}
@@ -179,7 +181,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBIL
 SHAREWISE_POLICY = env("SHAREWISE_POLICY", default="sjf-bsbf")
 if SHAREWISE_POLICY not in _POLICY_NAMES:
     raise ImproperlyConfigured(
-        f"SHAREWISE_POLICY must be one of {', '.join(_POLICY_NAMES)}; got {SHAREWISE_POLICY!r}")
+        f"SHAREWISE_POLICY must be one of {', '.join(_POLICY_NAMES)}; got {SHAREWISE_POLICY!r}"
+    )
 # Seconds between periodic rounds (Celery beat; `manage.py run_scheduler` by default).
 SHAREWISE_ROUND_INTERVAL_S = env.float("SHAREWISE_ROUND_INTERVAL_S", default=10.0)
 # A submission or completion asks for a round this many seconds later; requests meanwhile share it.
@@ -199,7 +202,8 @@ SHAREWISE_AGING_S = env.float("SHAREWISE_AGING_S", default=3600.0)
 SHAREWISE_RECLAIM = env("SHAREWISE_RECLAIM", default="preempt")
 if SHAREWISE_RECLAIM not in ("preempt", "bound", "both"):
     raise ImproperlyConfigured(
-        f"SHAREWISE_RECLAIM must be one of preempt, bound, both; got {SHAREWISE_RECLAIM!r}")
+        f"SHAREWISE_RECLAIM must be one of preempt, bound, both; got {SHAREWISE_RECLAIM!r}"
+    )
 # Most remaining exclusive time (s) of a job that borrows GPUs under reclaim bound/both.
 SHAREWISE_BORROW_BOUND_S = env.float("SHAREWISE_BORROW_BOUND_S", default=3600.0)
 # A round every interval; a tick no worker started within one interval expires (the next one comes).

@@ -878,8 +878,11 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     policy = policy_named()
     # only a policy that reclaims by preemption (sjf-bsbf-fair) uses the preempting modes; every
     # other policy bounds borrowers' remaining time instead (scheduling.core.quota.QuotaGate)
-    reclaim = (RECLAIM_WORDS[config.reclaim] if getattr(policy, "reclaims", False)
-               else f"{RECLAIM_WORDS['bound']} ({policy.name} cannot preempt)")
+    reclaim = (
+        RECLAIM_WORDS[config.reclaim]
+        if getattr(policy, "reclaims", False)
+        else f"{RECLAIM_WORDS['bound']} ({policy.name} cannot preempt)"
+    )
     width_s = window_s / FAIRNESS_BINS
     charged = _usage_bins(_window_usage(start, now), start.timestamp(), width_s, FAIRNESS_BINS)
     succeeded = Q(status=Job.Status.SUCCEEDED, finished_at__isnull=False)

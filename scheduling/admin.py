@@ -12,8 +12,16 @@ class RoundAdmin(admin.ModelAdmin):
     list_filter = ["policy"]
     date_hierarchy = "started_at"
     readonly_fields = [
-        "started_at", "finished_at", "policy", "duration_ms", "phases_ms",
-        "n_started", "n_waiting", "n_preempted", "decisions", "digest",
+        "started_at",
+        "finished_at",
+        "policy",
+        "duration_ms",
+        "phases_ms",
+        "n_started",
+        "n_waiting",
+        "n_preempted",
+        "decisions",
+        "digest",
     ]
 
     def has_add_permission(self, request: HttpRequest) -> bool:

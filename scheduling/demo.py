@@ -59,8 +59,16 @@ DEMO_TENANTS = ("team-a", "team-b")
 #: Seconds (wall) between passes of the emulated agents: events reach the server this late at most.
 AGENT_TICK_S = 0.05
 #: Models and global batches of the built-in synthetic workload (those of the testbed trace).
-SYNTHETIC_MODELS = (("resnet18", 128), ("vgg19", 16), ("shufflenet_v2_x1_0", 128), ("a2c", 64),
-                    ("dqn", 128), ("bert", 4), ("gpt2", 4), ("vgg16", 16))
+SYNTHETIC_MODELS = (
+    ("resnet18", 128),
+    ("vgg19", 16),
+    ("shufflenet_v2_x1_0", 128),
+    ("a2c", 64),
+    ("dqn", 128),
+    ("bert", 4),
+    ("gpt2", 4),
+    ("vgg16", 16),
+)
 
 
 class DemoError(Exception):
@@ -113,8 +121,18 @@ def synthetic_workload(n: int, seed: int = 0) -> LoadedTrace:
         model, batch = rng.choice(SYNTHETIC_MODELS)
         iter_time = round(rng.uniform(0.1, 0.8), 3)
         iterations = max(1, round(rng.uniform(300, 3600) / iter_time))
-        jobs.append(core.Job(i, "default", model, batch, rng.choice((1, 1, 1, 2, 2, 4, 8)), iterations,
-                             round(t, 1), iter_time))
+        jobs.append(
+            core.Job(
+                i,
+                "default",
+                model,
+                batch,
+                rng.choice((1, 1, 1, 2, 2, 4, 8)),
+                iterations,
+                round(t, 1),
+                iter_time,
+            )
+        )
     return LoadedTrace("synthetic", tuple(jobs), {}, n, ("synthetic",))
 
 
@@ -133,8 +151,10 @@ def load_workload(config: DemoConfig, profile: core.Profile, say: Callable[[str]
         if default.is_file():
             path = default
         else:
-            say(f"public data not found at {shared_data_dir()} (set SHAREWISE_DATA_DIR or pass --trace): "
-                f"using the built-in synthetic workload of {config.synthetic_jobs} jobs")
+            say(
+                f"public data not found at {shared_data_dir()} (set SHAREWISE_DATA_DIR or pass --trace): "
+                f"using the built-in synthetic workload of {config.synthetic_jobs} jobs"
+            )
             synthetic = True
     if synthetic:
         trace = synthetic_workload(config.synthetic_jobs)
@@ -191,8 +211,10 @@ def prepare_database(config: DemoConfig, tenants: Sequence[str]) -> Setup:
     from cluster.models import Job, Node, Tenant
 
     if Node.objects.exists() or Job.objects.exists():
-        raise DemoError("the database already holds nodes or jobs; the demo needs a fresh one "
-                        "(scripts/demo.sh makes var/demo.sqlite3 anew each run; or pass --flush)")
+        raise DemoError(
+            "the database already holds nodes or jobs; the demo needs a fresh one "
+            "(scripts/demo.sh makes var/demo.sqlite3 anew each run; or pass --flush)"
+        )
     width = max(2, len(str(config.nodes - 1)))
     node_tokens = {}
     for n in range(config.nodes):
@@ -257,8 +279,12 @@ class Clock:
 
 def post_json(url: str, body: dict[str, Any], headers: dict[str, str], timeout_s: float = 30.0) -> Any:
     """POST ``body`` as JSON; the decoded answer. Raises ``urllib.error.HTTPError`` for 4xx/5xx."""
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json", **headers})
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json", **headers},
+    )
     with urllib.request.urlopen(request, timeout=timeout_s) as response:
         return json.loads(response.read() or b"null")
 
@@ -283,13 +309,20 @@ class LiveRun:
             for job in self.workload.jobs:
                 if not self.clock.wait_until(job.submit_time, self.stop):
                     return
-                body: dict[str, Any] = {"name": f"job-{job.id}", "model": job.model,
-                                        "batch_size": job.batch_size, "iterations": job.iterations,
-                                        "gpus": job.gpus, "iteration_time_s": job.iter_time_s}
+                body: dict[str, Any] = {
+                    "name": f"job-{job.id}",
+                    "model": job.model,
+                    "batch_size": job.batch_size,
+                    "iterations": job.iterations,
+                    "gpus": job.gpus,
+                    "iteration_time_s": job.iter_time_s,
+                }
                 if job.memory_mb is not None:
                     body["gpu_memory_mb"] = math.ceil(job.memory_mb)
-                headers = {"Authorization": f"Token {self.setup.tenant_tokens[job.tenant]}",
-                           "Idempotency-Key": f"demo-{job.id}"}
+                headers = {
+                    "Authorization": f"Token {self.setup.tenant_tokens[job.tenant]}",
+                    "Idempotency-Key": f"demo-{job.id}",
+                }
                 try:
                     answer = post_json(f"{self.base_url}/api/v1/jobs/", body, headers)
                 except urllib.error.HTTPError as exc:
@@ -339,11 +372,17 @@ def start_agents(run: LiveRun) -> tuple[threading.Thread, Callable[[dict[str, An
     from agent.runner import Runner
 
     config = run.config
-    agents = {name: Agent(name, declared_gpus(name, config.gpus_per_node, config.gpu_memory_mb),
-                          partial(EmulatedExecutor, speedup=config.speedup))
-              for name in run.setup.node_tokens}
-    reporters = [Reporter(HttpTransport(run.base_url, run.setup.node_tokens[name], timeout_s=30.0))
-                 for name in agents]
+    agents = {
+        name: Agent(
+            name,
+            declared_gpus(name, config.gpus_per_node, config.gpu_memory_mb),
+            partial(EmulatedExecutor, speedup=config.speedup),
+        )
+        for name in run.setup.node_tokens
+    }
+    reporters = [
+        Reporter(HttpTransport(run.base_url, run.setup.node_tokens[name], timeout_s=30.0)) for name in agents
+    ]
     # A heartbeat carries every running job's progress: two per round keep the progress the
     # scheduler sees (remaining times, MODEL.md §1) at most half a round old, as in the simulator.
     heartbeat_s = min(5.0, config.round_interval_s / config.speedup / 2)
@@ -376,8 +415,9 @@ def serve(host: str, port: int) -> tuple[Any, threading.Thread]:
         raise DemoError(f"cannot listen on {host}:{port} ({exc.strerror}); pass --port N") from None
     server.daemon_threads = True
     server.set_app(StaticFilesHandler(get_wsgi_application()))
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
-                              name="demo-web", daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="demo-web", daemon=True
+    )
     thread.start()
     return server, thread
 
@@ -395,8 +435,11 @@ def live_result(run: LiveRun, policy: str) -> SimResult:
     clock = run.clock
     ids = run.job_ids
     jobs = {j.pk: j for j in Job.objects.filter(pk__in=list(ids)).select_related("tenant")}
-    placements = list(Placement.objects.filter(job_id__in=list(ids)).values_list(
-        "job_id", "gpu_id", "created_at", "ended_at"))
+    placements = list(
+        Placement.objects.filter(job_id__in=list(ids)).values_list(
+            "job_id", "gpu_id", "created_at", "ended_at"
+        )
+    )
     # sweep of placement starts and ends over every GPU
     points: list[tuple[float, int, int, int]] = []  # (t, +1/-1, gpu, job)
     for job_pk, gpu, created, ended in placements:
@@ -427,8 +470,9 @@ def live_result(run: LiveRun, policy: str) -> SimResult:
     waits: dict[int, float] = defaultdict(float)
     pending_since: dict[int, float] = {}
     preemptions: dict[int, int] = defaultdict(int)
-    for job_pk, kind, at in JobEvent.objects.filter(job_id__in=list(ids)).order_by("at", "id").values_list(
-            "job_id", "kind", "at"):
+    for job_pk, kind, at in (
+        JobEvent.objects.filter(job_id__in=list(ids)).order_by("at", "id").values_list("job_id", "kind", "at")
+    ):
         t = clock.of(at)
         if kind in (JobEvent.Kind.SUBMITTED, JobEvent.Kind.PREEMPTED, JobEvent.Kind.REQUEUED):
             pending_since.setdefault(job_pk, t)
@@ -443,15 +487,32 @@ def live_result(run: LiveRun, policy: str) -> SimResult:
             unfinished.append(ids[pk])
             continue
         first = clock.of(job.started_at) if job.started_at else clock.of(job.finished_at)
-        outcomes.append(JobOutcome(ids[pk], job.tenant.name, job.gpus, clock.of(job.submitted_at), first,
-                                   clock.of(job.finished_at), waits[pk], gpu_s[pk],
-                                   preemptions=preemptions[pk]))
+        outcomes.append(
+            JobOutcome(
+                ids[pk],
+                job.tenant.name,
+                job.gpus,
+                clock.of(job.submitted_at),
+                first,
+                clock.of(job.finished_at),
+                waits[pk],
+                gpu_s[pk],
+                preemptions=preemptions[pk],
+            )
+        )
     missing = [j.id for j in run.workload.jobs if j.id not in set(ids.values())]
     from scheduling.models import Round
 
-    return SimResult(f"{policy} (live)", tuple(outcomes), tuple(unfinished + missing), tuple(timeline),
-                     run.config.nodes * run.config.gpus_per_node, Round.objects.count(),
-                     sum(preemptions.values()), math.nan)
+    return SimResult(
+        f"{policy} (live)",
+        tuple(outcomes),
+        tuple(unfinished + missing),
+        tuple(timeline),
+        run.config.nodes * run.config.gpus_per_node,
+        Round.objects.count(),
+        sum(preemptions.values()),
+        math.nan,
+    )
 
 
 def fidelity(live: dict[str, Any], simulated: dict[str, Any]) -> float:
@@ -478,8 +539,9 @@ def run_demo(config: DemoConfig, say: Callable[[str], None]) -> int:
     if not (math.isfinite(config.speedup) and config.speedup > 0):
         raise DemoError(f"--speedup must be a positive number, got {config.speedup}")
     if not (math.isfinite(config.round_interval_s) and config.round_interval_s > 0):
-        raise DemoError(f"--round-interval must be a positive number of seconds, "
-                        f"got {config.round_interval_s}")
+        raise DemoError(
+            f"--round-interval must be a positive number of seconds, got {config.round_interval_s}"
+        )
     try:
         policy = get_policy(config.policy)
     except UnknownPolicyError as exc:
@@ -518,26 +580,38 @@ def run_demo(config: DemoConfig, say: Callable[[str], None]) -> int:
     for thread in threads:
         thread.start()
     quotas = ", ".join(f"{t} {q} GPUs" for t, q in setup.quotas.items())
-    say(f"cluster {config.nodes}x{config.gpus_per_node} GPUs of {config.gpu_memory_mb:,} MB; "
-        f"tenants: {quotas}")
-    say(f"replaying {len(workload.jobs)} jobs of {workload.trace.name} through the REST API, "
+    say(
+        f"cluster {config.nodes}x{config.gpus_per_node} GPUs of {config.gpu_memory_mb:,} MB; "
+        f"tenants: {quotas}"
+    )
+    say(
+        f"replaying {len(workload.jobs)} jobs of {workload.trace.name} through the REST API, "
         f"{config.speedup:g}x faster than real time; {config.policy} rounds every "
         f"{config.round_interval_s:g} s of trace time "
-        f"({config.round_interval_s / config.speedup:.2f} s wall)")
-    say(f"dashboard: {base_url}/dashboard/  (login: {setup.admin_user} / {setup.admin_password}); "
-        f"API docs: {base_url}/api/docs/")
+        f"({config.round_interval_s / config.speedup:.2f} s wall)"
+    )
+    say(
+        f"dashboard: {base_url}/dashboard/  (login: {setup.admin_user} / {setup.admin_password}); "
+        f"API docs: {base_url}/api/docs/"
+    )
     code: int | None = None
     try:
         finished = wait_for_jobs(run, threads[0])
         live = live_result(run, config.policy)
-        report = build_report(workload.trace, cluster, sim_config,
-                              {live.policy: live, f"{config.policy} (simulator)": simulated})
+        report = build_report(
+            workload.trace,
+            cluster,
+            sim_config,
+            {live.policy: live, f"{config.policy} (simulator)": simulated},
+        )
         say("")
         say(format_table(report))
         names = list(report["policies"])
         ratio = fidelity(report["policies"][names[0]], report["policies"][names[1]])
-        say(f"fidelity: live average JCT / simulated average JCT = {ratio:.3f} "
-            f"({abs(ratio - 1):.1%} apart; target within 10 %)")
+        say(
+            f"fidelity: live average JCT / simulated average JCT = {ratio:.3f} "
+            f"({abs(ratio - 1):.1%} apart; target within 10 %)"
+        )
         for error in run.errors[:10]:
             say(f"error: {error}")
         code = 0 if finished else 1
@@ -609,14 +683,16 @@ def wait_for_jobs(run: LiveRun, replay: threading.Thread) -> bool:
     total = len(run.workload.jobs)
     deadline = None if run.config.timeout_s is None else time.monotonic() + run.config.timeout_s
     ended = (Job.Status.SUCCEEDED, Job.Status.FAILED, Job.Status.CANCELLED)
-    with tqdm(total=total, unit="job", desc="finished", disable=not run.config.progress,
-              dynamic_ncols=True) as bar:
+    with tqdm(
+        total=total, unit="job", desc="finished", disable=not run.config.progress, dynamic_ncols=True
+    ) as bar:
         try:
             while not run.stop.is_set():
                 done = Job.objects.filter(pk__in=list(run.job_ids), status__in=ended).count()
                 bar.n = done
-                bar.set_postfix_str(f"submitted {len(run.job_ids)}, "
-                                    f"trace time {run.clock.trace_now():,.0f} s", refresh=False)
+                bar.set_postfix_str(
+                    f"submitted {len(run.job_ids)}, trace time {run.clock.trace_now():,.0f} s", refresh=False
+                )
                 bar.refresh()
                 if not replay.is_alive() and done >= len(run.job_ids):
                     break

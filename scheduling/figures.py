@@ -34,8 +34,13 @@ SHARED_LABEL = "shared by two jobs (dot: second job's tenant)"
 
 # Plotly.js knows no template names, so the light look is spelt out (``to_figure`` adds the
 # named template for the report's HTML, where plotly.py resolves it).
-_LAYOUT: Spec = {"colorway": list(PALETTE), "paper_bgcolor": "#FFFFFF", "plot_bgcolor": "#FFFFFF",
-                 "legend": {"orientation": "h", "y": -0.2}, "height": 420}
+_LAYOUT: Spec = {
+    "colorway": list(PALETTE),
+    "paper_bgcolor": "#FFFFFF",
+    "plot_bgcolor": "#FFFFFF",
+    "legend": {"orientation": "h", "y": -0.2},
+    "height": 420,
+}
 _AXIS: Spec = {"gridcolor": "#E5E5E5", "zerolinecolor": "#CCCCCC"}
 
 
@@ -74,21 +79,41 @@ def jct_cdf_spec(jcts_s: Mapping[str, Sequence[float]], max_points: int = 1000) 
     data = []
     for name, values in jcts_s.items():
         xs, ys = cdf_points(values, max_points)
-        data.append({"type": "scatter", "x": [x / 3600.0 for x in xs], "y": ys, "mode": "lines",
-                     "name": name})
-    return {"data": data, "layout": _layout("JCT CDF", xaxis={"title": {"text": "JCT (h)"}, "type": "log"},
-                                            yaxis={"title": {"text": "fraction of jobs"}, "range": [0, 1]})}
+        data.append(
+            {"type": "scatter", "x": [x / 3600.0 for x in xs], "y": ys, "mode": "lines", "name": name}
+        )
+    return {
+        "data": data,
+        "layout": _layout(
+            "JCT CDF",
+            xaxis={"title": {"text": "JCT (h)"}, "type": "log"},
+            yaxis={"title": {"text": "fraction of jobs"}, "range": [0, 1]},
+        ),
+    }
 
 
 def utilisation_spec(series: Mapping[str, tuple[Sequence[float], Sequence[float]]]) -> Spec:
     """GPU utilisation over time per policy: ``{policy: (times (s), utilisation in [0, 1])}``,
     e.g. from :func:`scheduling.core.metrics.binned_utilisation`."""
-    data = [{"type": "scatter", "x": [t / 3600.0 for t in times], "y": [u * 100.0 for u in util],
-             "mode": "lines", "line": {"shape": "hv"}, "name": name}
-            for name, (times, util) in series.items()]
-    return {"data": data, "layout": _layout("GPU utilisation over time",
-                                            xaxis={"title": {"text": "simulated time (h)"}},
-                                            yaxis={"title": {"text": "busy GPUs (%)"}, "range": [0, 100]})}
+    data = [
+        {
+            "type": "scatter",
+            "x": [t / 3600.0 for t in times],
+            "y": [u * 100.0 for u in util],
+            "mode": "lines",
+            "line": {"shape": "hv"},
+            "name": name,
+        }
+        for name, (times, util) in series.items()
+    ]
+    return {
+        "data": data,
+        "layout": _layout(
+            "GPU utilisation over time",
+            xaxis={"title": {"text": "simulated time (h)"}},
+            yaxis={"title": {"text": "busy GPUs (%)"}, "range": [0, 100]},
+        ),
+    }
 
 
 def tenant_bars_spec(
@@ -118,8 +143,13 @@ def tenant_bars_spec(
         colours = tenant_colours(tenants)
         for trace in data:
             trace["marker"] = {"color": [colours[t] for t in tenants]}
-    layout = _layout(title, barmode="group", xaxis={"title": {"text": "tenant"}},
-                     yaxis={"title": {"text": axis_title}}, showlegend=not colour_by_tenant)
+    layout = _layout(
+        title,
+        barmode="group",
+        xaxis={"title": {"text": "tenant"}},
+        yaxis={"title": {"text": axis_title}},
+        showlegend=not colour_by_tenant,
+    )
     return {"data": data, "layout": layout}
 
 
@@ -170,30 +200,55 @@ def cluster_map_spec(cells: Sequence[Mapping[str, Any]], tenants: Sequence[str] 
     data: list[Spec] = []
     for key in order:
         members = groups[key]
-        data.append({
-            "type": "scatter", "mode": "markers", "name": key,
-            "x": [c["index"] for c in members], "y": [c["node"] for c in members],
-            "text": [_cell_hover(c) for c in members], "hoverinfo": "text",
-            "marker": {"symbol": "square", "size": 22, "color": colours.get(key, fixed.get(key)),
-                       "line": {"width": 1, "color": "#BDBDBD"}},
-        })
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": key,
+                "x": [c["index"] for c in members],
+                "y": [c["node"] for c in members],
+                "text": [_cell_hover(c) for c in members],
+                "hoverinfo": "text",
+                "marker": {
+                    "symbol": "square",
+                    "size": 22,
+                    "color": colours.get(key, fixed.get(key)),
+                    "line": {"width": 1, "color": "#BDBDBD"},
+                },
+            }
+        )
     shared = [c for c in cells if len(c["jobs"]) > 1]
     if shared:
         # the mark: a black-ringed inner dot in the second job's tenant colour
-        data.append({
-            "type": "scatter", "mode": "markers", "name": SHARED_LABEL,
-            "x": [c["index"] for c in shared], "y": [c["node"] for c in shared],
-            "text": [_cell_hover(c) for c in shared], "hoverinfo": "text",
-            "marker": {"symbol": "circle", "size": 12, "line": {"width": 3, "color": SHARED_COLOUR},
-                       "color": [colours.get(c["jobs"][1]["tenant"] or "", OTHER_COLOUR) for c in shared]},
-        })
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": SHARED_LABEL,
+                "x": [c["index"] for c in shared],
+                "y": [c["node"] for c in shared],
+                "text": [_cell_hover(c) for c in shared],
+                "hoverinfo": "text",
+                "marker": {
+                    "symbol": "circle",
+                    "size": 12,
+                    "line": {"width": 3, "color": SHARED_COLOUR},
+                    "color": [colours.get(c["jobs"][1]["tenant"] or "", OTHER_COLOUR) for c in shared],
+                },
+            }
+        )
     nodes = sorted({c["node"] for c in cells})
     width = max((c["index"] for c in cells), default=0) + 1
     layout = _layout(
-        "Cluster map", height=min(4000, 190 + 34 * max(len(nodes), 1)),
+        "Cluster map",
+        height=min(4000, 190 + 34 * max(len(nodes), 1)),
         xaxis={"title": {"text": "GPU index"}, "dtick": 1, "range": [-0.6, width - 0.4], "zeroline": False},
-        yaxis={"type": "category", "categoryorder": "array", "categoryarray": nodes[::-1],
-               "automargin": True},
+        yaxis={
+            "type": "category",
+            "categoryorder": "array",
+            "categoryarray": nodes[::-1],
+            "automargin": True,
+        },
         legend={"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0},
         margin={"t": 80, "b": 50},
     )
@@ -214,8 +269,9 @@ def _cell_hover(cell: Mapping[str, Any]) -> str:
     return "<br>".join(lines)
 
 
-def timeline_spec(bars: Sequence[Mapping[str, Any]], shared: Sequence[Mapping[str, Any]],
-                  window: tuple[str, str]) -> Spec:
+def timeline_spec(
+    bars: Sequence[Mapping[str, Any]], shared: Sequence[Mapping[str, Any]], window: tuple[str, str]
+) -> Spec:
     """Gantt chart of jobs on GPUs: one row per GPU, a bar per placement, shared intervals hatched.
 
     ``bars``: ``{"gpu": "node-00:3", "slot": 0|1, "tenant": str | None, "label": str,
@@ -233,31 +289,53 @@ def timeline_spec(bars: Sequence[Mapping[str, Any]], shared: Sequence[Mapping[st
         members = by_key.get(key)
         if not members:
             continue
-        data.append({
-            "type": "bar", "orientation": "h", "name": key,
-            "y": [b["gpu"] for b in members], "base": [b["start"] for b in members],
-            "x": [b["duration_ms"] for b in members],
-            "offset": [-0.45 if b["slot"] == 0 else 0.0 for b in members], "width": [0.45] * len(members),
-            "marker": {"color": colours.get(key, OTHER_COLOUR)},
-            "text": [b["label"] for b in members], "textposition": "inside", "insidetextanchor": "start",
-            "hovertext": [f"{b['label']} ({b['tenant'] or 'another tenant'}) on {b['gpu']}<br>"
-                          f"{b['start']} → {b['end']}" for b in members],
-            "hoverinfo": "text",
-        })
+        data.append(
+            {
+                "type": "bar",
+                "orientation": "h",
+                "name": key,
+                "y": [b["gpu"] for b in members],
+                "base": [b["start"] for b in members],
+                "x": [b["duration_ms"] for b in members],
+                "offset": [-0.45 if b["slot"] == 0 else 0.0 for b in members],
+                "width": [0.45] * len(members),
+                "marker": {"color": colours.get(key, OTHER_COLOUR)},
+                "text": [b["label"] for b in members],
+                "textposition": "inside",
+                "insidetextanchor": "start",
+                "hovertext": [
+                    f"{b['label']} ({b['tenant'] or 'another tenant'}) on {b['gpu']}<br>"
+                    f"{b['start']} → {b['end']}"
+                    for b in members
+                ],
+                "hoverinfo": "text",
+            }
+        )
     if shared:
-        data.append({
-            "type": "bar", "orientation": "h", "name": "shared interval",
-            "y": [s["gpu"] for s in shared], "base": [s["start"] for s in shared],
-            "x": [s["duration_ms"] for s in shared],
-            "offset": [-0.48] * len(shared), "width": [0.96] * len(shared),
-            "marker": {"color": "rgba(0,0,0,0)", "line": {"color": SHARED_COLOUR, "width": 1.5},
-                       "pattern": {"shape": "/", "fgcolor": SHARED_COLOUR, "size": 6, "solidity": 0.2}},
-            "hovertext": [f"{s['gpu']} shared<br>{s['start']} → {s['end']}" for s in shared],
-            "hoverinfo": "text",
-        })
+        data.append(
+            {
+                "type": "bar",
+                "orientation": "h",
+                "name": "shared interval",
+                "y": [s["gpu"] for s in shared],
+                "base": [s["start"] for s in shared],
+                "x": [s["duration_ms"] for s in shared],
+                "offset": [-0.48] * len(shared),
+                "width": [0.96] * len(shared),
+                "marker": {
+                    "color": "rgba(0,0,0,0)",
+                    "line": {"color": SHARED_COLOUR, "width": 1.5},
+                    "pattern": {"shape": "/", "fgcolor": SHARED_COLOUR, "size": 6, "solidity": 0.2},
+                },
+                "hovertext": [f"{s['gpu']} shared<br>{s['start']} → {s['end']}" for s in shared],
+                "hoverinfo": "text",
+            }
+        )
     gpus = sorted({b["gpu"] for b in bars}, key=_gpu_sort_key)
     layout = _layout(
-        "Timeline of jobs on GPUs", barmode="overlay", height=min(4000, 160 + 26 * max(len(gpus), 1)),
+        "Timeline of jobs on GPUs",
+        barmode="overlay",
+        height=min(4000, 160 + 26 * max(len(gpus), 1)),
         xaxis={"type": "date", "range": list(window), "title": {"text": "time (UTC)"}},
         yaxis={"type": "category", "categoryorder": "array", "categoryarray": gpus[::-1], "automargin": True},
     )
@@ -269,8 +347,9 @@ def _gpu_sort_key(label: str) -> tuple[str, int]:
     return node, int(index) if index.isdigit() else 0
 
 
-def tenant_usage_spec(times: Sequence[str], usage: Mapping[str, Sequence[float]],
-                      quotas: Mapping[str, int]) -> Spec:
+def tenant_usage_spec(
+    times: Sequence[str], usage: Mapping[str, Sequence[float]], quotas: Mapping[str, int]
+) -> Spec:
     """GPUs in use per tenant over time (stacked areas) with each tenant's quota (dotted line).
 
     ``times``: bin start times (ISO); ``usage``: ``{tenant: [mean GPUs in use per bin]}`` (a
@@ -279,27 +358,61 @@ def tenant_usage_spec(times: Sequence[str], usage: Mapping[str, Sequence[float]]
     """
     colours = tenant_colours([*usage, *quotas])
     data: list[Spec] = [
-        {"type": "scatter", "mode": "lines", "name": f"{t} in use", "x": list(times), "y": list(usage[t]),
-         "stackgroup": "usage", "line": {"shape": "hv", "color": colours[t]}}
-        for t in colours if t in usage
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": f"{t} in use",
+            "x": list(times),
+            "y": list(usage[t]),
+            "stackgroup": "usage",
+            "line": {"shape": "hv", "color": colours[t]},
+        }
+        for t in colours
+        if t in usage
     ]
     if times:
         data.extend(
-            {"type": "scatter", "mode": "lines", "name": f"{t} quota", "x": [times[0], times[-1]],
-             "y": [q, q], "line": {"dash": "dot", "width": 2, "color": colours[t]}}
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": f"{t} quota",
+                "x": [times[0], times[-1]],
+                "y": [q, q],
+                "line": {"dash": "dot", "width": 2, "color": colours[t]},
+            }
             for t, q in sorted(quotas.items())
         )
-    return {"data": data, "layout": _layout("GPUs in use vs quota", xaxis={"type": "date"},
-                                            yaxis={"title": {"text": "GPUs"}, "rangemode": "tozero"})}
+    return {
+        "data": data,
+        "layout": _layout(
+            "GPUs in use vs quota",
+            xaxis={"type": "date"},
+            yaxis={"title": {"text": "GPUs"}, "rangemode": "tozero"},
+        ),
+    }
 
 
 def jain_spec(times: Sequence[str], index: Sequence[float | None]) -> Spec:
     """Jain's fairness index over time (``None``: no tenant had work in that bin; a gap)."""
-    data = [{"type": "scatter", "mode": "lines+markers", "name": "Jain's index", "x": list(times),
-             "y": list(index), "line": {"shape": "hv", "color": PALETTE[0]}}]
-    return {"data": data, "layout": _layout("Jain's fairness index", xaxis={"type": "date"},
-                                            yaxis={"title": {"text": "index (1 = fair)"}, "range": [0, 1.05]},
-                                            height=320)}
+    data = [
+        {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "name": "Jain's index",
+            "x": list(times),
+            "y": list(index),
+            "line": {"shape": "hv", "color": PALETTE[0]},
+        }
+    ]
+    return {
+        "data": data,
+        "layout": _layout(
+            "Jain's fairness index",
+            xaxis={"type": "date"},
+            yaxis={"title": {"text": "index (1 = fair)"}, "range": [0, 1.05]},
+            height=320,
+        ),
+    }
 
 
 def queue_spec(jobs: Sequence[Mapping[str, Any]]) -> Spec:
@@ -310,19 +423,34 @@ def queue_spec(jobs: Sequence[Mapping[str, Any]]) -> Spec:
     """
     colours = tenant_colours([j["tenant"] for j in jobs if j["tenant"]])
     labels = [f"#{j['position']} {j['label']}" for j in jobs]
-    data = [{
-        "type": "bar", "orientation": "h", "name": "wait so far",
-        "y": labels, "x": [j["wait_s"] / 60.0 for j in jobs],
-        "marker": {"color": [colours.get(j["tenant"] or "", OTHER_COLOUR) for j in jobs]},
-        "hovertext": [f"{j['label']} ({j['tenant'] or 'another tenant'}), {j['gpus']} GPUs, "
-                      f"waiting {j['wait_s'] / 60.0:.1f} min" for j in jobs],
-        "hoverinfo": "text",
-    }]
-    layout = _layout("Queue in policy order", height=min(3000, 190 + 30 * max(len(jobs), 1)),
-                     showlegend=False,
-                     xaxis={"title": {"text": "waiting (min)"}, "rangemode": "tozero"},
-                     yaxis={"type": "category", "categoryorder": "array", "categoryarray": labels[::-1],
-                            "automargin": True})
+    data = [
+        {
+            "type": "bar",
+            "orientation": "h",
+            "name": "wait so far",
+            "y": labels,
+            "x": [j["wait_s"] / 60.0 for j in jobs],
+            "marker": {"color": [colours.get(j["tenant"] or "", OTHER_COLOUR) for j in jobs]},
+            "hovertext": [
+                f"{j['label']} ({j['tenant'] or 'another tenant'}), {j['gpus']} GPUs, "
+                f"waiting {j['wait_s'] / 60.0:.1f} min"
+                for j in jobs
+            ],
+            "hoverinfo": "text",
+        }
+    ]
+    layout = _layout(
+        "Queue in policy order",
+        height=min(3000, 190 + 30 * max(len(jobs), 1)),
+        showlegend=False,
+        xaxis={"title": {"text": "waiting (min)"}, "rangemode": "tozero"},
+        yaxis={
+            "type": "category",
+            "categoryorder": "array",
+            "categoryarray": labels[::-1],
+            "automargin": True,
+        },
+    )
     return {"data": data, "layout": layout}
 
 
@@ -334,21 +462,43 @@ def pair_decisions_spec(pairs: Sequence[Mapping[str, Any]]) -> Spec:
     "xi_partner": float, "sub_batch": int}``.
     """
     labels = [p["label"] for p in pairs]
-    hover = [f"{p['label']}<br>T_seq {p['t_seq_s']:.0f} s, T_con {p['t_con_s']:.0f} s<br>"
-             f"ξ self {p['xi_self']:.2f}, ξ partner {p['xi_partner']:.2f}, sub-batch {p['sub_batch']}"
-             for p in pairs]
-    data = [
-        {"type": "bar", "orientation": "h", "name": "T_seq (one after the other)", "y": labels,
-         "x": [p["t_seq_s"] for p in pairs], "marker": {"color": PALETTE[1]}, "hovertext": hover,
-         "hoverinfo": "text"},
-        {"type": "bar", "orientation": "h", "name": "T_con (shared)", "y": labels,
-         "x": [p["t_con_s"] for p in pairs], "marker": {"color": PALETTE[0]}, "hovertext": hover,
-         "hoverinfo": "text"},
+    hover = [
+        f"{p['label']}<br>T_seq {p['t_seq_s']:.0f} s, T_con {p['t_con_s']:.0f} s<br>"
+        f"ξ self {p['xi_self']:.2f}, ξ partner {p['xi_partner']:.2f}, sub-batch {p['sub_batch']}"
+        for p in pairs
     ]
-    return {"data": data, "layout": _layout("Sharing decisions: predicted T_seq vs T_con", barmode="group",
-                                            height=min(3000, 180 + 40 * max(len(pairs), 1)),
-                                            xaxis={"title": {"text": "predicted mean completion time (s)"}},
-                                            yaxis={"automargin": True, "autorange": "reversed"})}
+    data = [
+        {
+            "type": "bar",
+            "orientation": "h",
+            "name": "T_seq (one after the other)",
+            "y": labels,
+            "x": [p["t_seq_s"] for p in pairs],
+            "marker": {"color": PALETTE[1]},
+            "hovertext": hover,
+            "hoverinfo": "text",
+        },
+        {
+            "type": "bar",
+            "orientation": "h",
+            "name": "T_con (shared)",
+            "y": labels,
+            "x": [p["t_con_s"] for p in pairs],
+            "marker": {"color": PALETTE[0]},
+            "hovertext": hover,
+            "hoverinfo": "text",
+        },
+    ]
+    return {
+        "data": data,
+        "layout": _layout(
+            "Sharing decisions: predicted T_seq vs T_con",
+            barmode="group",
+            height=min(3000, 180 + 40 * max(len(pairs), 1)),
+            xaxis={"title": {"text": "predicted mean completion time (s)"}},
+            yaxis={"automargin": True, "autorange": "reversed"},
+        ),
+    }
 
 
 def round_counts_spec(rounds: Sequence[Mapping[str, Any]]) -> Spec:
@@ -359,8 +509,19 @@ def round_counts_spec(rounds: Sequence[Mapping[str, Any]]) -> Spec:
     xs = [r["started_at"] for r in rounds]
     data = [
         {"type": "bar", "name": name, "x": xs, "y": [r[key] for r in rounds], "marker": {"color": colour}}
-        for name, key, colour in (("started", "n_started", PALETTE[2]), ("waiting", "n_waiting", PALETTE[1]),
-                                  ("preempted", "n_preempted", PALETTE[5]))
+        for name, key, colour in (
+            ("started", "n_started", PALETTE[2]),
+            ("waiting", "n_waiting", PALETTE[1]),
+            ("preempted", "n_preempted", PALETTE[5]),
+        )
     ]
-    return {"data": data, "layout": _layout("Jobs per round", barmode="stack", height=300,
-                                            xaxis={"type": "date"}, yaxis={"title": {"text": "jobs"}})}
+    return {
+        "data": data,
+        "layout": _layout(
+            "Jobs per round",
+            barmode="stack",
+            height=300,
+            xaxis={"type": "date"},
+            yaxis={"title": {"text": "jobs"}},
+        ),
+    }

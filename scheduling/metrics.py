@@ -50,15 +50,19 @@ class SchedulerCollector(Collector):
 
     def _rounds(self) -> Iterator[Metric]:
         totals = Round.objects.aggregate(n=Count("id"), ms=Sum("duration_ms"))
-        summary = SummaryMetricFamily("sharewise_round_duration_seconds",
-                                      "Duration of recorded scheduling rounds (snapshot, policy, persist)")
+        summary = SummaryMetricFamily(
+            "sharewise_round_duration_seconds",
+            "Duration of recorded scheduling rounds (snapshot, policy, persist)",
+        )
         summary.add_metric([], count_value=totals["n"], sum_value=(totals["ms"] or 0.0) / 1e3)
         yield summary
         last = Round.objects.order_by("-id").values_list("duration_ms", "started_at").first()
-        duration = GaugeMetricFamily("sharewise_last_round_duration_seconds",
-                                     "Duration of the latest recorded round")
-        when = GaugeMetricFamily("sharewise_last_round_timestamp_seconds",
-                                 "Start of the latest recorded round (POSIX time)")
+        duration = GaugeMetricFamily(
+            "sharewise_last_round_duration_seconds", "Duration of the latest recorded round"
+        )
+        when = GaugeMetricFamily(
+            "sharewise_last_round_timestamp_seconds", "Start of the latest recorded round (POSIX time)"
+        )
         if last is not None:
             duration.add_metric([], last[0] / 1e3)
             when.add_metric([], last[1].timestamp())
@@ -66,13 +70,20 @@ class SchedulerCollector(Collector):
         yield when
 
     def _jobs(self) -> Iterator[Metric]:
-        jobs = GaugeMetricFamily("sharewise_jobs", "Pending and running jobs per tenant",
-                                 labels=["tenant", "status"])
-        gpus = GaugeMetricFamily("sharewise_gpus_in_use", "GPUs held by running jobs per tenant",
-                                 labels=["tenant"])
-        counts = {(t, s): (n, g) for t, s, n, g in Job.objects.filter(status__in=Job.ACTIVE_STATUSES)
-                  .order_by().values_list("tenant__name", "status")
-                  .annotate(n=Count("id"), g=Sum("gpus")).values_list("tenant__name", "status", "n", "g")}
+        jobs = GaugeMetricFamily(
+            "sharewise_jobs", "Pending and running jobs per tenant", labels=["tenant", "status"]
+        )
+        gpus = GaugeMetricFamily(
+            "sharewise_gpus_in_use", "GPUs held by running jobs per tenant", labels=["tenant"]
+        )
+        counts = {
+            (t, s): (n, g)
+            for t, s, n, g in Job.objects.filter(status__in=Job.ACTIVE_STATUSES)
+            .order_by()
+            .values_list("tenant__name", "status")
+            .annotate(n=Count("id"), g=Sum("gpus"))
+            .values_list("tenant__name", "status", "n", "g")
+        }
         for tenant in Tenant.objects.order_by("name").values_list("name", flat=True):
             for status in Job.ACTIVE_STATUSES:
                 jobs.add_metric([tenant, status], counts.get((tenant, status), (0, 0))[0])
@@ -81,8 +92,13 @@ class SchedulerCollector(Collector):
         yield gpus
 
     def _gpus(self) -> Iterator[Metric]:
-        per_gpu = (Placement.objects.filter(active=True).order_by().values("gpu_id")
-                   .annotate(n=Count("id")).values_list("n", flat=True))
+        per_gpu = (
+            Placement.objects.filter(active=True)
+            .order_by()
+            .values("gpu_id")
+            .annotate(n=Count("id"))
+            .values_list("n", flat=True)
+        )
         loads = list(per_gpu)
         busy = len(loads)
         shared = sum(1 for n in loads if n >= 2)
@@ -92,18 +108,24 @@ class SchedulerCollector(Collector):
         gpus.add_metric(["busy"], busy)
         gpus.add_metric(["shared"], shared)
         yield gpus
-        yield GaugeMetricFamily("sharewise_shared_gpu_fraction",
-                                "Busy GPUs that hold two jobs (shared / busy; 0 when none is busy)",
-                                value=shared / busy if busy else 0.0)
+        yield GaugeMetricFamily(
+            "sharewise_shared_gpu_fraction",
+            "Busy GPUs that hold two jobs (shared / busy; 0 when none is busy)",
+            value=shared / busy if busy else 0.0,
+        )
 
     def _nodes(self) -> Iterator[Metric]:
         now = timezone.now()
         timeout_s = services.heartbeat_timeout_s()
-        age = GaugeMetricFamily("sharewise_node_heartbeat_age_seconds",
-                                "Seconds since the node's agent last sent a heartbeat", labels=["node"])
+        age = GaugeMetricFamily(
+            "sharewise_node_heartbeat_age_seconds",
+            "Seconds since the node's agent last sent a heartbeat",
+            labels=["node"],
+        )
         up = GaugeMetricFamily("sharewise_node_up", "1 if the node takes new jobs", labels=["node"])
-        for name, status, heartbeat in Node.objects.order_by("name").values_list("name", "status",
-                                                                                  "last_heartbeat"):
+        for name, status, heartbeat in Node.objects.order_by("name").values_list(
+            "name", "status", "last_heartbeat"
+        ):
             if heartbeat is not None:
                 age.add_metric([name], max(0.0, (now - heartbeat).total_seconds()))
             up.add_metric([name], 1 if services.node_takes_jobs(status, heartbeat, now, timeout_s) else 0)

@@ -51,8 +51,10 @@ class Round(models.Model):
         ]
 
     def __str__(self) -> str:
-        return (f"round {self.pk} ({self.policy}) at {self.started_at:%Y-%m-%d %H:%M:%S}: "
-                f"{self.n_started} started, {self.n_waiting} waiting, {self.n_preempted} preempted")
+        return (
+            f"round {self.pk} ({self.policy}) at {self.started_at:%Y-%m-%d %H:%M:%S}: "
+            f"{self.n_started} started, {self.n_waiting} waiting, {self.n_preempted} preempted"
+        )
 
 
 class SchedulerLease(models.Model):

@@ -119,8 +119,9 @@ class RoundLease:
 
     def __init__(self, name: str = ROUND_LEASE, duration_s: float | None = None) -> None:
         self.name = name
-        self.duration_s = float(duration_s if duration_s is not None else setting(
-            "SHAREWISE_ROUND_LEASE_S", DEFAULT_LEASE_S))
+        self.duration_s = float(
+            duration_s if duration_s is not None else setting("SHAREWISE_ROUND_LEASE_S", DEFAULT_LEASE_S)
+        )
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._advisory = False
 
@@ -146,7 +147,8 @@ class RoundLease:
             # advisory locks are re-entrant within one connection.
             free |= ~Q(holder__in=_HELD_HERE) if _HELD_HERE else Q(pk__isnull=False)
         claimed = SchedulerLease.objects.filter(free, name=self.name).update(
-            holder=self.holder, expires_at=now + timedelta(seconds=self.duration_s))
+            holder=self.holder, expires_at=now + timedelta(seconds=self.duration_s)
+        )
         if claimed != 1:
             self._unlock()
             return False
@@ -157,7 +159,8 @@ class RoundLease:
         """Give the lease back (only if this holder still has it) and drop the advisory lock."""
         try:
             SchedulerLease.objects.filter(name=self.name, holder=self.holder).update(
-                holder="", expires_at=timezone.now())
+                holder="", expires_at=timezone.now()
+            )
         finally:
             _HELD_HERE.discard(self.holder)
             self._unlock()
@@ -245,8 +248,9 @@ class EpochSeconds(Func):
 
     def as_sqlite(self, compiler: Any, conn: Any, **extra: Any) -> Any:
         # SQLite stores UTC text; julianday() reads it (day 2440587.5 is 1970-01-01T00:00Z).
-        return self.as_sql(compiler, conn, template="(julianday(%(expressions)s) - 2440587.5) * 86400.0",
-                           **extra)
+        return self.as_sql(
+            compiler, conn, template="(julianday(%(expressions)s) - 2440587.5) * 86400.0", **extra
+        )
 
 
 def attained_after_run(now: datetime) -> Any:
@@ -286,8 +290,15 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
     profile = profile or load_default_profile()
     timeout_s = heartbeat_timeout_s()
     gpu_rows = GPU.objects.order_by("node__name", "index").values_list(
-        "pk", "index", "memory_mb", "gpu_type", "healthy", "node__name", "node__status",
-        "node__last_heartbeat")
+        "pk",
+        "index",
+        "memory_mb",
+        "gpu_type",
+        "healthy",
+        "node__name",
+        "node__status",
+        "node__last_heartbeat",
+    )
     gpus: list[core.GPU] = []
     gpu_pks: list[int] = []
     labels: list[str] = []
@@ -301,7 +312,8 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
     residents: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
     placed: dict[int, tuple[list[int], int, datetime]] = {}
     for job_pk, gpu_pk, sub_batch, slot, created in Placement.objects.filter(active=True).values_list(
-            "job_id", "gpu_id", "sub_batch", "slot", "created_at"):
+        "job_id", "gpu_id", "sub_batch", "slot", "created_at"
+    ):
         gpu_id = gpu_ids[gpu_pk]
         residents[gpu_id].append((job_pk, slot, sub_batch))
         ids, _, first = placed.setdefault(job_pk, ([], sub_batch, created))
@@ -314,22 +326,58 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
     pending: list[core.Job] = []
     running: list[core.RunningJob] = []
     jobs: dict[int, core.Job] = {}
-    query = Job.objects.filter(status__in=Job.ACTIVE_STATUSES).annotate(
-        submit_s=EpochSeconds(F("submitted_at"))).values_list(
-        "pk", "tenant__name", "model", "batch_size", "gpus", "iterations", "iterations_done",
-        "iteration_time_s", "gpu_memory_mb", "submit_s", "attained_gpu_s", "priority", "status").order_by()
+    query = (
+        Job.objects.filter(status__in=Job.ACTIVE_STATUSES)
+        .annotate(submit_s=EpochSeconds(F("submitted_at")))
+        .values_list(
+            "pk",
+            "tenant__name",
+            "model",
+            "batch_size",
+            "gpus",
+            "iterations",
+            "iterations_done",
+            "iteration_time_s",
+            "gpu_memory_mb",
+            "submit_s",
+            "attained_gpu_s",
+            "priority",
+            "status",
+        )
+        .order_by()
+    )
     # Every column is a plain number or string, so the ORM's per-row converters (a third of the
     # snapshot's time at 10,000 jobs) are skipped: the compiled query runs on a bare cursor.
     with connection.cursor() as cursor:
         cursor.execute(*query.query.sql_with_params())
         rows = cursor.fetchall()
     # only pending jobs that ran before can have re-entered the queue
-    requeued_at: dict[int, float] = dict(JobEvent.objects.filter(
-        job__status=Job.Status.PENDING, job__started_at__isnull=False,
-        kind__in=(JobEvent.Kind.PREEMPTED, JobEvent.Kind.REQUEUED)).order_by().values("job_id").annotate(
-        t=EpochSeconds(Max("at"))).values_list("job_id", "t"))
-    for (pk, tenant, model, batch, n_gpus, iterations, done, iter_s, memory, submitted, stored,
-         priority, status) in rows:
+    requeued_at: dict[int, float] = dict(
+        JobEvent.objects.filter(
+            job__status=Job.Status.PENDING,
+            job__started_at__isnull=False,
+            kind__in=(JobEvent.Kind.PREEMPTED, JobEvent.Kind.REQUEUED),
+        )
+        .order_by()
+        .values("job_id")
+        .annotate(t=EpochSeconds(Max("at")))
+        .values_list("job_id", "t")
+    )
+    for (
+        pk,
+        tenant,
+        model,
+        batch,
+        n_gpus,
+        iterations,
+        done,
+        iter_s,
+        memory,
+        submitted,
+        stored,
+        priority,
+        status,
+    ) in rows:
         if iter_s is None:
             key = (model, batch, n_gpus)
             iter_s = estimates.get(key)
@@ -340,17 +388,32 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
         if run is not None:  # plus the current run, from its first active placement
             attained += n_gpus * max(0.0, now_s - run[2].timestamp())
         queued = requeued_at.get(pk) if status == Job.Status.PENDING else None
-        job = core.Job(pk, tenant, model, batch, n_gpus, iterations, submitted, iter_s,
-                       None if memory is None else float(memory), float(done), attained, queued, priority)
+        job = core.Job(
+            pk,
+            tenant,
+            model,
+            batch,
+            n_gpus,
+            iterations,
+            submitted,
+            iter_s,
+            None if memory is None else float(memory),
+            float(done),
+            attained,
+            queued,
+            priority,
+        )
         jobs[pk] = job
         if status == Job.Status.PENDING:
             pending.append(job)
         elif pk in placed:
             ids, sub_batch, first = placed[pk]
-            running.append(core.RunningJob(job, core.Placement(pk, tuple(sorted(ids)), sub_batch,
-                                                               first.timestamp())))
-    snapshot = core.Snapshot(now_s, core.Cluster(tuple(gpus)), tuple(pending), tuple(running),
-                             scheduler_config(), tenant_quotas())
+            running.append(
+                core.RunningJob(job, core.Placement(pk, tuple(sorted(ids)), sub_batch, first.timestamp()))
+            )
+    snapshot = core.Snapshot(
+        now_s, core.Cluster(tuple(gpus)), tuple(pending), tuple(running), scheduler_config(), tenant_quotas()
+    )
     return ClusterState(snapshot, tuple(gpu_pks), tuple(labels), gpu_ids, dict(residents), jobs)
 
 
@@ -366,7 +429,8 @@ def scheduler_config() -> core.SchedulerConfig:
             starvation_bound_s=float(setting("SHAREWISE_STARVATION_BOUND_S", defaults.starvation_bound_s)),
             aging_s=float(setting("SHAREWISE_AGING_S", defaults.aging_s)),
             reclaim=str(setting("SHAREWISE_RECLAIM", defaults.reclaim)),
-            borrow_bound_s=float(setting("SHAREWISE_BORROW_BOUND_S", defaults.borrow_bound_s)))
+            borrow_bound_s=float(setting("SHAREWISE_BORROW_BOUND_S", defaults.borrow_bound_s)),
+        )
     except (TypeError, ValueError) as exc:
         raise ImproperlyConfigured(f"scheduler settings: {exc}") from exc
 
@@ -390,7 +454,8 @@ def tenant_quotas() -> dict[str, core.TenantQuota]:
     rows (1 query; :func:`summed_quotas`). Tenants without a row are absent (no guarantee; they may
     only borrow, docs/FAIRNESS.md §1)."""
     return summed_quotas(
-        Quota.objects.order_by().values_list("tenant__name", "guaranteed_gpus", "borrow_limit"))
+        Quota.objects.order_by().values_list("tenant__name", "guaranteed_gpus", "borrow_limit")
+    )
 
 
 def build_snapshot(now: datetime | None = None) -> core.Snapshot:
@@ -439,8 +504,15 @@ def celery_dispatch(messages: Sequence[Message]) -> None:
         for message in messages:
             # kwargsrepr given: Celery would otherwise build a safe repr of every payload for logs.
             label = f"{{job {message['job_id']} {message['action']} g{message['generation']}}}"
-            app.send_task("sharewise.apply_placement", kwargs=message, queue=f"node.{message['node']}",
-                          serializer="json", producer=producer, argsrepr="()", kwargsrepr=label)
+            app.send_task(
+                "sharewise.apply_placement",
+                kwargs=message,
+                queue=f"node.{message['node']}",
+                serializer="json",
+                producer=producer,
+                argsrepr="()",
+                kwargsrepr=label,
+            )
 
 
 def broker_configured() -> bool:
@@ -492,8 +564,9 @@ def policy_named(name: str | None = None) -> core.Policy:
     return policy
 
 
-def run_round(now: datetime | None = None, policy: str | core.Policy | None = None,
-              profile: core.Profile | None = None) -> Round | None:
+def run_round(
+    now: datetime | None = None, policy: str | core.Policy | None = None, profile: core.Profile | None = None
+) -> Round | None:
     """Run one scheduling round; ``None`` when another round holds the lease.
 
     Takes the :class:`RoundLease`, reads the snapshot, asks the policy (``policy``: a name or an
@@ -526,8 +599,14 @@ def _locked_round(now: datetime, policy: core.Policy, profile: core.Profile) -> 
         decisions = policy.decide(state.snapshot, profile, explain=True)
         t2 = time.perf_counter()
         plan = _persist(state, decisions, profile, now)
-        record = Round(started_at=now, policy=decisions.policy, n_started=plan.n_started,
-                       n_waiting=plan.n_waiting, n_preempted=plan.n_preempted, decisions=plan.decisions)
+        record = Round(
+            started_at=now,
+            policy=decisions.policy,
+            n_started=plan.n_started,
+            n_waiting=plan.n_waiting,
+            n_preempted=plan.n_preempted,
+            decisions=plan.decisions,
+        )
         if plan.n_started or plan.n_preempted or plan.messages:
             record.save()  # a round that changed something is never a repeat: no digest needed
         else:
@@ -535,13 +614,17 @@ def _locked_round(now: datetime, policy: core.Policy, profile: core.Profile) -> 
             if Round.objects.order_by("-id").values_list("digest", flat=True).first() != record.digest:
                 record.save()
         t3 = time.perf_counter()
-        record.phases_ms = {"snapshot": round((t1 - t0) * 1e3, 3), "policy": round((t2 - t1) * 1e3, 3),
-                            "persist": round((t3 - t2) * 1e3, 3)}
+        record.phases_ms = {
+            "snapshot": round((t1 - t0) * 1e3, 3),
+            "policy": round((t2 - t1) * 1e3, 3),
+            "persist": round((t3 - t2) * 1e3, 3),
+        }
         record.duration_ms = round((t3 - t0) * 1e3, 3)
         record.finished_at = timezone.now()
         if record.pk is not None:
             Round.objects.filter(pk=record.pk).update(
-                phases_ms=record.phases_ms, duration_ms=record.duration_ms, finished_at=record.finished_at)
+                phases_ms=record.phases_ms, duration_ms=record.duration_ms, finished_at=record.finished_at
+            )
             kept = int(setting("SHAREWISE_ROUNDS_KEPT", DEFAULT_ROUNDS_KEPT))
             Round.objects.filter(pk__lte=record.pk - kept).delete()
         messages = plan.messages
@@ -559,13 +642,15 @@ def _dispatch(record: Round, messages: Sequence[Message]) -> None:
     record.phases_ms["dispatch"] = round((time.perf_counter() - started) * 1e3, 3)
 
 
-def _persist(state: ClusterState, decisions: core.RoundDecisions, profile: core.Profile,
-             now: datetime) -> _Plan:
+def _persist(
+    state: ClusterState, decisions: core.RoundDecisions, profile: core.Profile, now: datetime
+) -> _Plan:
     """Write one round's preemptions, starts and partner updates; return the decisions and the
     messages to send after commit. Preemptions first (a start may use the GPUs they free)."""
     plan = _Plan()
     occupied: dict[int, dict[int, tuple[int, int]]] = {
-        g: {slot: (job, sub) for job, slot, sub in rows} for g, rows in state.residents.items()}
+        g: {slot: (job, sub) for job, slot, sub in rows} for g, rows in state.residents.items()
+    }
     job_gpus: dict[int, list[int]] = defaultdict(list)
     for g, slots in occupied.items():
         for job, _ in slots.values():
@@ -576,11 +661,15 @@ def _persist(state: ClusterState, decisions: core.RoundDecisions, profile: core.
     changed_partners: set[int] = set()
 
     # -- preemptions: the job goes back to the queue; its partners get an update
-    preempted = set(Job.objects.filter(pk__in=[p.job_id for p in decisions.preemptions],
-                                       status=Job.Status.RUNNING).values_list("pk", flat=True))
+    preempted = set(
+        Job.objects.filter(
+            pk__in=[p.job_id for p in decisions.preemptions], status=Job.Status.RUNNING
+        ).values_list("pk", flat=True)
+    )
     if preempted:  # back to the queue, the run's service added (before its placements end)
         Job.objects.filter(pk__in=preempted, status=Job.Status.RUNNING).update(
-            status=Job.Status.PENDING, attained_gpu_s=attained_after_run(now))
+            status=Job.Status.PENDING, attained_gpu_s=attained_after_run(now)
+        )
     events: list[JobEvent] = []
     for p in decisions.preemptions:
         if p.job_id not in preempted:
@@ -596,16 +685,31 @@ def _persist(state: ClusterState, decisions: core.RoundDecisions, profile: core.
                     del slots[slot]
             changed_partners.update(job for job, _ in slots.values())
         Placement.objects.filter(job_id=p.job_id, active=True).update(
-            active=False, ended_at=now, generation=gen)
+            active=False, ended_at=now, generation=gen
+        )
         plan.messages.extend(_messages(state, profile, occupied, p.job_id, gpu_ids, gen, "stop"))
-        events.append(JobEvent(job_id=p.job_id, kind=JobEvent.Kind.PREEMPTED, at=now, message=p.reason,
-                               data={"generation": gen}))
+        events.append(
+            JobEvent(
+                job_id=p.job_id,
+                kind=JobEvent.Kind.PREEMPTED,
+                at=now,
+                message=p.reason,
+                data={"generation": gen},
+            )
+        )
         plan.decisions.append(_decision(p.job_id, "preempt", p.reason, state, gpu_ids))
         plan.n_preempted += 1
 
     # -- starts: only jobs still pending (a cancel may have won the race); gangs all or nothing
-    still_pending = set(Job.objects.select_for_update().filter(
-        pk__in=starting, status=Job.Status.PENDING).values_list("pk", flat=True)) if starting else set()
+    still_pending = (
+        set(
+            Job.objects.select_for_update()
+            .filter(pk__in=starting, status=Job.Status.PENDING)
+            .values_list("pk", flat=True)
+        )
+        if starting
+        else set()
+    )
     new_rows: list[Placement] = []
     started: list[core.Start] = []
     for s in decisions.starts:
@@ -626,25 +730,56 @@ def _persist(state: ClusterState, decisions: core.RoundDecisions, profile: core.
         for g, slot in zip(s.gpu_ids, slots_for, strict=True):
             changed_partners.update(job for job, _ in occupied.get(g, {}).values())
             occupied.setdefault(g, {})[slot] = (s.job_id, s.sub_batch)
-            new_rows.append(Placement(job_id=s.job_id, gpu_id=state.gpu_pks[g], generation=gen,
-                                      sub_batch=s.sub_batch, slot=slot, created_at=now))
+            new_rows.append(
+                Placement(
+                    job_id=s.job_id,
+                    gpu_id=state.gpu_pks[g],
+                    generation=gen,
+                    sub_batch=s.sub_batch,
+                    slot=slot,
+                    created_at=now,
+                )
+            )
         job_gpus[s.job_id] = list(s.gpu_ids)
         started.append(s)
-    insert_rows(Placement, new_rows,
-                ("job", "gpu", "generation", "sub_batch", "slot", "active", "created_at"))
+    insert_rows(
+        Placement, new_rows, ("job", "gpu", "generation", "sub_batch", "slot", "active", "created_at")
+    )
     started_ids = [s.job_id for s in started]
     if started_ids:
         Job.objects.filter(pk__in=started_ids, status=Job.Status.PENDING).update(
-            status=Job.Status.RUNNING, started_at=Coalesce(F("started_at"), Value(now)))
+            status=Job.Status.RUNNING, started_at=Coalesce(F("started_at"), Value(now))
+        )
         commands = dict(Job.objects.filter(pk__in=started_ids).values_list("pk", "command"))
     for s in started:
         decision = _decision(s.job_id, "start", s.reason, state, s.gpu_ids, s)
         plan.decisions.append(decision)
-        events.append(JobEvent(job_id=s.job_id, kind=JobEvent.Kind.PLACED, at=now, message=s.reason,
-                               data={"generation": generation[s.job_id], "gpus": decision["gpus"],
-                                     "sub_batch": s.sub_batch, "accum_steps": s.accum_steps}))
-        plan.messages.extend(_messages(state, profile, occupied, s.job_id, s.gpu_ids, generation[s.job_id],
-                                       "start", commands[s.job_id]))
+        events.append(
+            JobEvent(
+                job_id=s.job_id,
+                kind=JobEvent.Kind.PLACED,
+                at=now,
+                message=s.reason,
+                data={
+                    "generation": generation[s.job_id],
+                    "gpus": decision["gpus"],
+                    "sub_batch": s.sub_batch,
+                    "accum_steps": s.accum_steps,
+                },
+            )
+        )
+        plan.messages.extend(
+            _messages(
+                state,
+                profile,
+                occupied,
+                s.job_id,
+                s.gpu_ids,
+                generation[s.job_id],
+                "start",
+                commands[s.job_id],
+            )
+        )
         plan.n_started += 1
 
     # -- updates: running jobs whose GPU partner started or left get their new slowdown
@@ -655,8 +790,18 @@ def _persist(state: ClusterState, decisions: core.RoundDecisions, profile: core.
         for job_pk in partners:
             gen = update_gen[job_pk]
             Placement.objects.filter(job_id=job_pk, active=True).update(generation=gen)
-            plan.messages.extend(_messages(state, profile, occupied, job_pk, sorted(job_gpus[job_pk]), gen,
-                                           "update", commands.get(job_pk, "")))
+            plan.messages.extend(
+                _messages(
+                    state,
+                    profile,
+                    occupied,
+                    job_pk,
+                    sorted(job_gpus[job_pk]),
+                    gen,
+                    "update",
+                    commands.get(job_pk, ""),
+                )
+            )
     insert_rows(JobEvent, events, ("job", "kind", "at", "message", "data"))
 
     for w in decisions.waits:
@@ -676,8 +821,7 @@ def insert_rows(model: type[Model], objects: Sequence[Model], fields: Sequence[s
         return
     columns = [model._meta.get_field(name) for name in fields]
     quote = connection.ops.quote_name
-    sql = (f"COPY {quote(model._meta.db_table)} ({', '.join(quote(c.column) for c in columns)}) "
-           "FROM STDIN")
+    sql = f"COPY {quote(model._meta.db_table)} ({', '.join(quote(c.column) for c in columns)}) FROM STDIN"
     from psycopg.types.json import Jsonb
 
     # Raw attribute values: psycopg adapts ints, strings and aware datetimes itself, and Django's
@@ -686,8 +830,12 @@ def insert_rows(model: type[Model], objects: Sequence[Model], fields: Sequence[s
     is_json = [c.get_internal_type() == "JSONField" for c in columns]
     with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
         for obj in objects:
-            copy.write_row([Jsonb(v) if j else v
-                            for v, j in zip([getattr(obj, a) for a in attnames], is_json, strict=True)])
+            copy.write_row(
+                [
+                    Jsonb(v) if j else v
+                    for v, j in zip([getattr(obj, a) for a in attnames], is_json, strict=True)
+                ]
+            )
 
 
 def stop_job(job_id: int) -> list[Message]:
@@ -705,8 +853,9 @@ def stop_job(job_id: int) -> list[Message]:
         rows = Placement.objects.filter(job_id=job_id, generation=latest)
         nodes = sorted(set(rows.values_list("gpu__node__name", flat=True)))
         rows.update(generation=latest + 1)
-        messages: list[Message] = [{"node": node, "job_id": job_id, "generation": latest + 1,
-                                    "action": "stop"} for node in nodes]
+        messages: list[Message] = [
+            {"node": node, "job_id": job_id, "generation": latest + 1, "action": "stop"} for node in nodes
+        ]
         transaction.on_commit(lambda: get_dispatcher()(messages), robust=True)
     return messages
 
@@ -716,29 +865,56 @@ def _next_generations(job_ids: Iterable[int]) -> dict[int, int]:
     ids = list(job_ids)
     if not ids:
         return {}
-    highest = dict(Placement.objects.filter(job_id__in=ids).order_by().values("job_id").annotate(
-        g=Max("generation")).values_list("job_id", "g"))
+    highest = dict(
+        Placement.objects.filter(job_id__in=ids)
+        .order_by()
+        .values("job_id")
+        .annotate(g=Max("generation"))
+        .values_list("job_id", "g")
+    )
     return {pk: highest.get(pk, 0) + 1 for pk in ids}
 
 
-def _decision(job_id: int, action: str, reason: str, state: ClusterState | None = None,
-              gpu_ids: Sequence[int] = (), start: core.Start | None = None) -> dict[str, Any]:
+def _decision(
+    job_id: int,
+    action: str,
+    reason: str,
+    state: ClusterState | None = None,
+    gpu_ids: Sequence[int] = (),
+    start: core.Start | None = None,
+) -> dict[str, Any]:
     """One entry of ``Round.decisions`` (the shape documented on :class:`~scheduling.models.Round`)."""
     return {
-        "job_id": job_id, "action": action,
+        "job_id": job_id,
+        "action": action,
         "gpu_ids": [state.gpu_pks[g] for g in gpu_ids] if state else [],
         "gpus": [state.gpu_labels[g] for g in gpu_ids] if state else [],
         "sub_batch": start.sub_batch if start else None,
         "accum_steps": start.accum_steps if start else None,
-        "shares": [{"partner_id": sh.partner_id, "gpu_ids": [state.gpu_pks[g] for g in sh.gpu_ids],
-                    "xi_self": sh.xi_self, "xi_partner": sh.xi_partner, "t_seq_s": sh.t_seq_s,
-                    "t_con_s": sh.t_con_s} for sh in start.shares] if start and state else [],
+        "shares": [
+            {
+                "partner_id": sh.partner_id,
+                "gpu_ids": [state.gpu_pks[g] for g in sh.gpu_ids],
+                "xi_self": sh.xi_self,
+                "xi_partner": sh.xi_partner,
+                "t_seq_s": sh.t_seq_s,
+                "t_con_s": sh.t_con_s,
+            }
+            for sh in start.shares
+        ]
+        if start and state
+        else [],
         "reason": reason,
     }
 
 
-def slowdown_of(profile: core.Profile, jobs: dict[int, core.Job], job_pk: int, sub_batch: int,
-                partners: Iterable[tuple[int, int]]) -> float:
+def slowdown_of(
+    profile: core.Profile,
+    jobs: dict[int, core.Job],
+    job_pk: int,
+    sub_batch: int,
+    partners: Iterable[tuple[int, int]],
+) -> float:
     """ξ of job ``job_pk`` at ``sub_batch`` given its partner ``(job pk, sub-batch)`` on each GPU
     it shares: the largest ``profile.slowdown(...)[0]`` (a gang runs at the pace of its slowest
     GPU, MODEL.md §2); 1 when it shares none."""
@@ -749,25 +925,43 @@ def slowdown_of(profile: core.Profile, jobs: dict[int, core.Job], job_pk: int, s
     return xi
 
 
-def _messages(state: ClusterState, profile: core.Profile, occupied: dict[int, dict[int, tuple[int, int]]],
-              job_pk: int, gpu_ids: Iterable[int], generation: int, action: str,
-              command: str = "") -> list[Message]:
+def _messages(
+    state: ClusterState,
+    profile: core.Profile,
+    occupied: dict[int, dict[int, tuple[int, int]]],
+    job_pk: int,
+    gpu_ids: Iterable[int],
+    generation: int,
+    action: str,
+    command: str = "",
+) -> list[Message]:
     """One message per node holding some of ``gpu_ids`` (AGENT.md §1)."""
     by_node: dict[str, list[int]] = defaultdict(list)
     for g in gpu_ids:
         node, index = state.node_and_index(g)
         by_node[node].append(index)
     if action == "stop":
-        return [{"node": node, "job_id": job_pk, "generation": generation, "action": "stop"}
-                for node in by_node]
+        return [
+            {"node": node, "job_id": job_pk, "generation": generation, "action": "stop"} for node in by_node
+        ]
     job = state.jobs[job_pk]
     sub_batch = next(sub for g in gpu_ids for j, sub in occupied[g].values() if j == job_pk)
     partners = [(j, sub) for g in gpu_ids for j, sub in occupied[g].values() if j != job_pk]
     xi = slowdown_of(profile, state.jobs, job_pk, sub_batch, partners)
-    common = {"generation": generation, "action": action, "sub_batch": sub_batch,
-              "accum_steps": job.batch_size // sub_batch, "batch_size": job.batch_size,
-              "iterations": job.iterations, "iterations_done": min(job.iterations_done, job.iterations),
-              "iter_time_s": profile.iter_time_s(job, sub_batch), "slowdown": xi,
-              "command": command, "model": job.model}
-    return [{"node": node, "job_id": job_pk, "gpu_indices": sorted(indices), **common}
-            for node, indices in by_node.items()]
+    common = {
+        "generation": generation,
+        "action": action,
+        "sub_batch": sub_batch,
+        "accum_steps": job.batch_size // sub_batch,
+        "batch_size": job.batch_size,
+        "iterations": job.iterations,
+        "iterations_done": min(job.iterations_done, job.iterations),
+        "iter_time_s": profile.iter_time_s(job, sub_batch),
+        "slowdown": xi,
+        "command": command,
+        "model": job.model,
+    }
+    return [
+        {"node": node, "job_id": job_pk, "gpu_indices": sorted(indices), **common}
+        for node, indices in by_node.items()
+    ]

@@ -48,8 +48,9 @@ def request_round(delay_s: float | None = None) -> bool:
     """
     if not services.broker_configured():
         return False
-    delay = float(delay_s if delay_s is not None else services.setting(
-        "SHAREWISE_ROUND_DEBOUNCE_S", DEFAULT_DEBOUNCE_S))
+    delay = float(
+        delay_s if delay_s is not None else services.setting("SHAREWISE_ROUND_DEBOUNCE_S", DEFAULT_DEBOUNCE_S)
+    )
     # cache.add is atomic (Redis SET NX): of many concurrent submissions, one enqueues the round.
     if not cache.add(ROUND_REQUEST_KEY, 1, timeout=max(1, round(delay))):
         return False

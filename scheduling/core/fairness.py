@@ -74,8 +74,10 @@ def finish_time_fairness(shared_jct_s: float, independent_jct_s: float) -> float
 
     Raises ``ValueError`` for a non-positive independent time or a negative shared time."""
     if not independent_jct_s > 0 or shared_jct_s < 0:
-        raise ValueError(f"need an independent JCT > 0 s and a shared JCT ≥ 0 s, got "
-                         f"{independent_jct_s} and {shared_jct_s}")
+        raise ValueError(
+            f"need an independent JCT > 0 s and a shared JCT ≥ 0 s, got "
+            f"{independent_jct_s} and {shared_jct_s}"
+        )
     return shared_jct_s / independent_jct_s
 
 
@@ -83,6 +85,7 @@ def tenant_rho(shared: Sequence[JobOutcome], independent: Sequence[JobOutcome]) 
     """Tenant → ρ: mean JCT of its jobs in ``shared`` over mean JCT of the same tenant's jobs in
     ``independent`` (each tenant run alone on its own partition). Tenants missing from either side
     are left out."""
+
     def by_tenant(outcomes: Sequence[JobOutcome]) -> dict[str, float]:
         groups: dict[str, list[float]] = {}
         for o in outcomes:

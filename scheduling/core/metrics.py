@@ -202,8 +202,10 @@ def summarise(
         "avg_queue_s": mean_queueing_delay(outcomes),
         "gpu_util": util,
         "shared_gpu_time_frac": shared,
-        "per_tenant": {t: {"jobs": s.jobs, "avg_jct_s": s.avg_jct_s, "gpu_hours": s.gpu_hours}
-                       for t, s in tenants.items()},
+        "per_tenant": {
+            t: {"jobs": s.jobs, "avg_jct_s": s.avg_jct_s, "gpu_hours": s.gpu_hours}
+            for t, s in tenants.items()
+        },
         "jain_gpu_hours": jain_index(s.gpu_hours for s in tenants.values()),
     }
 

@@ -102,8 +102,18 @@ class CachedProfile:
 
     def slowdown(self, a: Job, sub_a: int, b: Job, sub_b: int) -> tuple[float, float]:
         """``(ξ_a, ξ_b)``, memoised."""
-        key = (a.model, a.batch_size, a.gpus, a.memory_mb, sub_a, b.model, b.batch_size, b.gpus,
-               b.memory_mb, sub_b)
+        key = (
+            a.model,
+            a.batch_size,
+            a.gpus,
+            a.memory_mb,
+            sub_a,
+            b.model,
+            b.batch_size,
+            b.gpus,
+            b.memory_mb,
+            sub_b,
+        )
         value = self._xi.get(key)
         if value is None:
             value = self._xi[key] = tuple(self._inner.slowdown(a, sub_a, b, sub_b))
@@ -364,14 +374,20 @@ def unfit_reason(job: Job, memory_desc_mb: Sequence[int], profile: Profile, min_
     if job.gpus < 1:
         return f"asks for {job.gpus} GPUs; a job needs at least one"
     if job.gpus > len(memory_desc_mb):
-        return (f"needs {job.gpus} GPUs but the cluster has only {len(memory_desc_mb)} healthy GPUs: "
-                f"it cannot start until more GPUs are healthy")
+        return (
+            f"needs {job.gpus} GPUs but the cluster has only {len(memory_desc_mb)} healthy GPUs: "
+            f"it cannot start until more GPUs are healthy"
+        )
     room = memory_desc_mb[job.gpus - 1]
     if largest_fitting_sub_batch(profile, job, room, min_sub_batch) is None:
-        where = ("the largest healthy GPU" if job.gpus == 1 or room == memory_desc_mb[0]
-                 else f"the {job.gpus} largest healthy GPUs together (the smallest of them)")
-        return (f"needs more memory per GPU than {where} ({room} MB) at every sub-batch down to "
-                f"{min_sub_batch}")
+        where = (
+            "the largest healthy GPU"
+            if job.gpus == 1 or room == memory_desc_mb[0]
+            else f"the {job.gpus} largest healthy GPUs together (the smallest of them)"
+        )
+        return (
+            f"needs more memory per GPU than {where} ({room} MB) at every sub-batch down to {min_sub_batch}"
+        )
     return None
 
 
@@ -421,8 +437,10 @@ def describe_gpus(state: RoundState, gpu_ids: Iterable[int]) -> str:
     by_node: dict[str, list[int]] = {}
     for g in gpu_ids:
         by_node.setdefault(state.gpus[g].node, []).append(g)
-    return "; ".join(f"GPU{'s' if len(ids) > 1 else ''} {','.join(map(str, ids))} on {node}"
-                     for node, ids in by_node.items())
+    return "; ".join(
+        f"GPU{'s' if len(ids) > 1 else ''} {','.join(map(str, ids))} on {node}"
+        for node, ids in by_node.items()
+    )
 
 
 def start_on_idle(state: RoundState, job: Job, profile: Profile, min_sub_batch: int) -> Start | str:
@@ -449,25 +467,31 @@ def start_on_idle(state: RoundState, job: Job, profile: Profile, min_sub_batch: 
     # heterogeneous memory: look for better idle GPUs only if the G_j largest healthy GPUs would
     # give a larger sub-batch (no idle set can offer more), so this is O(sub-batches) when not
     if not state.uniform_memory and sub != largest_fitting_sub_batch(
-            profile, job, state.memory_desc_mb[job.gpus - 1], min_sub_batch):
+        profile, job, state.memory_desc_mb[job.gpus - 1], min_sub_batch
+    ):
         best_memory = state.idle_memory_desc(job.gpus) or memory  # pick_idle found job.gpus idle
-        best = sub if best_memory <= memory else largest_fitting_sub_batch(profile, job, best_memory,
-                                                                           min_sub_batch)
+        best = (
+            sub
+            if best_memory <= memory
+            else largest_fitting_sub_batch(profile, job, best_memory, min_sub_batch)
+        )
         if best is None:
-            return (f"needs more than the {best_memory} MB per GPU that its {job.gpus} largest idle "
-                    f"GPUs offer, at every sub-batch (down to {min_sub_batch})")
+            return (
+                f"needs more than the {best_memory} MB per GPU that its {job.gpus} largest idle "
+                f"GPUs offer, at every sub-batch (down to {min_sub_batch})"
+            )
         if best != sub:
             floor = profile.memory_mb(job, best)
             better = state.pick_idle_with_memory(job.gpus, floor)
             if better is not None:  # always: the job.gpus largest idle GPUs have ≥ floor MB
                 gpu_ids, sub = better, best
     if sub is None:
-        return (f"needs more than the {memory} MB of its GPUs at every sub-batch "
-                f"(down to {min_sub_batch})")
+        return f"needs more than the {memory} MB of its GPUs at every sub-batch (down to {min_sub_batch})"
     state.take(gpu_ids)
     state.add_resident(job, sub, gpu_ids)
-    return Start(job.id, gpu_ids, sub, job.batch_size // sub, (),
-                 f"exclusive on idle {describe_gpus(state, gpu_ids)}")
+    return Start(
+        job.id, gpu_ids, sub, job.batch_size // sub, (), f"exclusive on idle {describe_gpus(state, gpu_ids)}"
+    )
 
 
 def exclusive_in_order(
@@ -535,9 +559,11 @@ def preemptive_exclusive(
     min_sub = snapshot.config.min_sub_batch
     promised: set[int] = set()
     free = state.healthy_count
-    ranked = sorted([(key(rj.job), False, rj) for rj in snapshot.running]
-                    + [(key(job), True, job) for job in snapshot.pending],
-                    key=lambda entry: entry[0])
+    ranked = sorted(
+        [(key(rj.job), False, rj) for rj in snapshot.running]
+        + [(key(job), True, job) for job in snapshot.pending],
+        key=lambda entry: entry[0],
+    )
     admitted: list[Job] = []
     preemptions: list[Preempt] = []
     waits: list[Wait] = []
@@ -559,8 +585,14 @@ def preemptive_exclusive(
                 if gate is not None:
                     gate.admit(job)
             elif explain:
-                waits.append(Wait(job.id, reason or f"rank {rank} under {policy}: needs {job.gpus} GPUs, "
-                                                    f"{free} left after higher-ranked jobs"))
+                waits.append(
+                    Wait(
+                        job.id,
+                        reason
+                        or f"rank {rank} under {policy}: needs {job.gpus} GPUs, "
+                        f"{free} left after higher-ranked jobs",
+                    )
+                )
             continue
         healthy = {g for g in entry.placement.gpu_ids if 0 <= g < len(state.gpus) and state.gpus[g].healthy}
         for g in healthy:
@@ -575,8 +607,9 @@ def preemptive_exclusive(
             state.release(entry.placement.gpu_ids)
             if gate is not None:
                 gate.release(entry.job)
-            preemptions.append(Preempt(entry.job.id, f"rank {rank} under {policy}: its GPUs go to "
-                                                     f"higher-ranked jobs"))
+            preemptions.append(
+                Preempt(entry.job.id, f"rank {rank} under {policy}: its GPUs go to higher-ranked jobs")
+            )
     starts: list[Start] = []
     for job in admitted:
         outcome = start_on_idle(state, job, profile, min_sub)
@@ -642,8 +675,9 @@ def sharing_round(
     state = RoundState(snapshot, cp, track_sharing=True)
     finder = make_finder(state, cp)
     state.listener = finder
-    gate: QuotaGate | None = gate_for(snapshot, can_preempt=can_preempt,
-                                      can_start=lambda j: never_fits_reason(j, state, cp) is None)
+    gate: QuotaGate | None = gate_for(
+        snapshot, can_preempt=can_preempt, can_start=lambda j: never_fits_reason(j, state, cp) is None
+    )
     order = sorted(snapshot.pending, key=sjf_key) if order is None else order
     starts: list[Start] = []
     waits: list[Wait] = []
@@ -659,9 +693,12 @@ def sharing_round(
             # ending (P_j) before the shadow time or on GPUs the reserved job will not need then
             ends_before = now + job.remaining_time_s <= shadow
             reason = never_fits_reason(job, state, cp) or reserved
-            if (job.gpus <= state.idle_count and (ends_before or job.gpus <= spare)
-                    and never_fits_reason(job, state, cp) is None
-                    and (gate is None or gate.refusal(job, state.idle_count - job.gpus) is None)):
+            if (
+                job.gpus <= state.idle_count
+                and (ends_before or job.gpus <= spare)
+                and never_fits_reason(job, state, cp) is None
+                and (gate is None or gate.refusal(job, state.idle_count - job.gpus) is None)
+            ):
                 outcome = start_on_idle(state, job, cp, state.min_sub_batch)
                 if isinstance(outcome, Start):
                     starts.append(outcome)
@@ -689,8 +726,9 @@ def sharing_round(
             if job.gpus <= state.idle_count:
                 outcome: Start | SharePlan | str = start_on_idle(state, job, cp, state.min_sub_batch)
             elif job.gpus > state.idle_count + state.shareable_count:
-                outcome = (f"needs {job.gpus} GPUs: {state.idle_count} idle and {state.shareable_count} "
-                           f"shareable")
+                outcome = (
+                    f"needs {job.gpus} GPUs: {state.idle_count} idle and {state.shareable_count} shareable"
+                )
             else:
                 outcome = finder.find(job, job.gpus - state.idle_count)
                 if isinstance(outcome, SharePlan):
@@ -707,8 +745,10 @@ def sharing_round(
         if can_reserve and blocker is None:
             blocker = job
             shadow, spare = shadow_time(frees, state.idle_count, job.gpus, now)
-            reserved = (f"GPUs reserved for starving job {job.id} (waiting past the starvation bound) "
-                        f"until about t={shadow:.0f} s")
+            reserved = (
+                f"GPUs reserved for starving job {job.id} (waiting past the starvation bound) "
+                f"until about t={shadow:.0f} s"
+            )
         if explain:
             waits.append(Wait(job.id, reason))
     return RoundDecisions(policy, snapshot.now, tuple(starts), tuple(preemptions), tuple(waits))
@@ -752,5 +792,11 @@ def _apply_share(state: RoundState, profile: Profile, job: Job, plan: SharePlan)
         state.remove_resident(resident.job.id)
         taken.extend(gpu_ids)
     state.take(taken)
-    return Start(job.id, tuple(sorted(taken)), plan.sub_batch, job.batch_size // plan.sub_batch,
-                 plan.shares, plan.reason)
+    return Start(
+        job.id,
+        tuple(sorted(taken)),
+        plan.sub_batch,
+        job.batch_size // plan.sub_batch,
+        plan.shares,
+        plan.reason,
+    )

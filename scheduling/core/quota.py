@@ -97,8 +97,9 @@ class QuotaGate:
     they never keep idle GPUs from borrowers.
     """
 
-    def __init__(self, snapshot: Snapshot, *, can_preempt: bool = False,
-                 can_start: Callable[[Job], bool] | None = None) -> None:
+    def __init__(
+        self, snapshot: Snapshot, *, can_preempt: bool = False, can_start: Callable[[Job], bool] | None = None
+    ) -> None:
         self.quotas = normalise(snapshot.tenant_quotas)
         self.usage = usage_by_tenant(snapshot.running)
         config = snapshot.config
@@ -146,21 +147,30 @@ class QuotaGate:
         quota = self.quota(job.tenant)
         after = self.usage.get(job.tenant, 0) + job.gpus
         if after > quota.cap:
-            return (f"tenant {job.tenant} would hold {after} GPUs, above its quota cap of {quota.cap:.0f} "
-                    f"({quota.guaranteed_gpus} guaranteed + {quota.borrow_limit} borrowable)")
+            return (
+                f"tenant {job.tenant} would hold {after} GPUs, above its quota cap of {quota.cap:.0f} "
+                f"({quota.guaranteed_gpus} guaranteed + {quota.borrow_limit} borrowable)"
+            )
         if after <= quota.guaranteed_gpus:
             return None
         borrow = after - max(quota.guaranteed_gpus, self.usage.get(job.tenant, 0))
-        if (self.borrow_bound_s is not None and job.remaining_time_s > self.borrow_bound_s
-                and wait_s(job, self.now) < self.starvation_bound_s):
-            return (f"would borrow {borrow} GPUs beyond tenant {job.tenant}'s guarantee of "
-                    f"{quota.guaranteed_gpus}, but its remaining time {job.remaining_time_s:.0f} s exceeds "
-                    f"the borrow bound of {self.borrow_bound_s:.0f} s")
+        if (
+            self.borrow_bound_s is not None
+            and job.remaining_time_s > self.borrow_bound_s
+            and wait_s(job, self.now) < self.starvation_bound_s
+        ):
+            return (
+                f"would borrow {borrow} GPUs beyond tenant {job.tenant}'s guarantee of "
+                f"{quota.guaranteed_gpus}, but its remaining time {job.remaining_time_s:.0f} s exceeds "
+                f"the borrow bound of {self.borrow_bound_s:.0f} s"
+            )
         owed = self.owed_to_others(job.tenant)
         if idle_after < owed:
-            return (f"would borrow {borrow} GPUs beyond tenant {job.tenant}'s guarantee of "
-                    f"{quota.guaranteed_gpus}, but {owed} idle GPUs are kept for other tenants' "
-                    f"waiting jobs within their guarantees")
+            return (
+                f"would borrow {borrow} GPUs beyond tenant {job.tenant}'s guarantee of "
+                f"{quota.guaranteed_gpus}, but {owed} idle GPUs are kept for other tenants' "
+                f"waiting jobs within their guarantees"
+            )
         return None
 
     def _change(self, job: Job, gpus: int, started: bool) -> None:
@@ -183,8 +193,9 @@ class QuotaGate:
         self._change(job, -job.gpus, False)
 
 
-def gate_for(snapshot: Snapshot, *, can_preempt: bool = False,
-             can_start: Callable[[Job], bool] | None = None) -> QuotaGate | None:
+def gate_for(
+    snapshot: Snapshot, *, can_preempt: bool = False, can_start: Callable[[Job], bool] | None = None
+) -> QuotaGate | None:
     """A :class:`QuotaGate` for the snapshot, or ``None`` when it carries no quotas."""
     if not snapshot.tenant_quotas:
         return None
@@ -223,8 +234,10 @@ def reclaim_preemptions(
         return (), ()
     quotas = normalise(snapshot.tenant_quotas)
     usage = usage_by_tenant(snapshot.running)
-    candidates = sorted(borrowed_jobs(snapshot.running, quotas),
-                        key=lambda r: (-r.job.remaining_time_s, -r.placement.start_time, -r.job.id))
+    candidates = sorted(
+        borrowed_jobs(snapshot.running, quotas),
+        key=lambda r: (-r.job.remaining_time_s, -r.placement.start_time, -r.job.id),
+    )
     on_gpu: dict[int, set[JobId]] = {}
     for rj in snapshot.running:
         for g in rj.placement.gpu_ids:
@@ -278,8 +291,11 @@ def reclaim_preemptions(
         usage[tenant] = usage.get(tenant, 0) + job.gpus
         claimed.append(job.id)
     return tuple(
-        Preempt(jid, f"{policy}: borrowed GPUs of tenant {rj.job.tenant} reclaimed for an owner's job "
-                     f"within its guarantee (checkpoint and restart later)")
+        Preempt(
+            jid,
+            f"{policy}: borrowed GPUs of tenant {rj.job.tenant} reclaimed for an owner's job "
+            f"within its guarantee (checkpoint and restart later)",
+        )
         for jid, rj in sorted(victims.items())
     ), tuple(claimed)
 
@@ -304,15 +320,18 @@ def quotas_from_json(data: object) -> dict[str, TenantQuota]:
     with the offending tenant for anything else (not an object, negative or non-integer counts,
     unknown keys)."""
     if not isinstance(data, dict) or not data:
-        raise ValueError("quotas must be a non-empty JSON object: tenant → GPUs or "
-                         "{guaranteed_gpus, borrow_limit}")
+        raise ValueError(
+            "quotas must be a non-empty JSON object: tenant → GPUs or {guaranteed_gpus, borrow_limit}"
+        )
     out: dict[str, TenantQuota] = {}
     for tenant, value in data.items():
         if isinstance(value, dict):
             unknown = set(value) - {"guaranteed_gpus", "borrow_limit"}
             if unknown or "guaranteed_gpus" not in value:
-                raise ValueError(f"quota of tenant {tenant!r}: expected keys guaranteed_gpus and optional "
-                                 f"borrow_limit, got {sorted(value)}")
+                raise ValueError(
+                    f"quota of tenant {tenant!r}: expected keys guaranteed_gpus and optional "
+                    f"borrow_limit, got {sorted(value)}"
+                )
             guaranteed, limit = value["guaranteed_gpus"], value.get("borrow_limit")
         else:
             guaranteed, limit = value, None
@@ -320,8 +339,9 @@ def quotas_from_json(data: object) -> dict[str, TenantQuota]:
             if optional and count is None:
                 continue
             if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-                raise ValueError(f"quota of tenant {tenant!r}: {name} must be a whole number ≥ 0, "
-                                 f"got {count!r}")
+                raise ValueError(
+                    f"quota of tenant {tenant!r}: {name} must be a whole number ≥ 0, got {count!r}"
+                )
         out[str(tenant)] = TenantQuota(guaranteed, limit)
     return out
 

@@ -111,8 +111,11 @@ def plan_pair(
     """
     r_a = incoming.remaining_iterations
     options = [
-        (sub, *profile.slowdown(incoming, sub, resident, resident_sub_batch),
-         r_a * profile.iter_time_s(incoming, sub))
+        (
+            sub,
+            *profile.slowdown(incoming, sub, resident, resident_sub_batch),
+            r_a * profile.iter_time_s(incoming, sub),
+        )
         for sub in profile.sub_batches(incoming, min_sub_batch)
         if profile.memory_mb(incoming, sub) <= room_mb
     ]

@@ -50,8 +50,9 @@ class Cluster:
     ) -> Cluster:
         """``nodes`` × ``gpus_per_node`` identical GPUs; nodes are named ``node-00``, ``node-01``…"""
         if nodes < 1 or gpus_per_node < 1:
-            raise ValueError(f"a cluster needs at least one node and one GPU per node, "
-                             f"got {nodes}x{gpus_per_node}")
+            raise ValueError(
+                f"a cluster needs at least one node and one GPU per node, got {nodes}x{gpus_per_node}"
+            )
         if memory_mb < 1:
             raise ValueError(f"GPU memory must be a positive number of MB, got {memory_mb}")
         width = max(2, len(str(nodes - 1)))
@@ -198,8 +199,10 @@ class TenantQuota:
 
     def __post_init__(self) -> None:
         if self.guaranteed_gpus < 0 or (self.borrow_limit is not None and self.borrow_limit < 0):
-            raise ValueError(f"quota counts must be ≥ 0 GPUs, got guaranteed {self.guaranteed_gpus}, "
-                             f"borrow limit {self.borrow_limit}")
+            raise ValueError(
+                f"quota counts must be ≥ 0 GPUs, got guaranteed {self.guaranteed_gpus}, "
+                f"borrow limit {self.borrow_limit}"
+            )
 
     @property
     def cap(self) -> float:

@@ -86,46 +86,93 @@ def parse_cluster(text: str) -> tuple[int, int]:
     if gpus > MAX_GPUS_PER_NODE:
         raise CliError(f"cluster {text!r} too large: at most {MAX_GPUS_PER_NODE} GPUs per node, got {gpus}")
     if nodes * gpus > MAX_TOTAL_GPUS:
-        raise CliError(f"cluster {text!r} too large: at most {MAX_TOTAL_GPUS:,} GPUs in total, "
-                       f"got {nodes * gpus:,}")
+        raise CliError(
+            f"cluster {text!r} too large: at most {MAX_TOTAL_GPUS:,} GPUs in total, got {nodes * gpus:,}"
+        )
     return nodes, gpus
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the simulator's options on ``parser`` (shared with ``manage.py simulate``)."""
-    parser.add_argument("--trace", nargs="+", required=True, metavar="PATH",
-                        help="trace file(s): Tiresias/Muri CSV, Chronus CSV, Gavel .trace file or folder")
-    parser.add_argument("--cluster", required=True, metavar="NODESxGPUS",
-                        help=f"e.g. 4x8; at most {MAX_GPUS_PER_NODE} GPUs per node and "
-                             f"{MAX_TOTAL_GPUS:,} GPUs in total")
+    parser.add_argument(
+        "--trace",
+        nargs="+",
+        required=True,
+        metavar="PATH",
+        help="trace file(s): Tiresias/Muri CSV, Chronus CSV, Gavel .trace file or folder",
+    )
+    parser.add_argument(
+        "--cluster",
+        required=True,
+        metavar="NODESxGPUS",
+        help=f"e.g. 4x8; at most {MAX_GPUS_PER_NODE} GPUs per node and {MAX_TOTAL_GPUS:,} GPUs in total",
+    )
     parser.add_argument("--gpu-memory-mb", type=int, default=49_140, help="memory per GPU (MB)")
     parser.add_argument("--gpu-type", default="v100", help="GPU type label (the default profile is V100)")
     parser.add_argument("--policies", default=DEFAULT_POLICIES, help="comma-separated policy names")
-    parser.add_argument("--round-interval", type=float, default=DEFAULT_ROUND_INTERVAL_S, metavar="S",
-                        help="seconds between scheduling rounds")
-    parser.add_argument("--round-on-events", action="store_true",
-                        help="also run a round at every arrival and completion")
-    parser.add_argument("--restart-cost-s", type=float, default=DEFAULT_RESTART_COST_S, metavar="S",
-                        help="seconds without progress after a preempted job restarts")
-    parser.add_argument("--seed", type=int, default=0,
-                        help="recorded in the report (the simulator is deterministic)")
+    parser.add_argument(
+        "--round-interval",
+        type=float,
+        default=DEFAULT_ROUND_INTERVAL_S,
+        metavar="S",
+        help="seconds between scheduling rounds",
+    )
+    parser.add_argument(
+        "--round-on-events", action="store_true", help="also run a round at every arrival and completion"
+    )
+    parser.add_argument(
+        "--restart-cost-s",
+        type=float,
+        default=DEFAULT_RESTART_COST_S,
+        metavar="S",
+        help="seconds without progress after a preempted job restarts",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="recorded in the report (the simulator is deterministic)"
+    )
     defaults = SchedulerConfig()
-    parser.add_argument("--quotas", metavar="FILE.json|demand",
-                        help="tenant quotas for every policy: a JSON file {tenant: GPUs or {guaranteed_gpus, "
-                             "borrow_limit}}, or 'demand' (guarantees proportional to each tenant's "
-                             "GPU-seconds of work, summing to the cluster's GPUs); adds a fairness table")
-    parser.add_argument("--starvation-bound-s", type=float, default=defaults.starvation_bound_s, metavar="S",
-                        help="sjf-bsbf-fair: a job waiting this long goes first")
-    parser.add_argument("--aging-s", type=float, default=defaults.aging_s, metavar="S",
-                        help="sjf-bsbf-fair: waiting time that halves a job's sort key")
-    parser.add_argument("--reclaim", choices=RECLAIM_MODES, default=defaults.reclaim,
-                        help="how owners get lent GPUs back (sjf-bsbf-fair; preempt also for other policies' "
-                             "quota checks)")
-    parser.add_argument("--borrow-bound-s", type=float, default=defaults.borrow_bound_s, metavar="S",
-                        help="reclaim bound/both: longest remaining time of a job admitted on borrowed GPUs")
-    parser.add_argument("--grace-s", type=float, default=DEFAULT_GRACE_S, metavar="S",
-                        help="with --quotas: an owner's job blocked by lent GPUs longer than this counts "
-                             "as a guarantee violation")
+    parser.add_argument(
+        "--quotas",
+        metavar="FILE.json|demand",
+        help="tenant quotas for every policy: a JSON file {tenant: GPUs or {guaranteed_gpus, "
+        "borrow_limit}}, or 'demand' (guarantees proportional to each tenant's "
+        "GPU-seconds of work, summing to the cluster's GPUs); adds a fairness table",
+    )
+    parser.add_argument(
+        "--starvation-bound-s",
+        type=float,
+        default=defaults.starvation_bound_s,
+        metavar="S",
+        help="sjf-bsbf-fair: a job waiting this long goes first",
+    )
+    parser.add_argument(
+        "--aging-s",
+        type=float,
+        default=defaults.aging_s,
+        metavar="S",
+        help="sjf-bsbf-fair: waiting time that halves a job's sort key",
+    )
+    parser.add_argument(
+        "--reclaim",
+        choices=RECLAIM_MODES,
+        default=defaults.reclaim,
+        help="how owners get lent GPUs back (sjf-bsbf-fair; preempt also for other policies' quota checks)",
+    )
+    parser.add_argument(
+        "--borrow-bound-s",
+        type=float,
+        default=defaults.borrow_bound_s,
+        metavar="S",
+        help="reclaim bound/both: longest remaining time of a job admitted on borrowed GPUs",
+    )
+    parser.add_argument(
+        "--grace-s",
+        type=float,
+        default=DEFAULT_GRACE_S,
+        metavar="S",
+        help="with --quotas: an owner's job blocked by lent GPUs longer than this counts "
+        "as a guarantee violation",
+    )
     parser.add_argument("--json", type=Path, metavar="OUT.json", help="write the report as JSON")
     parser.add_argument("--html", type=Path, metavar="OUT.html", help="write a Plotly HTML report")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
@@ -177,9 +224,13 @@ def check_output(path: Path | None, flag: str) -> None:
 
 
 #: Config field → the command-line option that sets it (for error messages).
-OPTION_OF_FIELD = {"starvation_bound_s": "--starvation-bound-s", "borrow_bound_s": "--borrow-bound-s",
-                   "aging_s": "--aging-s", "round_interval_s": "--round-interval",
-                   "restart_cost_s": "--restart-cost-s"}
+OPTION_OF_FIELD = {
+    "starvation_bound_s": "--starvation-bound-s",
+    "borrow_bound_s": "--borrow-bound-s",
+    "aging_s": "--aging-s",
+    "round_interval_s": "--round-interval",
+    "restart_cost_s": "--restart-cost-s",
+}
 
 
 def read_quotas(text: str) -> dict[str, TenantQuota] | str:
@@ -213,15 +264,21 @@ def quota_warnings(quotas: dict[str, TenantQuota], jobs: Sequence[Job], gpus: in
     out: list[str] = []
     unknown = sorted(set(quotas) - set(tenants))
     if unknown:
-        out.append(f"--quotas names tenants with no job in the trace: {', '.join(unknown)} "
-                   f"(the trace's tenants: {', '.join(tenants[:10])}{' …' if len(tenants) > 10 else ''})")
+        out.append(
+            f"--quotas names tenants with no job in the trace: {', '.join(unknown)} "
+            f"(the trace's tenants: {', '.join(tenants[:10])}{' …' if len(tenants) > 10 else ''})"
+        )
     missing = [t for t in tenants if t not in quotas]
     if missing and len(missing) < len(tenants):
-        out.append(f"tenants without a quota only borrow: {', '.join(missing[:10])}"
-                   f"{' …' if len(missing) > 10 else ''}")
+        out.append(
+            f"tenants without a quota only borrow: {', '.join(missing[:10])}"
+            f"{' …' if len(missing) > 10 else ''}"
+        )
     if len(tenants) == 1:
-        out.append(f"the trace has one tenant ({tenants[0]}): fairness across tenants is trivial; "
-                   f"multi-tenant traces: philly-vc/, chronus-philly-mix1.csv")
+        out.append(
+            f"the trace has one tenant ({tenants[0]}): fairness across tenants is trivial; "
+            f"multi-tenant traces: philly-vc/, chronus-philly-mix1.csv"
+        )
     total = sum(q.guaranteed_gpus for q in quotas.values())
     if total > gpus:
         out.append(f"guarantees add up to {total} GPUs, more than the cluster's {gpus}")
@@ -269,10 +326,19 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
     if not (args.grace_s >= 0 and math.isfinite(args.grace_s)):
         raise CliError(f"--grace-s must be a finite number ≥ 0, got {args.grace_s}")
     try:
-        scheduler = SchedulerConfig(starvation_bound_s=args.starvation_bound_s, aging_s=args.aging_s,
-                                    reclaim=args.reclaim, borrow_bound_s=args.borrow_bound_s)
-        config = SimConfig(round_interval_s=args.round_interval, round_on_events=args.round_on_events,
-                           restart_cost_s=args.restart_cost_s, seed=args.seed, scheduler=scheduler)
+        scheduler = SchedulerConfig(
+            starvation_bound_s=args.starvation_bound_s,
+            aging_s=args.aging_s,
+            reclaim=args.reclaim,
+            borrow_bound_s=args.borrow_bound_s,
+        )
+        config = SimConfig(
+            round_interval_s=args.round_interval,
+            round_on_events=args.round_on_events,
+            restart_cost_s=args.restart_cost_s,
+            seed=args.seed,
+            scheduler=scheduler,
+        )
     except ValueError as exc:
         message = str(exc)
         for field, option in OPTION_OF_FIELD.items():  # name the option the user typed
@@ -298,12 +364,14 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
     violations: dict[str, int] = {}
     for policy in policies:
         watched = Watched(policy, quotas, args.grace_s) if quotas else None
-        results[policy.name] = simulate(trace.jobs, cluster, watched or policy, profile, config,
-                                        progress=not args.no_progress)
+        results[policy.name] = simulate(
+            trace.jobs, cluster, watched or policy, profile, config, progress=not args.no_progress
+        )
         if watched is not None:
             violations[policy.name] = len(watched.monitor.violated)
-    report = build_report(trace, cluster, config, results, never_fit_reasons(trace.jobs, cluster, profile),
-                          violations)
+    report = build_report(
+        trace, cluster, config, results, never_fit_reasons(trace.jobs, cluster, profile), violations
+    )
     stdout.write(format_table(report) + "\n")
     if quotas:
         stdout.write("\n" + format_fairness_table(report) + "\n")
@@ -319,8 +387,9 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
     try:
         write_files(outputs)
     except OSError as exc:
-        raise CliError(f"cannot write {exc.filename or 'the report'}: {exc.strerror or exc}; "
-                       "no report file was written") from None
+        raise CliError(
+            f"cannot write {exc.filename or 'the report'}: {exc.strerror or exc}; no report file was written"
+        ) from None
     return 0
 
 
@@ -328,8 +397,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: parse ``argv``, run, turn errors into messages and exit codes."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
     try:
         return run(args)
     except CliError as exc:

@@ -105,8 +105,13 @@ def bound_crossing_horizon(snapshot: Snapshot) -> float:
     if not snapshot.tenant_quotas:
         return math.inf
     bound, now = snapshot.config.starvation_bound_s, snapshot.now
-    return min((j.waiting_since + bound for j in snapshot.pending if j.waiting_since + bound > now),
-               default=math.inf) - 1e-6
+    return (
+        min(
+            (j.waiting_since + bound for j in snapshot.pending if j.waiting_since + bound > now),
+            default=math.inf,
+        )
+        - 1e-6
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,8 +177,9 @@ class SimConfig:
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.round_interval_s) and self.round_interval_s > 0):
-            raise ValueError(f"round interval must be a positive number of seconds, "
-                             f"got {self.round_interval_s}")
+            raise ValueError(
+                f"round interval must be a positive number of seconds, got {self.round_interval_s}"
+            )
         if not (math.isfinite(self.restart_cost_s) and self.restart_cost_s >= 0):
             raise ValueError(f"restart cost must be ≥ 0 s, got {self.restart_cost_s}")
 
@@ -204,9 +210,24 @@ class _JobState:
     """Mutable bookkeeping of one job inside the engine (never shown to a policy)."""
 
     __slots__ = (
-        "base", "view", "done", "attained", "charged", "shared_s", "queued_since", "queue_s",
-        "first_start", "placement", "iter_s", "rate", "xi", "charge_rate", "last", "resume_at",
-        "version", "preemptions",
+        "base",
+        "view",
+        "done",
+        "attained",
+        "charged",
+        "shared_s",
+        "queued_since",
+        "queue_s",
+        "first_start",
+        "placement",
+        "iter_s",
+        "rate",
+        "xi",
+        "charge_rate",
+        "last",
+        "resume_at",
+        "version",
+        "preemptions",
     )
 
     def __init__(self, job: Job) -> None:
@@ -428,15 +449,17 @@ class Simulator:
                     assert o.placement is not None
                     used += self.profile.memory_mb(o.base, o.placement.sub_batch)
                 if used > self.cluster.gpus[g].memory_mb:
-                    raise SimulationError(f"{where}: {used:.0f} MB on GPU {g} exceeds its "
-                                          f"{self.cluster.gpus[g].memory_mb} MB")
+                    raise SimulationError(
+                        f"{where}: {used:.0f} MB on GPU {g} exceeds its {self.cluster.gpus[g].memory_mb} MB"
+                    )
 
     def _apply(self, decisions: RoundDecisions, now: float) -> bool:
         for p in decisions.preemptions:
             s = self._states.get(p.job_id)
             if s is None or p.job_id not in self._running:
-                raise SimulationError(f"{self.policy.name}: preemption of job {p.job_id}, "
-                                      "which is not running")
+                raise SimulationError(
+                    f"{self.policy.name}: preemption of job {p.job_id}, which is not running"
+                )
             self._advance(s, now)
             self._release(s, now)
             s.preemptions += 1
@@ -475,8 +498,9 @@ class Simulator:
             job = with_progress(s.base, self._progress_at(s, now), attained, s.queued_since)
             running.append(RunningJob(job, s.placement))
         pending = tuple(self._pending.values())
-        return Snapshot(now, self.cluster, pending, tuple(running), self.config.scheduler,
-                        self.config.tenant_quotas)
+        return Snapshot(
+            now, self.cluster, pending, tuple(running), self.config.scheduler, self.config.tenant_quotas
+        )
 
     def _useful_from(self, changed: bool) -> float:
         """Earliest instant (s) at which a round may decide something, given the state now:
@@ -519,8 +543,14 @@ class Simulator:
         next_k = 0  # first periodic round (at next_k × interval) not yet passed
         changed = True  # an arrival, completion or decision since the last round that did nothing
         inf = math.inf
-        bar = tqdm(total=n_arrivals, desc=self.policy.name, unit="job", file=sys.stderr,
-                   disable=not self.progress, mininterval=0.5)
+        bar = tqdm(
+            total=n_arrivals,
+            desc=self.policy.name,
+            unit="job",
+            file=sys.stderr,
+            disable=not self.progress,
+            mininterval=0.5,
+        )
         finished_since_bar = 0
         while True:
             while heap and states[heap[0][2]].version != heap[0][3]:
@@ -549,9 +579,20 @@ class Simulator:
                 self._advance(s, now)
                 s.done = float(s.base.iterations)
                 self._release(s, now)
-                self._outcomes.append(JobOutcome(
-                    jid, s.base.tenant, s.base.gpus, s.base.submit_time, s.first_start, now,
-                    s.queue_s, s.charged, s.shared_s, s.preemptions))
+                self._outcomes.append(
+                    JobOutcome(
+                        jid,
+                        s.base.tenant,
+                        s.base.gpus,
+                        s.base.submit_time,
+                        s.first_start,
+                        now,
+                        s.queue_s,
+                        s.charged,
+                        s.shared_s,
+                        s.preemptions,
+                    )
+                )
                 finished_since_bar += 1
                 event = True
             while ai < n_arrivals and arrivals[ai].submit_time == now:
@@ -590,8 +631,21 @@ class Simulator:
         )
 
 
-_JOB_FIELDS = ("id", "tenant", "model", "batch_size", "gpus", "iterations", "submit_time", "iter_time_s",
-               "memory_mb", "iterations_done", "attained_gpu_s", "queued_since", "priority")
+_JOB_FIELDS = (
+    "id",
+    "tenant",
+    "model",
+    "batch_size",
+    "gpus",
+    "iterations",
+    "submit_time",
+    "iter_time_s",
+    "memory_mb",
+    "iterations_done",
+    "attained_gpu_s",
+    "queued_since",
+    "priority",
+)
 if tuple(f.name for f in fields(Job)) != _JOB_FIELDS:  # pragma: no cover - guards the contract
     raise ImportError("scheduling.core.types.Job changed its fields: update engine.with_progress")
 
@@ -600,8 +654,21 @@ def with_progress(job: Job, iterations_done: float, attained_gpu_s: float, queue
     """``dataclasses.replace(job, iterations_done=…, attained_gpu_s=…, queued_since=…)``, written
     out because it runs for every running job in every round and ``replace`` is ~6× slower; the
     field list is checked against :class:`Job` at import time."""
-    return Job(job.id, job.tenant, job.model, job.batch_size, job.gpus, job.iterations, job.submit_time,
-               job.iter_time_s, job.memory_mb, iterations_done, attained_gpu_s, queued_since, job.priority)
+    return Job(
+        job.id,
+        job.tenant,
+        job.model,
+        job.batch_size,
+        job.gpus,
+        job.iterations,
+        job.submit_time,
+        job.iter_time_s,
+        job.memory_mb,
+        iterations_done,
+        attained_gpu_s,
+        queued_since,
+        job.priority,
+    )
 
 
 def _first_round_at_or_after(t: float, interval: float) -> int:

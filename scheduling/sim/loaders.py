@@ -57,10 +57,12 @@ REASON_BAD_TIME = "non-positive or non-finite iteration time"
 REASON_MALFORMED = "malformed row"
 REASON_NO_THROUGHPUT = "no measured throughput for job type and GPU count"
 
-TIRESIAS_COLUMNS = frozenset({"job_id", "num_gpu", "submit_time", "iterations", "model_name",
-                              "batch_size", "iteration_time"})
-CHRONUS_COLUMNS = frozenset({"job_id", "user", "num_gpu", "submit_time", "iterations", "model_name",
-                             "duration"})
+TIRESIAS_COLUMNS = frozenset(
+    {"job_id", "num_gpu", "submit_time", "iterations", "model_name", "batch_size", "iteration_time"}
+)
+CHRONUS_COLUMNS = frozenset(
+    {"job_id", "user", "num_gpu", "submit_time", "iterations", "model_name", "duration"}
+)
 GAVEL_SUFFIXES = (".trace", ".tsv")
 _BATCH_RE = re.compile(r"^(?P<model>.*?)\s*\(batch size (?P<batch>\d+)\)\s*$")
 
@@ -140,8 +142,17 @@ def _tiresias_row(row: dict[str, str], max_gpus: int | None) -> tuple[int, Job]:
         raise _RejectRow(REASON_MALFORMED, f"batch_size={batch}")
     job_id = _whole(row["job_id"])
     priority = _whole(row["priority"]) if row.get("priority") not in (None, "") else 0
-    return job_id, Job(job_id, DEFAULT_TENANT, row["model_name"], batch, gpus, iterations, submit,
-                       iter_time_s, priority=priority)
+    return job_id, Job(
+        job_id,
+        DEFAULT_TENANT,
+        row["model_name"],
+        batch,
+        gpus,
+        iterations,
+        submit,
+        iter_time_s,
+        priority=priority,
+    )
 
 
 def _chronus_row(row: dict[str, str], max_gpus: int | None) -> tuple[int, Job]:
@@ -155,8 +166,9 @@ def _chronus_row(row: dict[str, str], max_gpus: int | None) -> tuple[int, Job]:
     if not tenant:
         raise _RejectRow(REASON_MALFORMED, "empty user")
     job_id = _whole(row["job_id"])
-    return job_id, Job(job_id, tenant, row["model_name"], CHRONUS_BATCH_SIZE, gpus, iterations, submit,
-                       iter_time_s)
+    return job_id, Job(
+        job_id, tenant, row["model_name"], CHRONUS_BATCH_SIZE, gpus, iterations, submit, iter_time_s
+    )
 
 
 def parse_gavel_job_type(job_type: str) -> tuple[str, int]:
@@ -167,8 +179,9 @@ def parse_gavel_job_type(job_type: str) -> tuple[str, int]:
     return match["model"], int(match["batch"])
 
 
-def _gavel_row(fields: list[str], tenant: str, max_gpus: int | None,
-               throughput: ThroughputFn) -> tuple[None, Job]:
+def _gavel_row(
+    fields: list[str], tenant: str, max_gpus: int | None, throughput: ThroughputFn
+) -> tuple[None, Job]:
     if len(fields) != 7:
         raise _RejectRow(REASON_MALFORMED, f"{len(fields)} columns, expected 7")
     job_type = fields[0].strip()
@@ -217,8 +230,9 @@ def _reject(counts: Counter[str], where: str, reason: str, detail: str) -> None:
     log.info("rejected %s: %s (%s)", where, reason, detail)
 
 
-def _csv_rows(path: Path, fmt: str, max_gpus: int | None,
-              counts: Counter[str]) -> Iterator[tuple[int | None, Job]]:
+def _csv_rows(
+    path: Path, fmt: str, max_gpus: int | None, counts: Counter[str]
+) -> Iterator[tuple[int | None, Job]]:
     parse = _tiresias_row if fmt == "tiresias" else _chronus_row
     with path.open(newline="", encoding="utf-8") as fh:
         for line_no, row in enumerate(csv.DictReader(fh), start=2):
@@ -239,8 +253,9 @@ def _gavel_files(path: Path) -> list[Path]:
     return [path]
 
 
-def _gavel_rows(path: Path, max_gpus: int | None, throughput: ThroughputFn | None,
-                counts: Counter[str]) -> Iterator[tuple[int | None, Job]]:
+def _gavel_rows(
+    path: Path, max_gpus: int | None, throughput: ThroughputFn | None, counts: Counter[str]
+) -> Iterator[tuple[int | None, Job]]:
     if throughput is None:
         raise TraceError(f"{path}: a Gavel trace needs a throughput table (profile) to compute run times")
     for file in _gavel_files(path):
@@ -285,8 +300,11 @@ def load_traces(
         fmt = detect_format(path)
         formats.append(fmt)
         before = sum(counts.values())
-        rows = (_gavel_rows(path, max_gpus, throughput, counts) if fmt == "gavel"
-                else _csv_rows(path, fmt, max_gpus, counts))
+        rows = (
+            _gavel_rows(path, max_gpus, throughput, counts)
+            if fmt == "gavel"
+            else _csv_rows(path, fmt, max_gpus, counts)
+        )
         loaded.extend(rows)
         skipped = sum(counts.values()) - before
         if skipped:
@@ -294,8 +312,10 @@ def load_traces(
     jobs = _assign_ids(loaded)
     rows = len(jobs) + sum(counts.values())
     if not jobs:
-        raise TraceError(f"no usable job in {', '.join(str(p) for p in paths)} "
-                         f"({rows} rows read, rejected: {dict(counts) or 'none'})")
+        raise TraceError(
+            f"no usable job in {', '.join(str(p) for p in paths)} "
+            f"({rows} rows read, rejected: {dict(counts) or 'none'})"
+        )
     return LoadedTrace(
         name="+".join(Path(p).name for p in paths),
         jobs=tuple(sorted(jobs, key=lambda j: (j.submit_time, j.id))),

@@ -110,8 +110,13 @@ def cluster_summary(cluster: Cluster) -> dict[str, Any]:
     for g in cluster.gpus:
         per_node[g.node] = per_node.get(g.node, 0) + 1
     first = cluster.gpus[0]
-    return {"nodes": len(per_node), "gpus_per_node": max(per_node.values()), "gpus": cluster.size,
-            "gpu_memory_mb": first.memory_mb, "gpu_type": first.gpu_type}
+    return {
+        "nodes": len(per_node),
+        "gpus_per_node": max(per_node.values()),
+        "gpus": cluster.size,
+        "gpu_memory_mb": first.memory_mb,
+        "gpu_type": first.gpu_type,
+    }
 
 
 def policy_summary(result: SimResult, never_fit: Mapping[JobId, str] | None = None) -> dict[str, Any]:
@@ -128,8 +133,9 @@ def policy_summary(result: SimResult, never_fit: Mapping[JobId, str] | None = No
     return summary
 
 
-def fairness_summary(result: SimResult, quotas: Mapping[str, TenantQuota] | None = None,
-                     violations: int | None = None) -> dict[str, Any]:
+def fairness_summary(
+    result: SimResult, quotas: Mapping[str, TenantQuota] | None = None, violations: int | None = None
+) -> dict[str, Any]:
     """One policy's ``"fairness"`` entry (module docstring): waits (s), Jain's index of the
     tenants' normalised shares, and with ``quotas`` (tenant → :class:`TenantQuota`) usage vs quota
     over the makespan window and ``violations`` (guarantee violations; ``None``: not watched)."""
@@ -153,10 +159,14 @@ def fairness_summary(result: SimResult, quotas: Mapping[str, TenantQuota] | None
     return out
 
 
-def build_report(trace: LoadedTrace, cluster: Cluster, config: SimConfig,
-                 results: Mapping[str, SimResult],
-                 never_fit: Mapping[JobId, str] | None = None,
-                 violations: Mapping[str, int] | None = None) -> dict[str, Any]:
+def build_report(
+    trace: LoadedTrace,
+    cluster: Cluster,
+    config: SimConfig,
+    results: Mapping[str, SimResult],
+    never_fit: Mapping[JobId, str] | None = None,
+    violations: Mapping[str, int] | None = None,
+) -> dict[str, Any]:
     """The JSON-ready report dict (``nan`` already turned into ``None``).
 
     ``never_fit``: jobs no policy can start (:func:`never_fit_reasons`); counted in
@@ -172,19 +182,33 @@ def build_report(trace: LoadedTrace, cluster: Cluster, config: SimConfig,
         "trace_rows": trace.rows,
         "rejected": dict(sorted(trace.rejected.items())),
         "cluster": cluster_summary(cluster),
-        "config": {"round_interval_s": config.round_interval_s, "round_on_events": config.round_on_events,
-                   "restart_cost_s": config.restart_cost_s, "seed": config.seed},
+        "config": {
+            "round_interval_s": config.round_interval_s,
+            "round_on_events": config.round_on_events,
+            "restart_cost_s": config.restart_cost_s,
+            "seed": config.seed,
+        },
         "never_fit": len(never_fit),
-        "policies": {name: {**policy_summary(r, never_fit),
-                            "fairness": fairness_summary(r, quotas, violations.get(name))}
-                     for name, r in results.items()},
+        "policies": {
+            name: {
+                **policy_summary(r, never_fit),
+                "fairness": fairness_summary(r, quotas, violations.get(name)),
+            }
+            for name, r in results.items()
+        },
     }
     sc = config.scheduler
-    report["scheduler"] = {"starvation_bound_s": sc.starvation_bound_s, "aging_s": sc.aging_s,
-                           "reclaim": sc.reclaim, "borrow_bound_s": sc.borrow_bound_s}
+    report["scheduler"] = {
+        "starvation_bound_s": sc.starvation_bound_s,
+        "aging_s": sc.aging_s,
+        "reclaim": sc.reclaim,
+        "borrow_bound_s": sc.borrow_bound_s,
+    }
     if quotas:
-        report["tenant_quotas"] = {t: {"guaranteed_gpus": q.guaranteed_gpus, "borrow_limit": q.borrow_limit}
-                                   for t, q in sorted(quotas.items())}
+        report["tenant_quotas"] = {
+            t: {"guaranteed_gpus": q.guaranteed_gpus, "borrow_limit": q.borrow_limit}
+            for t, q in sorted(quotas.items())
+        }
     return _json_safe(report)
 
 
@@ -193,18 +217,22 @@ def format_fairness_table(report: Mapping[str, Any]) -> str:
     (``-`` when not watched), and a line with the tenant quotas."""
     h = 3600.0
     lines = [f"{'fairness':<16} {'Jain':>6} {'max wait h':>10} {'p99 wait h':>10} {'guar.viol':>9}"]
+
     def num(value: Any, fmt: str) -> str:
         return "-" if value is None else fmt.format(value)
 
     for name, summary in report["policies"].items():
         f = summary["fairness"]
-        lines.append(f"{name:<16} {num(f['jain_index'], '{:.3f}'):>6} "
-                     f"{num(f['max_wait_s'] and f['max_wait_s'] / h, '{:.2f}'):>10} "
-                     f"{num(f['p99_wait_s'] and f['p99_wait_s'] / h, '{:.2f}'):>10} "
-                     f"{num(f.get('guarantee_violations'), '{:d}'):>9}")
+        lines.append(
+            f"{name:<16} {num(f['jain_index'], '{:.3f}'):>6} "
+            f"{num(f['max_wait_s'] and f['max_wait_s'] / h, '{:.2f}'):>10} "
+            f"{num(f['p99_wait_s'] and f['p99_wait_s'] / h, '{:.2f}'):>10} "
+            f"{num(f.get('guarantee_violations'), '{:d}'):>9}"
+        )
     quotas = report.get("tenant_quotas", {})
-    lines.append("quotas (guaranteed GPUs): "
-                 + ", ".join(f"{t} {q['guaranteed_gpus']}" for t, q in quotas.items()))
+    lines.append(
+        "quotas (guaranteed GPUs): " + ", ".join(f"{t} {q['guaranteed_gpus']}" for t, q in quotas.items())
+    )
     return "\n".join(lines)
 
 
@@ -244,21 +272,30 @@ def format_table(report: Mapping[str, Any]) -> str:
             row.append("-" if value is None else fmt.format(value))
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(_COLUMNS))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                       for i, (c, w) in enumerate(zip(r, widths, strict=True))) for r in rows]
+    lines = [
+        "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in rows
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     c = report["cluster"]
     cfg = report["config"]
     lines.append("")
     events = " and on events" if cfg["round_on_events"] else ""
-    lines.append(f"trace {report['trace']}: {report['trace_rows']} rows; cluster "
-                 f"{c['nodes']}x{c['gpus_per_node']} {c['gpu_type']} ({c['gpu_memory_mb']} MB); "
-                 f"rounds every {cfg['round_interval_s']:g} s{events}; "
-                 f"restart cost {cfg['restart_cost_s']:g} s; seed {cfg['seed']}")
+    lines.append(
+        f"trace {report['trace']}: {report['trace_rows']} rows; cluster "
+        f"{c['nodes']}x{c['gpus_per_node']} {c['gpu_type']} ({c['gpu_memory_mb']} MB); "
+        f"rounds every {cfg['round_interval_s']:g} s{events}; "
+        f"restart cost {cfg['restart_cost_s']:g} s; seed {cfg['seed']}"
+    )
     rejected = report["rejected"]
     if rejected:
-        lines.append(f"rejected rows: {sum(rejected.values())} ("
-                     + "; ".join(f"{reason}: {n}" for reason, n in rejected.items()) + ")")
+        lines.append(
+            f"rejected rows: {sum(rejected.values())} ("
+            + "; ".join(f"{reason}: {n}" for reason, n in rejected.items())
+            + ")"
+        )
     else:
         lines.append("rejected rows: none")
     never_fit = report.get("never_fit", 0)
@@ -326,14 +363,15 @@ def html_report(report: Mapping[str, Any], results: Mapping[str, SimResult]) -> 
         jct_cdf_figure(jcts),
         utilisation_figure(util),
         tenant_bars_figure(per_tenant),
-        tenant_bars_figure(per_tenant, metric="gpu_hours", scale=1.0, title="GPU-hours per tenant",
-                           axis_title="GPU-hours"),
+        tenant_bars_figure(
+            per_tenant, metric="gpu_hours", scale=1.0, title="GPU-hours per tenant", axis_title="GPU-hours"
+        ),
     ]
     parts = [fig.to_html(full_html=False, include_plotlyjs=(i == 0)) for i, fig in enumerate(figures)]
     title = f"Sharewise simulation: {report['trace']}"
     return (
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
-        f"<title>{escape(title)}</title></head><body style=\"font-family: sans-serif\">\n"
+        '<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
+        f'<title>{escape(title)}</title></head><body style="font-family: sans-serif">\n'
         f"<h1>{escape(title)}</h1>\n<pre>{escape(format_table(report))}</pre>\n"
         + "\n".join(parts)
         + "\n</body></html>\n"

@@ -94,8 +94,9 @@ def test_deleting_a_node_with_placements_is_409(staff_api: APIClient, tenant_a: 
 
 
 def _job(tenant: Tenant, status: str, name: str = "j") -> Job:
-    return Job.objects.create(tenant=tenant, name=name, model="resnet50", batch_size=64, iterations=10,
-                              gpus=1, status=status)
+    return Job.objects.create(
+        tenant=tenant, name=name, model="resnet50", batch_size=64, iterations=10, gpus=1, status=status
+    )
 
 
 @pytest.mark.parametrize("active", [Job.Status.PENDING, Job.Status.RUNNING])
@@ -106,8 +107,10 @@ def test_deleting_a_tenant_with_live_jobs_is_409(
     live = _job(tenant_a, active, "live")
     response = staff_api.delete(f"/api/v1/admin/tenants/{tenant_a.pk}/")
     assert response.status_code == 409
-    assert response.json() == {"error": f"tenant team-a still has pending or running jobs ({live.pk}); "
-                                        "cancel them and wait until they stop before deleting the tenant"}
+    assert response.json() == {
+        "error": f"tenant team-a still has pending or running jobs ({live.pk}); "
+        "cancel them and wait until they stop before deleting the tenant"
+    }
     # Nothing deleted: the tenant, both jobs, its member and her token.
     assert Tenant.objects.filter(pk=tenant_a.pk).exists()
     assert set(Job.objects.values_list("pk", flat=True)) == {done.pk, live.pk}

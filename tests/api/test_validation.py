@@ -157,11 +157,13 @@ def test_huge_body_is_413(alice_api: APIClient) -> None:
 def test_odd_ids_are_json_404(alice_api: APIClient, staff_api: APIClient, job_id: str) -> None:
     """Ids that are not numbers, or too long for the id pattern, answer like a missing job: the
     API's JSON 404, never Django's HTML page."""
-    for response in (alice_api.get(f"{JOBS_URL}{job_id}/"), alice_api.post(f"{JOBS_URL}{job_id}/cancel/"),
-                     staff_api.get(f"/api/v1/admin/tenants/{job_id}/"),
-                     staff_api.delete(f"/api/v1/admin/tenants/{job_id}/"),
-                     staff_api.patch(f"/api/v1/admin/nodes/{job_id}/", {"status": "draining"},
-                                     format="json")):
+    for response in (
+        alice_api.get(f"{JOBS_URL}{job_id}/"),
+        alice_api.post(f"{JOBS_URL}{job_id}/cancel/"),
+        staff_api.get(f"/api/v1/admin/tenants/{job_id}/"),
+        staff_api.delete(f"/api/v1/admin/tenants/{job_id}/"),
+        staff_api.patch(f"/api/v1/admin/nodes/{job_id}/", {"status": "draining"}, format="json"),
+    ):
         assert response.status_code == 404, response.content
         assert response["Content-Type"] == "application/json"
         assert response.json() == {"error": "not found"}
@@ -200,8 +202,12 @@ def test_job_needing_more_memory_than_any_gpu_is_400(alice_api: APIClient) -> No
     response = alice_api.post(JOBS_URL, job_body(gpus=1, gpu_memory_mb=1_000_000), format="json")
     assert response.status_code == 400 and "largest healthy GPU (16000 MB)" in response.json()["error"]
     assert not Job.objects.exists()
-    assert alice_api.post(JOBS_URL, job_body(gpus=1, batch_size=1, gpu_memory_mb=16_000),
-                          format="json").status_code == 201
+    assert (
+        alice_api.post(
+            JOBS_URL, job_body(gpus=1, batch_size=1, gpu_memory_mb=16_000), format="json"
+        ).status_code
+        == 201
+    )
 
 
 def test_memory_bound_follows_healthy_gpus_and_gradient_accumulation(alice_api: APIClient) -> None:

@@ -344,30 +344,42 @@ def test_fairness_shows_borrowed_gpus_and_scheduler_settings(
     for index in range(3):
         place(big, gpu("node-01", index))
     Quota.objects.create(tenant=tenant_c, guaranteed_gpus=1, borrow_limit=4, gpu_type="a100")
-    with override_settings(SHAREWISE_STARVATION_BOUND_S=7200.0, SHAREWISE_RECLAIM="both",
-                           SHAREWISE_POLICY="sjf-bsbf-fair"):
+    with override_settings(
+        SHAREWISE_STARVATION_BOUND_S=7200.0, SHAREWISE_RECLAIM="both", SHAREWISE_POLICY="sjf-bsbf-fair"
+    ):
         admin, charlie, alice = (get(web, "fairness") for web in (admin_web, charlie_web, alice_web))
     with override_settings(SHAREWISE_RECLAIM="both", SHAREWISE_POLICY="sjf-bsbf"):
         plain = get(admin_web, "fairness")
     # sjf-bsbf cannot preempt: whatever the reclaim mode, its borrowers are time-bounded
-    assert ("Policy sjf-bsbf; starvation bound 48 h; borrowed GPUs reclaimed by bounding borrowers' "
-            "remaining time (sjf-bsbf cannot preempt)") in plain["summary"]
+    assert (
+        "Policy sjf-bsbf; starvation bound 48 h; borrowed GPUs reclaimed by bounding borrowers' "
+        "remaining time (sjf-bsbf cannot preempt)"
+    ) in plain["summary"]
     # team-c's 4 GPUs held include GPU node-00:0 that c-train shares (a shared GPU counts per job)
     assert "GPUs held count a shared GPU once for each of its two jobs" in plain["summary"]
     c = {r["tenant"]: r for r in table(admin, "tenants")}["team-c"]
     # team-c: rows 2 (any type, no limit) + 1 (a100, limit 4) → 3 guaranteed, unlimited borrowing;
     # holds c-train 1 + c-big 3 = 4 GPUs, borrows 4 − 3 = 1
     assert (c["guaranteed GPUs"], c["borrow limit"], c["GPUs held now"], c["GPUs borrowed now"]) == (
-        3, "unlimited", 4, 1)
+        3,
+        "unlimited",
+        4,
+        1,
+    )
     assert table(charlie, "tenants") == [c]
     assert [r["tenant"] for r in table(alice, "tenants")] == ["team-a"]
     # cluster-wide settings, the same for every viewer: 7,200 s = 2 h
     for body in (admin, charlie, alice):
-        assert ("Policy sjf-bsbf-fair; starvation bound 2 h; borrowed GPUs reclaimed by preemption and "
-                "bounding") in body["summary"]
+        assert (
+            "Policy sjf-bsbf-fair; starvation bound 2 h; borrowed GPUs reclaimed by preemption and bounding"
+        ) in body["summary"]
         settings_rows = {r["setting"]: r["value"] for r in table(body, "scheduler")}
-        assert settings_rows == {"starvation bound s": 7200.0, "aging s": 3600.0, "reclaim": "both",
-                                 "borrow bound s": 3600.0}
+        assert settings_rows == {
+            "starvation bound s": 7200.0,
+            "aging s": 3600.0,
+            "reclaim": "both",
+            "borrow bound s": 3600.0,
+        }
 
 
 def test_mean_queueing_delay_is_submit_to_first_start(tenant_c: Any, admin_web: Client) -> None:

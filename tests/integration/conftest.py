@@ -145,8 +145,9 @@ class Subprocesses:
 
     def spawn(self, args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
         log = (self.log_dir / f"{self.kind}-{len(self.procs)}.log").open("w")
-        proc = subprocess.Popen(args, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            args, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         self.procs.append(proc)
         return proc
 
@@ -175,8 +176,13 @@ class Workers(Subprocesses):
     def start(self, pause_file: Path | None = None, visibility_s: float | None = None) -> subprocess.Popen:
         # The tests' nodes have no agent sending heartbeats: a worker that starts slowly on a
         # loaded machine must not find them silent for too long (unreachable, nothing placed).
-        env = {**os.environ, "DATABASE_URL": database_url(), "REDIS_URL": self.redis_url,
-               "SHAREWISE_REQUIRE_SERVICES": "0", "SHAREWISE_HEARTBEAT_TIMEOUT_S": "3600"}
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url(),
+            "REDIS_URL": self.redis_url,
+            "SHAREWISE_REQUIRE_SERVICES": "0",
+            "SHAREWISE_HEARTBEAT_TIMEOUT_S": "3600",
+        }
         env.pop("SHAREWISE_TEST_PAUSE_FILE", None)
         env.pop("SHAREWISE_TEST_VISIBILITY_S", None)
         if pause_file is not None:

@@ -49,10 +49,33 @@ class Agents(Subprocesses):
         self.prefix, self.token_file = prefix, token_file
 
     def start(self) -> subprocess.Popen:
-        return self.spawn([sys.executable, "-m", "agent", "--fleet", "1x4", "--node", self.prefix,
-                           "--api", self.api, "--token-file", str(self.token_file), "--broker", self.broker,
-                           "--speedup", str(SPEEDUP), "--heartbeat-s", str(REPORT_S),
-                           "--progress-s", str(REPORT_S), "--tick-s", "0.1", "--log-level", "WARNING"])
+        return self.spawn(
+            [
+                sys.executable,
+                "-m",
+                "agent",
+                "--fleet",
+                "1x4",
+                "--node",
+                self.prefix,
+                "--api",
+                self.api,
+                "--token-file",
+                str(self.token_file),
+                "--broker",
+                self.broker,
+                "--speedup",
+                str(SPEEDUP),
+                "--heartbeat-s",
+                str(REPORT_S),
+                "--progress-s",
+                str(REPORT_S),
+                "--tick-s",
+                "0.1",
+                "--log-level",
+                "WARNING",
+            ]
+        )
 
 
 @pytest.fixture
@@ -70,8 +93,13 @@ def agents(node: tuple[Node, str], live_server: Any, redis_client: Any, tmp_path
     registered, token = node
     token_file = tmp_path / "tokens.json"
     write_token_file(token_file, {registered.name: token})
-    started = Agents(tmp_path, live_server.url, integration_redis_url(settings.REDIS_URL),
-                     registered.name.removesuffix("-00"), token_file)
+    started = Agents(
+        tmp_path,
+        live_server.url,
+        integration_redis_url(settings.REDIS_URL),
+        registered.name.removesuffix("-00"),
+        token_file,
+    )
     try:
         yield started
     finally:
@@ -81,8 +109,14 @@ def agents(node: tuple[Node, str], live_server: Any, redis_client: Any, tmp_path
 
 def submit(api: str, token: str, name: str, gpus: int, iterations: int, iteration_time_s: float) -> int:
     """POST a job to ``/api/v1/jobs/`` as a tenant; its id."""
-    body = {"name": name, "model": "resnet50", "batch_size": 128, "iterations": iterations,
-            "gpus": gpus, "iteration_time_s": iteration_time_s}
+    body = {
+        "name": name,
+        "model": "resnet50",
+        "batch_size": 128,
+        "iterations": iterations,
+        "gpus": gpus,
+        "iteration_time_s": iteration_time_s,
+    }
     answer = post_json(f"{api}/api/v1/jobs/", body, {"Authorization": f"Token {token}"})
     return int(answer["id"])
 
@@ -136,14 +170,18 @@ def test_a_silent_agents_jobs_are_requeued_and_finish_on_a_new_agent(
     job_id = submit(live_server.url, token, "long", 2, 300, 0.5)
     first = agents.start()
     running = Job.objects.filter(pk=job_id, status=Job.Status.RUNNING, iterations_done__gt=0)
-    job = drive(running.first,
-                f"job {job_id} running with progress reported", agents)
+    job = drive(running.first, f"job {job_id} running with progress reported", agents)
     agents.kill(first)
 
     # No new agent yet: the only node is silent, so no round can place the job again.
-    drive(lambda: Node.objects.filter(pk=registered.pk, status=Node.Status.UNHEALTHY).exists()
-          and Job.objects.filter(pk=job_id, status=Job.Status.PENDING).exists(),
-          f"node {registered.name} unhealthy and job {job_id} pending", agents)
+    drive(
+        lambda: (
+            Node.objects.filter(pk=registered.pk, status=Node.Status.UNHEALTHY).exists()
+            and Job.objects.filter(pk=job_id, status=Job.Status.PENDING).exists()
+        ),
+        f"node {registered.name} unhealthy and job {job_id} pending",
+        agents,
+    )
     requeued = Job.objects.get(pk=job_id)
     # progress kept (at least what was reported before the kill), not finished
     assert job.iterations_done <= requeued.iterations_done < requeued.iterations

@@ -48,8 +48,10 @@ def test_jobs_submitted_over_rest_get_placed(nodes: list[Node], workers: Workers
     record = Round.objects.get(n_started=3)
     assert {d["job_id"] for d in record.decisions if d["action"] == "start"} == set(ids)
     sent = [m for node in nodes for m in node_messages(redis_client, node.name)]
-    placed = {(p.job_id, p.gpu.node.name, p.gpu.index)
-              for p in Placement.objects.filter(active=True).select_related("gpu__node")}
+    placed = {
+        (p.job_id, p.gpu.node.name, p.gpu.index)
+        for p in Placement.objects.filter(active=True).select_related("gpu__node")
+    }
     assert {(m["job_id"], m["node"], i) for m in sent for i in m["gpu_indices"]} == placed
     assert {(m["action"], m["generation"]) for m in sent} == {("start", 1)}
 

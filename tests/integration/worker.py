@@ -49,8 +49,20 @@ def main() -> None:
             return plan
 
         services._persist = persist_then_pause
-    app.worker_main(["worker", "--pool", "solo", "--queues", "scheduler,celery", "--loglevel", "WARNING",
-                     "--without-mingle", "--without-gossip", "--without-heartbeat"])
+    app.worker_main(
+        [
+            "worker",
+            "--pool",
+            "solo",
+            "--queues",
+            "scheduler,celery",
+            "--loglevel",
+            "WARNING",
+            "--without-mingle",
+            "--without-gossip",
+            "--without-heartbeat",
+        ]
+    )
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ def assert_invariants() -> None:
     by_gpu: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
     by_job: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for job_id, gpu_id, slot, sub in Placement.objects.filter(active=True).values_list(
-            "job_id", "gpu_id", "slot", "sub_batch"):
+        "job_id", "gpu_id", "slot", "sub_batch"
+    ):
         by_gpu[gpu_id].append((job_id, slot, sub))
         by_job[job_id].append((gpu_id, sub))
     for gpu_id, rows in by_gpu.items():

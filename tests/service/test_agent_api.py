@@ -46,8 +46,13 @@ def agent(token: str) -> APIClient:
 
 def place(tenant: Tenant, capture: Callable, name: str = "job", **fields: Any) -> Job:
     """A 1-GPU ResNet-50 job (1,000 iterations) submitted and placed by one FIFO round."""
-    values: dict[str, Any] = {"model": "resnet50", "batch_size": 128, "iterations": 1000, "gpus": 1,
-                              "iteration_time_s": 0.5}
+    values: dict[str, Any] = {
+        "model": "resnet50",
+        "batch_size": 128,
+        "iterations": 1000,
+        "gpus": 1,
+        "iteration_time_s": 0.5,
+    }
     values.update(fields)
     job = Job.objects.create(tenant=tenant, name=name, **values)
     with capture(execute=True):
@@ -64,21 +69,30 @@ def report(token: str, job: Job, capture: Callable, **body: Any) -> Any:
         return agent(token).post(events_url(job.pk), payload, format="json")
 
 
-def beat(token: str, node: str, capture: Callable, gpus: int | list[dict[str, Any]] = 4,
-         running: list[dict[str, Any]] | None = None) -> Any:
+def beat(
+    token: str,
+    node: str,
+    capture: Callable,
+    gpus: int | list[dict[str, Any]] = 4,
+    running: list[dict[str, Any]] | None = None,
+) -> Any:
     if isinstance(gpus, int):
-        gpus = [{"index": i, "uuid": f"declared-{node}-{i}", "memory_mb": 16_000, "healthy": True}
-                for i in range(gpus)]
+        gpus = [
+            {"index": i, "uuid": f"declared-{node}-{i}", "memory_mb": 16_000, "healthy": True}
+            for i in range(gpus)
+        ]
     with capture(execute=True):
-        return agent(token).post(HEARTBEAT_URL, {"node": node, "gpus": gpus, "running": running or []},
-                                 format="json")
+        return agent(token).post(
+            HEARTBEAT_URL, {"node": node, "gpus": gpus, "running": running or []}, format="json"
+        )
 
 
 # ------------------------------------------------------------------------------------------ auth
 
 
-def test_agent_endpoints_need_the_node_token(fleet: dict, tenant: Tenant, sent: list,
-                                             django_capture_on_commit_callbacks: Callable) -> None:
+def test_agent_endpoints_need_the_node_token(
+    fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable
+) -> None:
     job = place(tenant, django_capture_on_commit_callbacks)
     body = {"generation": 1, "event": "progress", "iterations_done": 5}
     assert APIClient().post(events_url(job.pk), body, format="json").status_code == 401
@@ -94,7 +108,8 @@ def test_agent_endpoints_need_the_node_token(fleet: dict, tenant: Tenant, sent: 
 
 
 def test_another_nodes_token_cannot_report_on_this_nodes_job(
-        fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable) -> None:
+    fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable
+) -> None:
     job = place(tenant, django_capture_on_commit_callbacks)
     assert {m["node"] for m in sent} == {"node-00"}
     _, token1 = fleet["node-01"]
@@ -107,23 +122,32 @@ def test_another_nodes_token_cannot_report_on_this_nodes_job(
 def test_unknown_job_is_404_and_bad_body_400(fleet: dict) -> None:
     _, token = fleet["node-00"]
     client = agent(token)
-    assert client.post(events_url(999), {"generation": 1, "event": "progress", "iterations_done": 1},
-                       format="json").status_code == 404
-    bad = client.post(events_url(999), {"generation": "1", "event": "exploded", "iterations_done": -1},
-                      format="json")
+    assert (
+        client.post(
+            events_url(999), {"generation": 1, "event": "progress", "iterations_done": 1}, format="json"
+        ).status_code
+        == 404
+    )
+    bad = client.post(
+        events_url(999), {"generation": "1", "event": "exploded", "iterations_done": -1}, format="json"
+    )
     assert bad.status_code == 400 and set(bad.json()["fields"]) == {"generation", "event", "iterations_done"}
 
 
 # ------------------------------------------------------------------------------------ job events
 
 
-def test_job_lifecycle_started_progress_finished(fleet: dict, tenant: Tenant, sent: list,
-                                                 django_capture_on_commit_callbacks: Callable) -> None:
+def test_job_lifecycle_started_progress_finished(
+    fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable
+) -> None:
     capture = django_capture_on_commit_callbacks
     job = place(tenant, capture)
     _, token = fleet["node-00"]
     assert report(token, job, capture, event="started").json() == {
-        "job_id": job.pk, "status": "running", "accepted": True}
+        "job_id": job.pk,
+        "status": "running",
+        "accepted": True,
+    }
     # a repeated started is a no-op
     assert report(token, job, capture, event="started").json()["accepted"] is False
     assert report(token, job, capture, iterations_done=340, iter_time_s=0.61).status_code == 200
@@ -145,13 +169,17 @@ def test_job_lifecycle_started_progress_finished(fleet: dict, tenant: Tenant, se
 
     # delivered twice (a retry after a lost response): 200, nothing changes
     again = report(token, job, capture, event="finished", iterations_done=1000)
-    assert again.status_code == 200 and again.json() == {"job_id": job.pk, "status": "succeeded",
-                                                         "accepted": False}
+    assert again.status_code == 200 and again.json() == {
+        "job_id": job.pk,
+        "status": "succeeded",
+        "accepted": False,
+    }
     assert job.events.filter(kind="succeeded").count() == 1
 
 
-def test_stale_generation_is_409(fleet: dict, tenant: Tenant, sent: list,
-                                 django_capture_on_commit_callbacks: Callable) -> None:
+def test_stale_generation_is_409(
+    fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable
+) -> None:
     capture = django_capture_on_commit_callbacks
     job = place(tenant, capture)
     _, token = fleet["node-00"]
@@ -163,8 +191,9 @@ def test_stale_generation_is_409(fleet: dict, tenant: Tenant, sent: list,
     assert job.iterations_done == 0
 
 
-def test_update_does_not_raise_the_floor(fleet: dict, tenant: Tenant, sent: list,
-                                         django_capture_on_commit_callbacks: Callable) -> None:
+def test_update_does_not_raise_the_floor(
+    fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable
+) -> None:
     """An ``update`` (generation 2) crossing a ``progress`` of generation 1 in flight: both accepted."""
     capture = django_capture_on_commit_callbacks
     job = place(tenant, capture)
@@ -175,14 +204,21 @@ def test_update_does_not_raise_the_floor(fleet: dict, tenant: Tenant, sent: list
     assert report(token, job, capture, generation=3, iterations_done=30).status_code == 409
 
 
-def test_failed_job_releases_its_gpus_and_is_stopped(fleet: dict, tenant: Tenant, sent: list,
-                                                     django_capture_on_commit_callbacks: Callable) -> None:
+def test_failed_job_releases_its_gpus_and_is_stopped(
+    fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable
+) -> None:
     capture = django_capture_on_commit_callbacks
     job = place(tenant, capture)
     sent.clear()
     _, token = fleet["node-00"]
-    response = report(token, job, capture, event="failed", iterations_done=12,
-                      reason="exit code 1: CUDA error: out of memory")
+    response = report(
+        token,
+        job,
+        capture,
+        event="failed",
+        iterations_done=12,
+        reason="exit code 1: CUDA error: out of memory",
+    )
     assert response.json()["status"] == "failed"
     job.refresh_from_db()
     assert job.failure_reason == "exit code 1: CUDA error: out of memory" and job.finished_at is not None
@@ -192,7 +228,8 @@ def test_failed_job_releases_its_gpus_and_is_stopped(fleet: dict, tenant: Tenant
 
 
 def test_agent_shutdown_puts_the_job_back_with_its_progress(
-        fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable) -> None:
+    fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable
+) -> None:
     capture = django_capture_on_commit_callbacks
     job = place(tenant, capture)
     _, token = fleet["node-00"]
@@ -211,16 +248,25 @@ def test_agent_shutdown_puts_the_job_back_with_its_progress(
 
 
 def test_a_finished_partner_gets_an_update_with_slowdown_one(
-        fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable) -> None:
+    fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable
+) -> None:
     """Two jobs sharing GPU node-00:0; when one finishes, the other runs alone: ξ = 1."""
     capture = django_capture_on_commit_callbacks
     gpu = GPU.objects.get(node__name="node-00", index=0)
     now = timezone.now()
     jobs = []
     for slot in (0, 1):
-        job = Job.objects.create(tenant=tenant, name=f"pair-{slot}", model="resnet50", batch_size=128,
-                                 iterations=1000, gpus=1, iteration_time_s=0.5, status=Job.Status.RUNNING,
-                                 started_at=now)
+        job = Job.objects.create(
+            tenant=tenant,
+            name=f"pair-{slot}",
+            model="resnet50",
+            batch_size=128,
+            iterations=1000,
+            gpus=1,
+            iteration_time_s=0.5,
+            status=Job.Status.RUNNING,
+            started_at=now,
+        )
         Placement.objects.create(job=job, gpu=gpu, generation=1, sub_batch=64, slot=slot, created_at=now)
         JobEvent.objects.create(job=job, kind=JobEvent.Kind.PLACED, data={"generation": 1})
         jobs.append(job)
@@ -238,13 +284,23 @@ def test_a_finished_partner_gets_an_update_with_slowdown_one(
 # ------------------------------------------------------------------------------------ heartbeats
 
 
-def test_heartbeat_records_time_and_gpu_health(fleet: dict,
-                                               django_capture_on_commit_callbacks: Callable) -> None:
+def test_heartbeat_records_time_and_gpu_health(
+    fleet: dict, django_capture_on_commit_callbacks: Callable
+) -> None:
     node, token = fleet["node-00"]
-    gpus = [{"index": i, "uuid": f"GPU-00000000-0000-0000-0000-00000000000{i}", "memory_mb": 40_000,
-             "healthy": i != 2} for i in range(4)]
+    gpus = [
+        {
+            "index": i,
+            "uuid": f"GPU-00000000-0000-0000-0000-00000000000{i}",
+            "memory_mb": 40_000,
+            "healthy": i != 2,
+        }
+        for i in range(4)
+    ]
     assert beat(token, "node-00", django_capture_on_commit_callbacks, gpus).json() == {
-        "stopped": [], "requeued": []}
+        "stopped": [],
+        "requeued": [],
+    }
     node.refresh_from_db()
     assert node.last_heartbeat is not None
     rows = {g.index: g for g in GPU.objects.filter(node=node)}
@@ -254,8 +310,9 @@ def test_heartbeat_records_time_and_gpu_health(fleet: dict,
     assert GPU.objects.schedulable().count() == 7
 
 
-def test_zero_gpu_blip_keeps_running_jobs(fleet: dict, tenant: Tenant, sent: list,
-                                          django_capture_on_commit_callbacks: Callable) -> None:
+def test_zero_gpu_blip_keeps_running_jobs(
+    fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable
+) -> None:
     capture = django_capture_on_commit_callbacks
     job = place(tenant, capture)
     node, token = fleet["node-00"]
@@ -271,7 +328,8 @@ def test_zero_gpu_blip_keeps_running_jobs(fleet: dict, tenant: Tenant, sent: lis
 
 
 def test_heartbeat_timeout_requeues_with_progress_kept(
-        fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable) -> None:
+    fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable
+) -> None:
     capture = django_capture_on_commit_callbacks
     job = place(tenant, capture)
     node, token = fleet["node-00"]
@@ -307,7 +365,8 @@ def test_heartbeat_timeout_requeues_with_progress_kept(
 
 
 def test_restarted_agent_reports_nothing_and_the_job_is_requeued(
-        fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable) -> None:
+    fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable
+) -> None:
     capture = django_capture_on_commit_callbacks
     job = place(tenant, capture)
     Placement.objects.filter(job=job).update(created_at=timezone.now() - timedelta(seconds=60))
@@ -322,8 +381,9 @@ def test_restarted_agent_reports_nothing_and_the_job_is_requeued(
     assert job.status == Job.Status.PENDING and job.iterations_done == 120
 
 
-def test_a_job_just_placed_is_not_missing(fleet: dict, tenant: Tenant, sent: list,
-                                          django_capture_on_commit_callbacks: Callable) -> None:
+def test_a_job_just_placed_is_not_missing(
+    fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable
+) -> None:
     """Placed less than one heartbeat interval ago (its start may still be in flight), or missing
     for less than one interval (its finished may still be in the agent's outbox): not lost."""
     capture = django_capture_on_commit_callbacks
@@ -338,8 +398,9 @@ def test_a_job_just_placed_is_not_missing(fleet: dict, tenant: Tenant, sent: lis
     assert job.status == Job.Status.RUNNING
 
 
-def test_unexpected_job_is_stopped(fleet: dict, tenant: Tenant, sent: list,
-                                   django_capture_on_commit_callbacks: Callable) -> None:
+def test_unexpected_job_is_stopped(
+    fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable
+) -> None:
     capture = django_capture_on_commit_callbacks
     job = place(tenant, capture)
     with capture(execute=True):
@@ -358,7 +419,8 @@ def test_unexpected_job_is_stopped(fleet: dict, tenant: Tenant, sent: list,
 
 
 def test_cancel_over_the_api_stops_the_job_on_its_node(
-        fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable) -> None:
+    fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable
+) -> None:
     from django.contrib.auth import get_user_model
 
     from tests.api.conftest import token_client

@@ -101,8 +101,9 @@ def test_heartbeat_timeout_requeue_adds_the_run(
 ) -> None:
     capture = django_capture_on_commit_callbacks
     node0 = cluster[0]
-    job = make_job(tenant_a, "silent", gpus=2, iteration_time_s=0.1, submitted_at=at(-60),
-                   attained_gpu_s=200.0)  # 200 GPU-s from an earlier run
+    job = make_job(
+        tenant_a, "silent", gpus=2, iteration_time_s=0.1, submitted_at=at(-60), attained_gpu_s=200.0
+    )  # 200 GPU-s from an earlier run
     start(capture, job, (0, 1), 0)
     assert snapshot_job(30, job).attained_gpu_s == pytest.approx(200.0 + 2 * 30)
     Node.objects.filter(pk=node0.pk).update(last_heartbeat=at(20))
@@ -125,8 +126,9 @@ def test_agent_stopped_event_requeue_adds_the_run_but_a_finish_does_not(
     job = make_job(tenant_a, "stopped", gpus=1, iteration_time_s=0.1, submitted_at=at(-60))
     start(capture, job, (2,), 5)
     with capture(execute=True):
-        answer = agents.record_event(node0, job.pk, agents.AgentEvent(1, "stopped", 40, reason="shutdown"),
-                                     now=at(50))
+        answer = agents.record_event(
+            node0, job.pk, agents.AgentEvent(1, "stopped", 40, reason="shutdown"), now=at(50)
+        )
     assert answer["status"] == Job.Status.PENDING
     # 1 GPU × (50 − 5) s = 45 GPU-s; progress is kept beside it
     job.refresh_from_db()
@@ -172,8 +174,9 @@ def test_a_run_starting_after_now_adds_nothing(
     cluster: list[Node], tenant_a: Tenant, django_capture_on_commit_callbacks: Callable
 ) -> None:
     capture = django_capture_on_commit_callbacks
-    job = make_job(tenant_a, "skewed", gpus=2, iteration_time_s=0.1, submitted_at=at(-60),
-                   attained_gpu_s=100.0)
+    job = make_job(
+        tenant_a, "skewed", gpus=2, iteration_time_s=0.1, submitted_at=at(-60), attained_gpu_s=100.0
+    )
     start(capture, job, (0, 1), 100)
     # a clock behind the placement's creation (skew): max(0, 90 − 100) = 0 s counted, no negative
     assert snapshot_job(90, job).attained_gpu_s == pytest.approx(100.0)

@@ -45,11 +45,15 @@ def test_create_tenant_prints_a_working_token(db: None) -> None:
         (["Team Z", "--quota-gpus", "1"], "bad tenant name 'Team Z'"),
         (["team-z", "--quota-gpus", "-1"], "quota must be 0 to 1,000,000 GPUs, got -1"),
         # Beyond any database integer (2^64 ≈ 1.8e19 < 1e20): a bound, not an OverflowError.
-        (["team-z", "--quota-gpus", "99999999999999999999"],
-         "quota must be 0 to 1,000,000 GPUs, got 99999999999999999999"),
+        (
+            ["team-z", "--quota-gpus", "99999999999999999999"],
+            "quota must be 0 to 1,000,000 GPUs, got 99999999999999999999",
+        ),
         (["team-z", "--quota-gpus", "1000001"], "quota must be 0 to 1,000,000 GPUs, got 1000001"),
-        (["team-z", "--quota-gpus", "1", "--borrow-limit", "99999999999999999999"],
-         "borrowing limit must be 0 to 1,000,000 GPUs"),
+        (
+            ["team-z", "--quota-gpus", "1", "--borrow-limit", "99999999999999999999"],
+            "borrowing limit must be 0 to 1,000,000 GPUs",
+        ),
         (["team-z", "--quota-gpus", "1", "--borrow-limit", "-2"], "borrowing limit must be 0 to"),
     ],
 )
@@ -131,8 +135,9 @@ def test_load_cluster_writes_working_tokens_to_a_private_file(db: None, tmp_path
     assert path.stat().st_mode & 0o777 == 0o600  # owner only: it holds credentials
 
 
-def test_load_cluster_token_file_failure_leaves_no_tokens_behind(db: None, tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_load_cluster_token_file_failure_leaves_no_tokens_behind(
+    db: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A folder at PATH: the rename fails. A full disk: the write fails. Either way a clear error,
     no ``PATH.tmp`` holding node tokens, and no node registered (one transaction)."""
     folder = tmp_path / "tokens"

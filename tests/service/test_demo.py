@@ -17,21 +17,46 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_demo(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}",
-           "SHAREWISE_DATA_DIR": str(tmp_path / "no-data"), "REDIS_URL": "", "CACHE_URL": "locmemcache://"}
-    return subprocess.run([sys.executable, "manage.py", "demo", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=240)
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}",
+        "SHAREWISE_DATA_DIR": str(tmp_path / "no-data"),
+        "REDIS_URL": "",
+        "CACHE_URL": "locmemcache://",
+    }
+    return subprocess.run(
+        [sys.executable, "manage.py", "demo", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
 
 
 def test_demo_replays_a_synthetic_workload_and_compares_with_the_simulator(tmp_path: Path) -> None:
-    done = run_demo(tmp_path, "--synthetic-jobs", "6", "--speedup", "300", "--port", "0",
-                    "--exit-when-done", "--no-progress", "--timeout", "180")
+    done = run_demo(
+        tmp_path,
+        "--synthetic-jobs",
+        "6",
+        "--speedup",
+        "300",
+        "--port",
+        "0",
+        "--exit-when-done",
+        "--no-progress",
+        "--timeout",
+        "180",
+    )
     out = done.stdout
     assert done.returncode == 0, out + done.stderr
     assert "public data not found" in out and "synthetic workload of 6 jobs" in out
     assert re.search(r"dashboard: http://127\.0\.0\.1:\d+/dashboard/ +\(login: admin / \S+\)", out)
-    rows = {line.split()[0] + " " + line.split()[1]: line.split() for line in out.splitlines()
-            if line.startswith("sjf-bsbf (")}
+    rows = {
+        line.split()[0] + " " + line.split()[1]: line.split()
+        for line in out.splitlines()
+        if line.startswith("sjf-bsbf (")
+    }
     assert set(rows) == {"sjf-bsbf (live)", "sjf-bsbf (simulator)"}
     # columns: policy (2 words), jobs, ..., unfinished last: all 6 jobs finished in both runs
     assert rows["sjf-bsbf (live)"][2] == "6" and rows["sjf-bsbf (live)"][-1] == "0"
@@ -68,11 +93,35 @@ def test_demo_refuses_a_cluster_the_service_cannot_register(tmp_path: Path) -> N
 def test_ctrl_c_stops_the_demo_with_one_line_and_status_130(tmp_path: Path) -> None:
     """Ctrl-C (SIGINT) while jobs still run: "stopped by Ctrl-C", exit status 130 (128 + SIGINT 2),
     no traceback, no CommandError, no "Conflict:" log line of the in-process agents' last reports."""
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}",
-           "SHAREWISE_DATA_DIR": str(tmp_path / "no-data"), "REDIS_URL": "", "CACHE_URL": "locmemcache://"}
-    proc = subprocess.Popen([sys.executable, "manage.py", "demo", "--synthetic-jobs", "20", "--speedup", "20",
-                             "--port", "0", "--exit-when-done", "--no-progress", "--timeout", "120"],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}",
+        "SHAREWISE_DATA_DIR": str(tmp_path / "no-data"),
+        "REDIS_URL": "",
+        "CACHE_URL": "locmemcache://",
+    }
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "manage.py",
+            "demo",
+            "--synthetic-jobs",
+            "20",
+            "--speedup",
+            "20",
+            "--port",
+            "0",
+            "--exit-when-done",
+            "--no-progress",
+            "--timeout",
+            "120",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         seen = []

@@ -47,8 +47,9 @@ class FixedPolicy:
     preemptive: bool = True
     seen: core.Snapshot | None = None
 
-    def decide(self, snapshot: core.Snapshot, profile: core.Profile, *,
-               explain: bool = True) -> core.RoundDecisions:
+    def decide(
+        self, snapshot: core.Snapshot, profile: core.Profile, *, explain: bool = True
+    ) -> core.RoundDecisions:
         self.seen = snapshot
         return core.RoundDecisions(self.name, snapshot.now, self.starts, self.preemptions, ())
 
@@ -78,7 +79,8 @@ def test_snapshot_maps_gpus_jobs_and_quotas(cluster: list[Node], tenant_a: Tenan
     snap = state.snapshot
     # dense ids in (node name, index) order
     assert [(g.id, g.node, g.index) for g in snap.cluster.gpus] == [
-        (i, f"node-0{i // 4}", i % 4) for i in range(8)]
+        (i, f"node-0{i // 4}", i % 4) for i in range(8)
+    ]
     assert state.gpu_pks == tuple(GPU.objects.order_by("node__name", "index").values_list("pk", flat=True))
     assert state.gpu_labels[5] == "node-01:1"
     # GPU node-00:2 is unhealthy; node-01 has been silent 60 s > 15 s: all its GPUs unreachable
@@ -144,14 +146,23 @@ def test_round_places_pending_jobs_and_records_why(
     assert record.phases_ms.keys() == {"snapshot", "policy", "persist", "commit", "dispatch"}
     # one start message per (job, node); the 2-GPU and the 4-GPU job each fit on one node
     assert sorted((m["job_id"], m["action"], len(m["gpu_indices"])) for m in sent) == [
-        (a.pk, "start", 2), (b.pk, "start", 4)]
+        (a.pk, "start", 2),
+        (b.pk, "start", 4),
+    ]
 
 
 def test_start_message_follows_the_agent_contract(
     cluster: list[Node], tenant_a: Tenant, sent: list, django_capture_on_commit_callbacks: Callable
 ) -> None:
-    job = make_job(tenant_a, "gang", gpus=6, batch_size=96, iterations=500, iteration_time_s=0.3,
-                   command="python train.py --lr 0.1")
+    job = make_job(
+        tenant_a,
+        "gang",
+        gpus=6,
+        batch_size=96,
+        iterations=500,
+        iteration_time_s=0.3,
+        command="python train.py --lr 0.1",
+    )
     Job.objects.filter(pk=job.pk).update(iterations_done=40)
     round_now(django_capture_on_commit_callbacks, policy="fifo")
     # 6 GPUs on two 4-GPU nodes: the fewest nodes, one message per node, one generation for both
@@ -160,8 +171,9 @@ def test_start_message_follows_the_agent_contract(
     assert sorted(len(m["gpu_indices"]) for m in sent) == [2, 4]
     placements = Placement.objects.filter(job=job, active=True).select_related("gpu__node")
     for message in sent:
-        assert message["gpu_indices"] == sorted(p.gpu.index for p in placements
-                                                if p.gpu.node.name == message["node"])
+        assert message["gpu_indices"] == sorted(
+            p.gpu.index for p in placements if p.gpu.node.name == message["node"]
+        )
         assert message["job_id"] == job.pk and message["generation"] == 1 and message["action"] == "start"
         assert message["sub_batch"] * message["accum_steps"] == message["batch_size"] == 96
         assert message["iterations"] == 500 and message["iterations_done"] == 40
@@ -205,17 +217,31 @@ def test_a_gang_is_placed_whole_or_not_at_all(
     other = make_job(tenant_a, "other", gpus=1, iteration_time_s=0.1, gpu_memory_mb=4000)
     gang = make_job(tenant_a, "gang", gpus=4, iteration_time_s=0.1, gpu_memory_mb=4000)
     # GPU 0 gets two jobs; then a 4-GPU start that names GPU 0 again must write none of its 4 rows
-    policy = FixedPolicy(starts=(
-        core.Start(full.pk, (0,), 128, 1), core.Start(other.pk, (0,), 128, 1),
-        core.Start(gang.pk, (0, 1, 2, 3), 128, 1)))
+    policy = FixedPolicy(
+        starts=(
+            core.Start(full.pk, (0,), 128, 1),
+            core.Start(other.pk, (0,), 128, 1),
+            core.Start(gang.pk, (0, 1, 2, 3), 128, 1),
+        )
+    )
     record = round_now(django_capture_on_commit_callbacks, policy=policy)
     gpu0 = services.load_state().gpu_pks[0]
     assert sorted(Placement.objects.filter(gpu_id=gpu0, active=True).values_list("slot", flat=True)) == [0, 1]
     assert not Placement.objects.filter(job=gang).exists()
     assert Job.objects.get(pk=gang.pk).status == Job.Status.PENDING
     waits = [d for d in record.decisions if d["action"] == "wait"]
-    assert waits == [{"job_id": gang.pk, "action": "wait", "gpu_ids": [], "gpus": [], "sub_batch": None,
-                      "accum_steps": None, "shares": [], "reason": "GPU node-00:0 already holds two jobs"}]
+    assert waits == [
+        {
+            "job_id": gang.pk,
+            "action": "wait",
+            "gpu_ids": [],
+            "gpus": [],
+            "sub_batch": None,
+            "accum_steps": None,
+            "shares": [],
+            "reason": "GPU node-00:0 already holds two jobs",
+        }
+    ]
     assert (record.n_started, record.n_waiting) == (2, 1)
     assert_invariants()
 
@@ -230,8 +256,10 @@ def test_a_job_cancelled_during_the_round_is_not_placed(
             Job.objects.get(pk=job.pk).cancel(by="alice")
             return super().decide(snapshot, profile, explain=explain)
 
-    record = round_now(django_capture_on_commit_callbacks,
-                       policy=CancelWhileDeciding(starts=(core.Start(job.pk, (0,), 128, 1),)))
+    record = round_now(
+        django_capture_on_commit_callbacks,
+        policy=CancelWhileDeciding(starts=(core.Start(job.pk, (0,), 128, 1),)),
+    )
     assert not Placement.objects.filter(job=job).exists()
     assert Job.objects.get(pk=job.pk).status == Job.Status.CANCELLED
     assert record.decisions[0]["action"] == "wait" and record.n_started == 0
@@ -245,8 +273,9 @@ def test_sharing_writes_slot_1_and_updates_the_partner(
     The short job goes in slot 1 with the same generation rule; the resident gets an ``update``
     (generation 2) whose slowdown is the ξ the policy predicted for it (its ``xi_partner``)."""
     Node.register("solo", 1, 49_140, "v100")
-    resident = make_job(tenant_a, "resident", model="resnet18", batch_size=64, iterations=1_000_000,
-                        iteration_time_s=0.1)
+    resident = make_job(
+        tenant_a, "resident", model="resnet18", batch_size=64, iterations=1_000_000, iteration_time_s=0.1
+    )
     round_now(django_capture_on_commit_callbacks, policy="sjf-bsbf")
     sent.clear()
     short = make_job(tenant_a, "short", model="resnet18", batch_size=64, iterations=100, iteration_time_s=0.1)
@@ -256,7 +285,9 @@ def test_sharing_writes_slot_1_and_updates_the_partner(
     (share,) = decision["shares"]
     assert share["partner_id"] == resident.pk and share["t_con_s"] < share["t_seq_s"]
     assert list(Placement.objects.filter(active=True).order_by("slot").values_list("job_id", "slot")) == [
-        (resident.pk, 0), (short.pk, 1)]
+        (resident.pk, 0),
+        (short.pk, 1),
+    ]
     messages = {m["job_id"]: m for m in sent}
     assert messages[short.pk]["action"] == "start" and messages[short.pk]["generation"] == 1
     assert messages[short.pk]["slowdown"] == pytest.approx(share["xi_self"])
@@ -271,8 +302,10 @@ def test_preemption_stops_requeues_and_the_next_start_is_newer(
 ) -> None:
     job = make_job(tenant_a, "victim", gpus=2, iteration_time_s=0.1)
     place(django_capture_on_commit_callbacks, job, (0, 1))
-    record = round_now(django_capture_on_commit_callbacks,
-                       policy=FixedPolicy(preemptions=(core.Preempt(job.pk, "shorter job waiting"),)))
+    record = round_now(
+        django_capture_on_commit_callbacks,
+        policy=FixedPolicy(preemptions=(core.Preempt(job.pk, "shorter job waiting"),)),
+    )
     job.refresh_from_db()
     assert job.status == Job.Status.PENDING and record.n_preempted == 1
     assert not Placement.objects.filter(job=job, active=True).exists()
@@ -345,15 +378,21 @@ def test_gpus_never_hold_more_than_two_jobs_over_many_rounds(
 ) -> None:
     Node.register("pair", 2, 49_140, "v100")
     for i in range(6):
-        make_job(tenant_a, f"j{i}", model="resnet18", batch_size=64, iterations=10 ** (6 - i),
-                 iteration_time_s=0.1)
+        make_job(
+            tenant_a, f"j{i}", model="resnet18", batch_size=64, iterations=10 ** (6 - i), iteration_time_s=0.1
+        )
     for _ in range(3):
         round_now(django_capture_on_commit_callbacks, policy="sjf-bsbf")
     per_gpu = active_per_gpu()
     assert per_gpu and max(per_gpu.values()) <= 2
     # a job is on a GPU at most once, and a running job holds all its GPUs (gang of 1 here)
-    assert not Placement.objects.filter(active=True).values("job_id", "gpu_id").annotate(
-        n=Count("id")).filter(n__gt=1).exists()
+    assert (
+        not Placement.objects.filter(active=True)
+        .values("job_id", "gpu_id")
+        .annotate(n=Count("id"))
+        .filter(n__gt=1)
+        .exists()
+    )
     running = Job.objects.filter(status=Job.Status.RUNNING)
     assert all(Placement.objects.filter(job=j, active=True).count() == j.gpus for j in running)
     assert_invariants()
@@ -377,8 +416,10 @@ def test_a_cancelled_job_is_stopped_with_a_newer_generation(
     assert job.cancel(by="alice")
     with django_capture_on_commit_callbacks(execute=True):
         messages = services.stop_job(job.pk)
-    expected = [{"node": "node-00", "job_id": job.pk, "generation": 2, "action": "stop"},
-                {"node": "node-01", "job_id": job.pk, "generation": 2, "action": "stop"}]
+    expected = [
+        {"node": "node-00", "job_id": job.pk, "generation": 2, "action": "stop"},
+        {"node": "node-01", "job_id": job.pk, "generation": 2, "action": "stop"},
+    ]
     assert messages == expected and sent[2:] == expected
     assert set(Placement.objects.filter(job=job).values_list("generation", "active")) == {(2, False)}
     assert services.stop_job(make_job(tenant_a, "never-ran").pk) == []

@@ -95,7 +95,8 @@ def test_borrow_limit_zero_keeps_the_second_job_waiting(
     waiting = [job for job in (one, two) if got[job.pk][0] == "wait"]
     assert len(started) == 1 and len(waiting) == 1 and held(started[0]) == 4
     assert got[waiting[0].pk][1].endswith(
-        "tenant team-qa would hold 8 GPUs, above its quota cap of 4 (4 guaranteed + 0 borrowable)")
+        "tenant team-qa would hold 8 GPUs, above its quota cap of 4 (4 guaranteed + 0 borrowable)"
+    )
 
 
 def test_quota_rows_are_summed_over_gpu_types(two_tenants: tuple[Tenant, Tenant]) -> None:
@@ -104,23 +105,37 @@ def test_quota_rows_are_summed_over_gpu_types(two_tenants: tuple[Tenant, Tenant]
     Quota.objects.create(tenant=a, guaranteed_gpus=2, borrow_limit=3, gpu_type="a100")
     Quota.objects.create(tenant=b, guaranteed_gpus=1, borrow_limit=2, gpu_type="a100")
     # A: 4 + 2 = 6 guaranteed, 1 + 3 = 4 borrowable; B: 4 + 1 = 5, one row unlimited → unlimited
-    assert services.tenant_quotas() == {"team-qa": core.TenantQuota(6, 4),
-                                        "team-qb": core.TenantQuota(5, None)}
+    assert services.tenant_quotas() == {
+        "team-qa": core.TenantQuota(6, 4),
+        "team-qb": core.TenantQuota(5, None),
+    }
 
 
-@override_settings(SHAREWISE_STARVATION_BOUND_S=7200.0, SHAREWISE_AGING_S=600.0, SHAREWISE_RECLAIM="both",
-                   SHAREWISE_BORROW_BOUND_S=900.0)
+@override_settings(
+    SHAREWISE_STARVATION_BOUND_S=7200.0,
+    SHAREWISE_AGING_S=600.0,
+    SHAREWISE_RECLAIM="both",
+    SHAREWISE_BORROW_BOUND_S=900.0,
+)
 def test_settings_reach_the_snapshot(cluster: list[Node]) -> None:
     config = services.build_snapshot().config
     assert (config.starvation_bound_s, config.aging_s, config.reclaim, config.borrow_bound_s) == (
-        7200.0, 600.0, "both", 900.0)
+        7200.0,
+        600.0,
+        "both",
+        900.0,
+    )
 
 
 def test_default_settings_are_the_documented_ones(cluster: list[Node]) -> None:
     config = services.build_snapshot().config
     # FAIRNESS.md: 48 h = 172,800 s bound, 1 h aging, reclaim by preemption, 1 h borrow bound
     assert (config.starvation_bound_s, config.aging_s, config.reclaim, config.borrow_bound_s) == (
-        172800.0, 3600.0, "preempt", 3600.0)
+        172800.0,
+        3600.0,
+        "preempt",
+        3600.0,
+    )
 
 
 @pytest.mark.parametrize("name, value", [("SHAREWISE_RECLAIM", "never"), ("SHAREWISE_AGING_S", 0.0)])
@@ -132,16 +147,30 @@ def test_bad_scheduler_setting_is_improperly_configured(name: str, value: object
 
 def test_settings_module_rejects_an_unknown_reclaim_mode() -> None:
     env = {**os.environ, "SHAREWISE_RECLAIM": "sometimes", "DJANGO_SETTINGS_MODULE": "config.settings"}
-    done = subprocess.run([sys.executable, "-c", "import config.settings"], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", "import config.settings"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode != 0
     assert "SHAREWISE_RECLAIM must be one of preempt, bound, both; got 'sometimes'" in done.stderr
 
 
 def test_settings_module_rejects_an_unknown_policy() -> None:
     env = {**os.environ, "SHAREWISE_POLICY": "sjf-bsbf-fairx", "DJANGO_SETTINGS_MODULE": "config.settings"}
-    done = subprocess.run([sys.executable, "-c", "import config.settings"], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", "import config.settings"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode != 0
-    assert ("SHAREWISE_POLICY must be one of fifo, sjf, srtf, tiresias, sjf-ffs, sjf-bsbf, sjf-bsbf-fair; "
-            "got 'sjf-bsbf-fairx'") in done.stderr
+    assert (
+        "SHAREWISE_POLICY must be one of fifo, sjf, srtf, tiresias, sjf-ffs, sjf-bsbf, sjf-bsbf-fair; "
+        "got 'sjf-bsbf-fairx'"
+    ) in done.stderr

@@ -57,7 +57,9 @@ def test_the_task_runs_a_round(cluster: list[Node], tenant_a: Tenant) -> None:
 
 
 def test_submitting_over_the_api_requests_a_round(
-    alice: Any, cluster: list[Node], monkeypatch: pytest.MonkeyPatch,
+    alice: Any,
+    cluster: list[Node],
+    monkeypatch: pytest.MonkeyPatch,
     django_capture_on_commit_callbacks: Callable,
 ) -> None:
     from tests.api.conftest import JOBS_URL, job_body, token_client
@@ -80,14 +82,18 @@ def test_run_scheduler_once_prints_one_line(cluster: list[Node], tenant_a: Tenan
     call_command("run_scheduler", "--once", "--policy", "sjf", stdout=out)
     record = Round.objects.get()
     assert out.getvalue().splitlines() == [
-        f"round {record.pk} sjf: 1 started, 1 waiting, 0 preempted in {record.duration_ms:.1f} ms"]
+        f"round {record.pk} sjf: 1 started, 1 waiting, 0 preempted in {record.duration_ms:.1f} ms"
+    ]
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--policy", "lottery"], "unknown policy 'lottery'; valid policies: fifo, sjf, srtf"),
-    (["--interval", "0"], "--interval must be a positive number of seconds, got 0.0"),
-    (["--interval", "nan"], "--interval must be a positive number of seconds, got nan"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--policy", "lottery"], "unknown policy 'lottery'; valid policies: fifo, sjf, srtf"),
+        (["--interval", "0"], "--interval must be a positive number of seconds, got 0.0"),
+        (["--interval", "nan"], "--interval must be a positive number of seconds, got nan"),
+    ],
+)
 def test_run_scheduler_rejects_bad_arguments(db: None, args: list[str], message: str) -> None:
     with pytest.raises(CommandError, match="^" + message.replace("(", r"\(").replace(")", r"\)")):
         call_command("run_scheduler", "--once", *args)
@@ -112,9 +118,11 @@ def test_run_scheduler_stops_cleanly_on_ctrl_c(db: None, monkeypatch: pytest.Mon
 def scrape() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     response = metrics.metrics_view(RequestFactory().get("/metrics"))
     assert response.status_code == 200 and response["Content-Type"].startswith("text/plain")
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(response.content.decode())
-            for s in family.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(response.content.decode())
+        for s in family.samples
+    }
 
 
 def test_metrics_per_tenant_and_sharing(
@@ -125,8 +133,10 @@ def test_metrics_per_tenant_and_sharing(
     make_job(tenant_a, "waiting", gpus=1, iteration_time_s=0.1)
     make_job(tenant_c, "waiting-c", gpus=4, iteration_time_s=0.1)
     # big on GPUs 0,1; small shares GPU 0 → 2 busy GPUs, 1 of them shared
-    record = round_now(django_capture_on_commit_callbacks, policy=FixedPolicy(starts=(
-        core.Start(big.pk, (0, 1), 128, 1), core.Start(small.pk, (0,), 64, 2))))
+    record = round_now(
+        django_capture_on_commit_callbacks,
+        policy=FixedPolicy(starts=(core.Start(big.pk, (0, 1), 128, 1), core.Start(small.pk, (0,), 64, 2))),
+    )
     Node.objects.filter(name="node-00").update(last_heartbeat=timezone.now() - timedelta(seconds=4))
     Node.objects.filter(name="node-01").update(last_heartbeat=timezone.now() - timedelta(seconds=100))
     values = scrape()

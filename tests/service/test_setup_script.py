@@ -28,8 +28,9 @@ def test_setup_keeps_one_stamp_per_requirements_file(tmp_path: Path) -> None:
 
     def setup(*args: str) -> None:
         env = {**os.environ, "PYTHON": sys.executable}  # the version check needs Python 3.11+
-        subprocess.run(["bash", "scripts/setup.sh", *args], cwd=tmp_path, env=env, check=True,
-                       capture_output=True)
+        subprocess.run(
+            ["bash", "scripts/setup.sh", *args], cwd=tmp_path, env=env, check=True, capture_output=True
+        )
 
     def installs() -> list[str]:
         return [line.split()[-1] for line in log.read_text().splitlines() if "-r" in line.split()]

@@ -64,10 +64,31 @@ class FakeProfile:
         return self.default_xi, self.default_xi
 
 
-def job(job_id: int, *, gpus: int = 1, model: str = "m", batch: int = 32, iterations: int = 100,
-        iter_time_s: float = 1.0, submit: float = 0.0, done: float = 0.0, attained: float = 0.0,
-        queued_since: float | None = None, tenant: str = "t") -> Job:
+def job(
+    job_id: int,
+    *,
+    gpus: int = 1,
+    model: str = "m",
+    batch: int = 32,
+    iterations: int = 100,
+    iter_time_s: float = 1.0,
+    submit: float = 0.0,
+    done: float = 0.0,
+    attained: float = 0.0,
+    queued_since: float | None = None,
+    tenant: str = "t",
+) -> Job:
     """A job with short keyword names for tests (remaining time = (iterations − done) × iter_time_s)."""
-    return Job(id=job_id, tenant=tenant, model=model, batch_size=batch, gpus=gpus, iterations=iterations,
-               submit_time=submit, iter_time_s=iter_time_s, iterations_done=done, attained_gpu_s=attained,
-               queued_since=queued_since)
+    return Job(
+        id=job_id,
+        tenant=tenant,
+        model=model,
+        batch_size=batch,
+        gpus=gpus,
+        iterations=iterations,
+        submit_time=submit,
+        iter_time_s=iter_time_s,
+        iterations_done=done,
+        attained_gpu_s=attained,
+        queued_since=queued_since,
+    )

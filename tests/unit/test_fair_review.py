@@ -39,9 +39,14 @@ def test_reclaim_preempts_no_victim_that_frees_no_gpu() -> None:
     c1 = job(2, gpus=1, tenant="c", iterations=100_000)
     c2 = job(3, gpus=4, tenant="c", iterations=5000)
     owner = job(4, gpus=4, tenant="b", submit=100.0)
-    s = Snapshot(100.0, Cluster.uniform(1, 8), (owner,),
-                 (running(a1, (0, 1, 2, 3), 0.0), running(c1, (0,), 10.0), running(c2, (4, 5, 6, 7), 20.0)),
-                 SchedulerConfig(), quotas)
+    s = Snapshot(
+        100.0,
+        Cluster.uniform(1, 8),
+        (owner,),
+        (running(a1, (0, 1, 2, 3), 0.0), running(c1, (0,), 10.0), running(c2, (4, 5, 6, 7), 20.0)),
+        SchedulerConfig(),
+        quotas,
+    )
     preempt, claimed = reclaim_preemptions(s, [owner], "p")
     assert claimed == (4,)
     assert [p.job_id for p in preempt] == [3]
@@ -54,9 +59,11 @@ def test_no_reclaim_for_an_owner_job_that_can_never_start() -> None:
     # (a, 2 GPUs, 100 s, t=200) may start whenever GPUs allow. Only job 2 stays unfinished.
     profile = FakeProfile(memory={"m": (10_000, 0), "huge": (60_000, 0)})
     quotas = {"a": TenantQuota(0), "b": TenantQuota(2)}
-    jobs = [job(1, gpus=4, tenant="a", iterations=1000),
-            job(2, gpus=2, tenant="b", model="huge", submit=100.0),
-            job(3, gpus=2, tenant="a", iterations=100, submit=200.0)]
+    jobs = [
+        job(1, gpus=4, tenant="a", iterations=1000),
+        job(2, gpus=2, tenant="b", model="huge", submit=100.0),
+        job(3, gpus=2, tenant="a", iterations=100, submit=200.0),
+    ]
     config = SimConfig(scheduler=SchedulerConfig(reclaim="preempt"), tenant_quotas=quotas)
     result = simulate(jobs, Cluster.uniform(1, 4), get_policy("sjf-bsbf-fair"), profile, config)
     assert result.unfinished == (2,)
@@ -102,15 +109,24 @@ def test_skipping_is_exact_when_the_head_appears_with_time_only() -> None:
     # at ≥ 5,420 > 1,000 with 1 > 0 spare GPUs: held. Job 2 starts at the round after 1,000: 1,020,
     # ends 1,520; job 3 at 1,560 (26 × 60), ends 6,560. Skipping idle rounds changes nothing.
     profile = FakeProfile(memory={"m": (30_000, 0)})
-    jobs = [job(1, gpus=3, iterations=1000), job(2, gpus=4, iterations=500, submit=10.0),
-            job(3, gpus=1, iterations=5000, submit=400.0), job(4, gpus=1, iterations=50, submit=400.0)]
+    jobs = [
+        job(1, gpus=3, iterations=1000),
+        job(2, gpus=4, iterations=500, submit=10.0),
+        job(3, gpus=1, iterations=5000, submit=400.0),
+        job(4, gpus=1, iterations=50, submit=400.0),
+    ]
     config = SimConfig(scheduler=SchedulerConfig(starvation_bound_s=300.0))
     cluster = Cluster.uniform(1, 4)
     fast = simulate(jobs, cluster, get_policy("sjf-bsbf-fair"), profile, config)
-    slow = simulate(jobs, cluster, get_policy("sjf-bsbf-fair"), profile,
-                    replace(config, skip_idle_rounds=False))
+    slow = simulate(
+        jobs, cluster, get_policy("sjf-bsbf-fair"), profile, replace(config, skip_idle_rounds=False)
+    )
     assert {o.job_id: (o.first_start, o.end_time) for o in fast.outcomes} == {
-        1: (0.0, 1000.0), 2: (1020.0, 1520.0), 3: (1560.0, 6560.0), 4: (420.0, 470.0)}
+        1: (0.0, 1000.0),
+        2: (1020.0, 1520.0),
+        3: (1560.0, 6560.0),
+        4: (420.0, 470.0),
+    }
     assert fast.outcomes == slow.outcomes and fast.timeline == slow.timeline
     assert fast.rounds < slow.rounds
 
@@ -123,8 +139,10 @@ def test_borrowed_work_finishes_while_owners_keep_arriving() -> None:
     profile = FakeProfile(memory={"m": (10_000, 0)})
     quotas = {"a": TenantQuota(0), "b": TenantQuota(8)}
     jobs = [job(1, gpus=4, tenant="a", iterations=3000), job(2, gpus=4, tenant="a", iterations=2000)]
-    jobs += [job(10 + k, gpus=8 if k % 3 == 0 else 4, tenant="b", iterations=100, submit=250.0 * k + 5)
-             for k in range(30)]
+    jobs += [
+        job(10 + k, gpus=8 if k % 3 == 0 else 4, tenant="b", iterations=100, submit=250.0 * k + 5)
+        for k in range(30)
+    ]
     config = SimConfig(scheduler=SchedulerConfig(reclaim="preempt"), tenant_quotas=quotas)
     result = simulate(jobs, Cluster.uniform(1, 8), get_policy("sjf-bsbf-fair"), profile, config)
     assert result.unfinished == () and len(result.outcomes) == 32
@@ -139,9 +157,14 @@ def test_decide_is_deterministic_and_mutates_nothing() -> None:
     quotas = {"a": TenantQuota(0), "b": TenantQuota(8)}
     a1, a2 = job(1, gpus=4, tenant="a", iterations=3000), job(2, gpus=4, tenant="a", iterations=2000)
     pending = (job(10, gpus=8, tenant="b", submit=100.0), job(11, gpus=4, tenant="b", submit=200.0))
-    s = Snapshot(500.0, Cluster.uniform(1, 8), pending,
-                 (running(a1, (0, 1, 2, 3), 0.0), running(a2, (4, 5, 6, 7), 10.0)),
-                 SchedulerConfig(starvation_bound_s=100.0), dict(quotas))
+    s = Snapshot(
+        500.0,
+        Cluster.uniform(1, 8),
+        pending,
+        (running(a1, (0, 1, 2, 3), 0.0), running(a2, (4, 5, 6, 7), 10.0)),
+        SchedulerConfig(starvation_bound_s=100.0),
+        dict(quotas),
+    )
     before = copy.deepcopy(s)
     profile = FakeProfile(memory={"m": (10_000, 0)})
     policy = get_policy("sjf-bsbf-fair")

@@ -34,8 +34,9 @@ from tests.unit.test_invariants import check_round, scenarios
 TENANTS = ("a", "b", "c")
 
 
-def outcome(job_id: int, tenant: str, submit: float, end: float, queue_s: float = 0.0,
-            gpu_s: float = 0.0) -> JobOutcome:
+def outcome(
+    job_id: int, tenant: str, submit: float, end: float, queue_s: float = 0.0, gpu_s: float = 0.0
+) -> JobOutcome:
     return JobOutcome(job_id, tenant, 1, submit, submit + queue_s, end, queue_s, gpu_s)
 
 
@@ -62,8 +63,10 @@ def test_charge_rates_hand_example() -> None:
         charge_rates([[1, 2, 3]], lambda a, b: 1.0)
 
 
-@given(st.lists(st.lists(st.integers(0, 5), min_size=1, max_size=2, unique=True), max_size=12),
-       st.lists(st.floats(0.5, 4.0), min_size=36, max_size=36))
+@given(
+    st.lists(st.lists(st.integers(0, 5), min_size=1, max_size=2, unique=True), max_size=12),
+    st.lists(st.floats(0.5, 4.0), min_size=36, max_size=36),
+)
 def test_charged_gpu_time_adds_up_to_busy_gpu_time(occupancy: list[list[int]], xi: list[float]) -> None:
     # invariant 7: whatever the slowdowns (ξ of a next to b = xi[6a + b]), the charges of all jobs
     # sum to the busy GPUs, each > 0
@@ -108,8 +111,10 @@ def test_guarantee_and_cap_violations_hand_example() -> None:
     # 8 GPUs; a (guarantee 4) holds 8 = job 1 (own, started 0) + job 2 (borrowed, started 50);
     # b (guarantee 4) has had a 4-GPU job waiting since t=800; now = 1,000 → waited 200 s.
     cluster = Cluster.uniform(1, 8)
-    run = (RunningJob(job(1, gpus=4, tenant="a"), Placement(1, (0, 1, 2, 3), 32, 0.0)),
-           RunningJob(job(2, gpus=4, tenant="a"), Placement(2, (4, 5, 6, 7), 32, 50.0)))
+    run = (
+        RunningJob(job(1, gpus=4, tenant="a"), Placement(1, (0, 1, 2, 3), 32, 0.0)),
+        RunningJob(job(2, gpus=4, tenant="a"), Placement(2, (4, 5, 6, 7), 32, 50.0)),
+    )
     waiting = job(3, gpus=4, tenant="b", submit=800.0)
     s = Snapshot(1000.0, cluster, (waiting,), run)
     quotas = {"a": 4, "b": 4}
@@ -134,13 +139,20 @@ def quota_scenarios(draw: st.DrawFn) -> tuple[Snapshot, FakeProfile]:
 
     pending = tuple(spread(j) for j in snapshot.pending)
     running = tuple(RunningJob(spread(rj.job), rj.placement) for rj in snapshot.running)
-    quotas = {t: TenantQuota(draw(st.integers(0, 6)), draw(st.sampled_from([None, 0, 1, 4])))
-              for t in TENANTS if draw(st.booleans())}
-    config = dataclasses.replace(snapshot.config, reclaim=draw(st.sampled_from(["preempt", "bound", "both"])),
-                                 borrow_bound_s=draw(st.sampled_from([10.0, 3600.0])),
-                                 starvation_bound_s=draw(st.sampled_from([20.0, 1e9])))
-    return dataclasses.replace(snapshot, pending=pending, running=running, config=config,
-                               tenant_quotas=quotas), profile
+    quotas = {
+        t: TenantQuota(draw(st.integers(0, 6)), draw(st.sampled_from([None, 0, 1, 4])))
+        for t in TENANTS
+        if draw(st.booleans())
+    }
+    config = dataclasses.replace(
+        snapshot.config,
+        reclaim=draw(st.sampled_from(["preempt", "bound", "both"])),
+        borrow_bound_s=draw(st.sampled_from([10.0, 3600.0])),
+        starvation_bound_s=draw(st.sampled_from([20.0, 1e9])),
+    )
+    return dataclasses.replace(
+        snapshot, pending=pending, running=running, config=config, tenant_quotas=quotas
+    ), profile
 
 
 def usage_after(snapshot: Snapshot, d) -> dict[str, int]:  # noqa: ANN001 - RoundDecisions
@@ -186,8 +198,10 @@ def test_quota_invariant_every_policy(name: str, case: tuple[Snapshot, FakeProfi
         j = pending[s.job_id]
         usage[j.tenant] = usage.get(j.tenant, 0) + j.gpus
         if usage[j.tenant] > quotas.get(j.tenant, TenantQuota(0)).guaranteed_gpus:
-            assert (j.remaining_time_s <= snapshot.config.borrow_bound_s
-                    or wait_s(j, snapshot.now) >= snapshot.config.starvation_bound_s)
+            assert (
+                j.remaining_time_s <= snapshot.config.borrow_bound_s
+                or wait_s(j, snapshot.now) >= snapshot.config.starvation_bound_s
+            )
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -211,8 +225,11 @@ def test_release_invariant_fair_policy_preempts_only_borrowed_work(
     before = usage_by_tenant(snapshot.running)
     for rj in snapshot.running:
         if rj.job.id in preempted:
-            assert any(j.tenant != rj.job.tenant and before.get(j.tenant, 0) + j.gpus
-                       <= quotas.get(j.tenant, TenantQuota(0)).guaranteed_gpus for j in snapshot.pending)
+            assert any(
+                j.tenant != rj.job.tenant
+                and before.get(j.tenant, 0) + j.gpus <= quotas.get(j.tenant, TenantQuota(0)).guaranteed_gpus
+                for j in snapshot.pending
+            )
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -232,12 +249,15 @@ def test_starvation_invariant_reservation(case: tuple[Snapshot, FakeProfile], bo
     min_sub = snapshot.config.min_sub_batch
 
     def could_ever_start(j) -> bool:  # noqa: ANN001 - a Job
-        return 1 <= j.gpus <= healthy and any(profile.memory_mb(j, b) <= largest
-                                              for b in profile.sub_batches(j, min_sub))
+        return 1 <= j.gpus <= healthy and any(
+            profile.memory_mb(j, b) <= largest for b in profile.sub_batches(j, min_sub)
+        )
 
     now = snapshot.now
-    starving = sorted((j for j in snapshot.pending if wait_s(j, now) >= bound and could_ever_start(j)),
-                      key=lambda j: (j.waiting_since, j.submit_time, j.id))
+    starving = sorted(
+        (j for j in snapshot.pending if wait_s(j, now) >= bound and could_ever_start(j)),
+        key=lambda j: (j.waiting_since, j.submit_time, j.id),
+    )
     if not starving or starving[0].id in {s.job_id for s in d.starts}:
         return
     head = starving[0]
@@ -262,7 +282,8 @@ def test_generous_quotas_change_no_decision_of_the_paper_policies() -> None:
         plain = get_policy(name).decide(Snapshot(0.0, cluster, tuple(jobs), ()), FakeProfile())
         quotas = dict.fromkeys(TENANTS, 4)
         generous = get_policy(name).decide(
-            Snapshot(0.0, cluster, tuple(jobs), (), SchedulerConfig(), quotas), FakeProfile())
+            Snapshot(0.0, cluster, tuple(jobs), (), SchedulerConfig(), quotas), FakeProfile()
+        )
         assert plain.starts == generous.starts and plain.preemptions == generous.preemptions
 
 
@@ -271,8 +292,10 @@ def test_guarantee_monitor_counts_from_when_the_owner_became_entitled() -> None:
     # entitled-and-blocked from t=1,000 (the first look); grace 120 s → not yet at 1,100 (100 s),
     # a violation at 1,200 (200 s > 120 s) although it had waited since 800 all along
     cluster = Cluster.uniform(1, 8)
-    run = (RunningJob(job(1, gpus=4, tenant="a"), Placement(1, (0, 1, 2, 3), 32, 0.0)),
-           RunningJob(job(2, gpus=4, tenant="a"), Placement(2, (4, 5, 6, 7), 32, 50.0)))
+    run = (
+        RunningJob(job(1, gpus=4, tenant="a"), Placement(1, (0, 1, 2, 3), 32, 0.0)),
+        RunningJob(job(2, gpus=4, tenant="a"), Placement(2, (4, 5, 6, 7), 32, 50.0)),
+    )
     waiting = (job(3, gpus=4, tenant="b", submit=800.0),)
     monitor = GuaranteeMonitor({"a": 4, "b": 4}, grace_s=120.0)
     monitor.observe(Snapshot(1000.0, cluster, waiting, run))

@@ -33,8 +33,10 @@ MODELS = ("a", "b", "c")
 
 @st.composite
 def profiles(draw: st.DrawFn) -> FakeProfile:
-    memory = {m: (draw(st.sampled_from([2000, 6000, 12_000, 20_000, 30_000])),
-                  draw(st.sampled_from([0, 50, 200]))) for m in MODELS}
+    memory = {
+        m: (draw(st.sampled_from([2000, 6000, 12_000, 20_000, 30_000])), draw(st.sampled_from([0, 50, 200])))
+        for m in MODELS
+    }
     xi = st.floats(0.8, 2.5, allow_nan=False)
     slowdowns = {(a, b): (draw(xi), draw(xi)) for a in MODELS for b in MODELS}
     overhead = draw(st.sampled_from([0.0, 0.1, 0.5]))
@@ -51,22 +53,33 @@ def scenarios(draw: st.DrawFn) -> tuple[Snapshot, FakeProfile]:
     profile = draw(profiles())
     nodes, per_node = draw(st.integers(1, 3)), draw(st.integers(1, 4))
     memory_mb = draw(st.sampled_from([16_000, 49_140]))
-    gpus = tuple(GPU(n * per_node + i, f"node-{n:02d}", i, memory_mb, healthy=draw(st.integers(0, 7)) > 0)
-                 for n in range(nodes) for i in range(per_node))
-    config = SchedulerConfig(memory_reserve_mb=draw(st.sampled_from([0, 1024])),
-                             min_sub_batch=draw(st.sampled_from([1, 8])),
-                             max_jobs_per_gpu=draw(st.sampled_from([1, 2, 2])))
+    gpus = tuple(
+        GPU(n * per_node + i, f"node-{n:02d}", i, memory_mb, healthy=draw(st.integers(0, 7)) > 0)
+        for n in range(nodes)
+        for i in range(per_node)
+    )
+    config = SchedulerConfig(
+        memory_reserve_mb=draw(st.sampled_from([0, 1024])),
+        min_sub_batch=draw(st.sampled_from([1, 8])),
+        max_jobs_per_gpu=draw(st.sampled_from([1, 2, 2])),
+    )
     next_id = iter(range(1, 1000))
 
     def new_job(gang: int, running: bool) -> Job:
         iterations = draw(st.integers(1, 3000))
-        return Job(id=next(next_id), tenant="t", model=draw(st.sampled_from(MODELS)),
-                   batch_size=draw(st.sampled_from([8, 32])), gpus=gang, iterations=iterations,
-                   submit_time=float(draw(st.integers(0, 50))),
-                   iter_time_s=draw(st.sampled_from([0.1, 1.0, 3.0])),
-                   iterations_done=draw(st.floats(0, iterations if running else 0)),
-                   attained_gpu_s=float(draw(st.sampled_from([0, 1000, 5000, 20_000]))),
-                   queued_since=draw(st.sampled_from([None, 0.0, 50.0])))
+        return Job(
+            id=next(next_id),
+            tenant="t",
+            model=draw(st.sampled_from(MODELS)),
+            batch_size=draw(st.sampled_from([8, 32])),
+            gpus=gang,
+            iterations=iterations,
+            submit_time=float(draw(st.integers(0, 50))),
+            iter_time_s=draw(st.sampled_from([0.1, 1.0, 3.0])),
+            iterations_done=draw(st.floats(0, iterations if running else 0)),
+            attained_gpu_s=float(draw(st.sampled_from([0, 1000, 5000, 20_000]))),
+            queued_since=draw(st.sampled_from([None, 0.0, 50.0])),
+        )
 
     on_gpu: dict[int, list[tuple[Job, int]]] = defaultdict(list)
     running: list[RunningJob] = []
@@ -75,8 +88,12 @@ def scenarios(draw: st.DrawFn) -> tuple[Snapshot, FakeProfile]:
         j = new_job(gang, running=True)
         sub = draw(st.sampled_from(profile.sub_batches(j)))
         # a valid starting state: ≤ 2 jobs per GPU and their memory fits
-        free = [g for g in gpus if len(on_gpu[g.id]) < config.max_jobs_per_gpu
-                and fits(profile, [*on_gpu[g.id], (j, sub)], g, config.memory_reserve_mb)]
+        free = [
+            g
+            for g in gpus
+            if len(on_gpu[g.id]) < config.max_jobs_per_gpu
+            and fits(profile, [*on_gpu[g.id], (j, sub)], g, config.memory_reserve_mb)
+        ]
         if len(free) < gang:
             continue
         chosen = draw(st.lists(st.sampled_from(free), min_size=gang, max_size=gang, unique=True))
@@ -84,8 +101,9 @@ def scenarios(draw: st.DrawFn) -> tuple[Snapshot, FakeProfile]:
             on_gpu[g.id].append((j, sub))
         running.append(RunningJob(j, Placement(j.id, tuple(sorted(g.id for g in chosen)), sub, 0.0)))
     pending = [new_job(draw(st.integers(1, 4)), running=False) for _ in range(draw(st.integers(0, 8)))]
-    snapshot = Snapshot(now=100.0, cluster=Cluster(gpus), pending=tuple(pending), running=tuple(running),
-                        config=config)
+    snapshot = Snapshot(
+        now=100.0, cluster=Cluster(gpus), pending=tuple(pending), running=tuple(running), config=config
+    )
     return snapshot, profile
 
 
@@ -131,8 +149,14 @@ def check_round(name: str, snapshot: Snapshot, profile: FakeProfile, d: RoundDec
             assert len(on_gpu[g]) == 1  # exclusive policies
 
 
-def check_shares(name: str, profile: FakeProfile, j: Job, s: Start, on_gpu: dict[int, list[tuple[Job, int]]],
-                 sub_of: dict[int, int]) -> None:
+def check_shares(
+    name: str,
+    profile: FakeProfile,
+    j: Job,
+    s: Start,
+    on_gpu: dict[int, list[tuple[Job, int]]],
+    sub_of: dict[int, int],
+) -> None:
     """The start's Share explanations name exactly the jobs already on its GPUs, with the values of
     the pairwise rule recomputed here from the profile (the gang at its slowest GPU's ξ)."""
     partners = {p.id: p for g in s.gpu_ids for p, _ in on_gpu[g]}
@@ -162,8 +186,15 @@ def test_round_invariants(name: str, case: tuple[Snapshot, FakeProfile]) -> None
     check_round(name, snapshot, profile, decisions)
     # deterministic, whatever the input order; explain=False changes no decision
     again = get_policy(name).decide(
-        Snapshot(snapshot.now, snapshot.cluster, tuple(reversed(snapshot.pending)),
-                 tuple(reversed(snapshot.running)), snapshot.config), profile)
+        Snapshot(
+            snapshot.now,
+            snapshot.cluster,
+            tuple(reversed(snapshot.pending)),
+            tuple(reversed(snapshot.running)),
+            snapshot.config,
+        ),
+        profile,
+    )
     assert (again.starts, again.preemptions) == (decisions.starts, decisions.preemptions)
     quiet = get_policy(name).decide(snapshot, profile, explain=False)
     assert (quiet.starts, quiet.preemptions) == (decisions.starts, decisions.preemptions)
@@ -180,8 +211,9 @@ class BruteForceFinder(BestBenefitFinder):
     def find(self, job: Job, need: int) -> SharePlan | str:
         judged = []
         for resident in self._state.residents.values():
-            plan = plan_pair(self._profile, job, resident.job, resident.sub_batch, resident.room_mb,
-                             self._min_sub)
+            plan = plan_pair(
+                self._profile, job, resident.job, resident.sub_batch, resident.room_mb, self._min_sub
+            )
             if plan is not None and plan.beneficial:
                 row = (plan.t_con_s, resident.job.submit_time, resident.job.id, plan.sub_batch, resident)
                 judged.append(row)
@@ -208,9 +240,16 @@ def crowded(draw: st.DrawFn) -> tuple[Snapshot, FakeProfile]:
     config = SchedulerConfig(memory_reserve_mb=0, min_sub_batch=draw(st.sampled_from([1, 4])))
 
     def new_job(job_id: int, gang: int) -> Job:
-        return Job(id=job_id, tenant="t", model=draw(st.sampled_from(MODELS)), batch_size=32, gpus=gang,
-                   iterations=draw(st.integers(1, 5000)), submit_time=float(draw(st.integers(0, 3))),
-                   iter_time_s=draw(st.sampled_from([0.5, 1.0, 2.0])))
+        return Job(
+            id=job_id,
+            tenant="t",
+            model=draw(st.sampled_from(MODELS)),
+            batch_size=32,
+            gpus=gang,
+            iterations=draw(st.integers(1, 5000)),
+            submit_time=float(draw(st.integers(0, 3))),
+            iter_time_s=draw(st.sampled_from([0.5, 1.0, 2.0])),
+        )
 
     running = []
     for g in range(cluster.size):
@@ -251,7 +290,12 @@ def test_reused_policy_object_decides_like_a_fresh_one(name: str, case: tuple[Sn
 # that remembering options computed under another sub-batch floor would change decisions
 SHARED_PROFILE = FakeProfile(
     memory={"a": (6000, 200), "b": (12_000, 50), "c": (2000, 0)},
-    slowdowns={("a", "b"): (1.2, 1.4), ("b", "c"): (2.0, 1.1), ("a", "a"): (1.6, 1.6), ("c", "c"): (0.9, 1.3),
-               **{(x, 2, y, sub): (1.0, 1.0) for x in MODELS for y in MODELS for sub in (8, 32)}},
+    slowdowns={
+        ("a", "b"): (1.2, 1.4),
+        ("b", "c"): (2.0, 1.1),
+        ("a", "a"): (1.6, 1.6),
+        ("c", "c"): (0.9, 1.3),
+        **{(x, 2, y, sub): (1.0, 1.0) for x in MODELS for y in MODELS for sub in (8, 32)},
+    },
     accum_overhead=0.0,
 )

@@ -22,10 +22,14 @@ from scheduling.sim.loaders import (
     parse_gavel_job_type,
 )
 
-TIRESIAS_HEADER = ("job_id,num_gpu,submit_time,iterations,model_name,batch_size,duration,interval,"
-                   "iteration_time,resource_time_0,resource_time_1,resource_time_2,priority\n")
-CHRONUS_HEADER = ("job_id,user,num_gpu,submit_time,iterations,model_name,duration,interval,"
-                  "expect_time_list,expect_value_list,best_effort,job_type\n")
+TIRESIAS_HEADER = (
+    "job_id,num_gpu,submit_time,iterations,model_name,batch_size,duration,interval,"
+    "iteration_time,resource_time_0,resource_time_1,resource_time_2,priority\n"
+)
+CHRONUS_HEADER = (
+    "job_id,user,num_gpu,submit_time,iterations,model_name,duration,interval,"
+    "expect_time_list,expect_value_list,best_effort,job_type\n"
+)
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -37,10 +41,14 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
 def test_tiresias_csv_converts_milliseconds(tmp_path: Path) -> None:
     # Row 1: submit 2020 ms = 2.02 s; 226 ms per iteration = 0.226 s; 2836 it -> 640.936 s.
     # Row 2 is submitted earlier (6.18 s vs 31.876 s) but listed later: output is sorted.
-    path = write(tmp_path, "t.csv", TIRESIAS_HEADER
-                 + "35,1,31876,3723,shufflenet_v2_x1_0,128,5794000,535000,798,706.0,59,0.0,0\n"
-                 + "3,8,2020,2836,vgg19,16,165835000,15000,226,82.0,88,60.0,1\n"
-                 + "33,2,6180,294,a2c,64,162000,16000,555,502.0,14,0.4,0\n")
+    path = write(
+        tmp_path,
+        "t.csv",
+        TIRESIAS_HEADER
+        + "35,1,31876,3723,shufflenet_v2_x1_0,128,5794000,535000,798,706.0,59,0.0,0\n"
+        + "3,8,2020,2836,vgg19,16,165835000,15000,226,82.0,88,60.0,1\n"
+        + "33,2,6180,294,a2c,64,162000,16000,555,502.0,14,0.4,0\n",
+    )
     trace = load_traces(path)
     assert trace.formats == ("tiresias",)
     assert [j.id for j in trace.jobs] == [3, 33, 35]
@@ -57,9 +65,13 @@ def test_tiresias_csv_converts_milliseconds(tmp_path: Path) -> None:
 
 def test_chronus_csv_is_in_seconds_with_user_as_tenant(tmp_path: Path) -> None:
     # 747 s / 5049 it = 0.147950 s per iteration; submit 8555 s as is.
-    path = write(tmp_path, "c.csv", CHRONUS_HEADER
-                 + "0,vc_6214e9,1,8555,5049,vgg16,747,14,1105,10,0,strict\n"
-                 + "1,vc_ed69ec,4,832,296,mobilenet_v2,98,8,128,10,0,strict\n")
+    path = write(
+        tmp_path,
+        "c.csv",
+        CHRONUS_HEADER
+        + "0,vc_6214e9,1,8555,5049,vgg16,747,14,1105,10,0,strict\n"
+        + "1,vc_ed69ec,4,832,296,mobilenet_v2,98,8,128,10,0,strict\n",
+    )
     trace = load_traces(path)
     assert trace.formats == ("chronus",)
     first, second = trace.jobs  # sorted by submit time: job 1 (832 s) first
@@ -84,8 +96,11 @@ def test_gavel_tsv_run_time_is_steps_over_throughput(tmp_path: Path) -> None:
     folder = tmp_path / "vc"
     folder.mkdir()
     write(folder, "aaa111.trace", gavel_line("ResNet-50 (batch size 64)", 1000, 6.0, 1))
-    write(folder, "bbb222.trace",
-          gavel_line("A3C", 30, 0.0, 2) + gavel_line("Unknown (batch size 4)", 9, 1.0, 1))
+    write(
+        folder,
+        "bbb222.trace",
+        gavel_line("A3C", 30, 0.0, 2) + gavel_line("Unknown (batch size 4)", 9, 1.0, 1),
+    )
     trace = load_traces(folder, throughput=fake_throughput)
     assert trace.formats == ("gavel",)
     a3c, resnet = trace.jobs  # A3C arrives at 0 s, ResNet-50 at 6 s
@@ -109,18 +124,27 @@ def test_parse_gavel_job_type() -> None:
 
 
 def test_bad_rows_are_counted_with_reasons(tmp_path: Path) -> None:
-    path = write(tmp_path, "c.csv", CHRONUS_HEADER
-                 + "0,vc_a,0,10,100,vgg16,50,1,1,1,0,strict\n"      # 0 GPUs
-                 + "1,vc_a,0,11,100,vgg16,50,1,1,1,0,strict\n"      # 0 GPUs
-                 + "2,vc_a,64,12,100,vgg16,50,1,1,1,0,strict\n"     # more than the 32 GPUs
-                 + "3,vc_a,1,13,0,vgg16,50,1,1,1,0,strict\n"        # no iterations
-                 + "4,vc_a,one,14,100,vgg16,50,1,1,1,0,strict\n"    # not a number
-                 + "5,vc_b,2,15,100,vgg16,50,1,1,1,0,strict\n"     # fine
-                 + "6,vc_b,-4,16,100,vgg16,50,1,1,1,0,strict\n")   # negative GPU count
+    path = write(
+        tmp_path,
+        "c.csv",
+        CHRONUS_HEADER
+        + "0,vc_a,0,10,100,vgg16,50,1,1,1,0,strict\n"  # 0 GPUs
+        + "1,vc_a,0,11,100,vgg16,50,1,1,1,0,strict\n"  # 0 GPUs
+        + "2,vc_a,64,12,100,vgg16,50,1,1,1,0,strict\n"  # more than the 32 GPUs
+        + "3,vc_a,1,13,0,vgg16,50,1,1,1,0,strict\n"  # no iterations
+        + "4,vc_a,one,14,100,vgg16,50,1,1,1,0,strict\n"  # not a number
+        + "5,vc_b,2,15,100,vgg16,50,1,1,1,0,strict\n"  # fine
+        + "6,vc_b,-4,16,100,vgg16,50,1,1,1,0,strict\n",
+    )  # negative GPU count
     trace = load_traces(path, max_gpus=32)
     assert [j.id for j in trace.jobs] == [5]
-    assert trace.rejected == {REASON_ZERO_GPUS: 2, REASON_TOO_MANY_GPUS: 1, REASON_NO_ITERATIONS: 1,
-                              REASON_MALFORMED: 1, REASON_NEGATIVE_GPUS: 1}
+    assert trace.rejected == {
+        REASON_ZERO_GPUS: 2,
+        REASON_TOO_MANY_GPUS: 1,
+        REASON_NO_ITERATIONS: 1,
+        REASON_MALFORMED: 1,
+        REASON_NEGATIVE_GPUS: 1,
+    }
     assert REASON_NEGATIVE_GPUS == "asks for a negative number of GPUs"
     assert trace.rows == 7
 
@@ -166,8 +190,13 @@ def test_missing_and_unknown_inputs(tmp_path: Path) -> None:
 @pytest.mark.shared_data
 @pytest.mark.parametrize(
     ("name", "rows"),
-    [("sjfbsbf-testbed-61.csv", 61), ("muri-testbed-400.csv", 400), ("muri-sim-trace1.csv", 1494),
-     ("muri-sim-trace3.csv", 992), ("muri-sim-trace4.csv", 2638)],
+    [
+        ("sjfbsbf-testbed-61.csv", 61),
+        ("muri-testbed-400.csv", 400),
+        ("muri-sim-trace1.csv", 1494),
+        ("muri-sim-trace3.csv", 992),
+        ("muri-sim-trace4.csv", 2638),
+    ],
 )
 def test_real_tiresias_traces(shared_data: Path, name: str, rows: int) -> None:
     trace = load_traces(shared_data / "traces" / name)

@@ -138,9 +138,12 @@ def test_uniform_cluster_takes_the_fast_path() -> None:
     assert (outcome.gpu_ids, outcome.sub_batch) == ((0, 1), 16)  # 42,000 > 40,000 ≥ 26,000
 
 
-@pytest.mark.xfail(strict=True, reason="sharing (_apply_share) takes the partner finder's sub-batch, "
-                                       "chosen from the residents' room only; the idle GPUs' memory is "
-                                       "checked after the fact, never used to pick a smaller sub-batch")
+@pytest.mark.xfail(
+    strict=True,
+    reason="sharing (_apply_share) takes the partner finder's sub-batch, "
+    "chosen from the residents' room only; the idle GPUs' memory is "
+    "checked after the fact, never used to pick a smaller sub-batch",
+)
 def test_sharing_with_a_smaller_idle_gpu_picks_a_sub_batch_that_fits_it() -> None:
     # node-00: GPU 0 (80,000) runs resident job 9 ("small", 1,000 MB at b = 32); node-01: GPU 1
     # (40,000) idle. Job 1 ("grow", 2 GPUs) needs 1 GPU beyond the idle one → shares GPU 0. Room
@@ -150,6 +153,7 @@ def test_sharing_with_a_smaller_idle_gpu_picks_a_sub_batch_that_fits_it() -> Non
     # (26,000 MB) fits both GPUs. Wanted: start on (0, 1) at b = 16.
     c = cluster((1, 80_000), (1, 40_000))
     resident = job(9, model="small", iterations=1000)
-    d = get_policy("sjf-bsbf").decide(snap(c, [job(1, gpus=2, model="grow")], [running(resident, (0,))]),
-                                      PROFILE)
+    d = get_policy("sjf-bsbf").decide(
+        snap(c, [job(1, gpus=2, model="grow")], [running(resident, (0,))]), PROFILE
+    )
     assert [(s.gpu_ids, s.sub_batch) for s in d.starts] == [((0, 1), 16)]

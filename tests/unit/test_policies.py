@@ -29,8 +29,13 @@ def running(j: Job, gpu_ids: tuple[int, ...], sub_batch: int | None = None) -> R
     return RunningJob(j, Placement(j.id, gpu_ids, sub_batch or j.batch_size, 0.0))
 
 
-def snap(cluster: Cluster, pending: list[Job], run: list[RunningJob] | None = None, now: float = 1000.0,
-         **config: int) -> Snapshot:
+def snap(
+    cluster: Cluster,
+    pending: list[Job],
+    run: list[RunningJob] | None = None,
+    now: float = 1000.0,
+    **config: int,
+) -> Snapshot:
     return Snapshot(now, cluster, tuple(pending), tuple(run or ()), SchedulerConfig(**config))
 
 
@@ -132,8 +137,11 @@ def test_jobs_needing_a_whole_gpu_never_share(name: str) -> None:
     assert started(d) == {1: (0,)}
     assert waiting(d) == {2}
     # …and with one already running, the other still waits (and nothing is preempted: job 1 is shorter)
-    d = decide(name, snap(cluster, [job(2, iterations=20, submit=1)], [running(job(1, iterations=10), (0,))]),
-               profile)
+    d = decide(
+        name,
+        snap(cluster, [job(2, iterations=20, submit=1)], [running(job(1, iterations=10), (0,))]),
+        profile,
+    )
     assert d.starts == () and d.preemptions == ()
     assert waiting(d) == {2}
 
@@ -359,8 +367,10 @@ def test_bsbf_job_started_alone_this_round_becomes_a_resident() -> None:
 def test_bsbf_picks_sub_batch_under_memory() -> None:
     # Same numbers as test_sharing: incoming "a" (mem 1,000 + 100·b), resident "b" (10,000 MB, B =
     # 100 s), GPU 12,800 MB → room 1,776 MB → b = 4 (T_con 165 < T_seq 185), 8 accumulation steps.
-    profile = FakeProfile(memory={"a": (1000, 100), "b": (10_000, 0)},
-                          slowdowns={("a", 16, "b", 32): (1.2, 1.2), ("a", 8, "b", 32): (1.05, 1.05)})
+    profile = FakeProfile(
+        memory={"a": (1000, 100), "b": (10_000, 0)},
+        slowdowns={("a", 16, "b", 32): (1.2, 1.2), ("a", 8, "b", 32): (1.05, 1.05)},
+    )
     run = [running(job(100, model="b"), (0,))]
     d = decide("sjf-bsbf", snap(Cluster.uniform(1, 1, 12_800), [job(1, model="a")], run), profile)
     (start,) = d.starts
@@ -384,8 +394,10 @@ def test_bsbf_gang_combines_idle_and_shared_gpus() -> None:
 
 
 def test_bsbf_no_sharing_when_config_forbids_pairs() -> None:
-    d = decide("sjf-bsbf", snap(Cluster.uniform(1, 1), [job(2, iterations=2000), job(1, iterations=100)],
-                                max_jobs_per_gpu=1))
+    d = decide(
+        "sjf-bsbf",
+        snap(Cluster.uniform(1, 1), [job(2, iterations=2000), job(1, iterations=100)], max_jobs_per_gpu=1),
+    )
     assert started(d) == {1: (0,)}
     assert waiting(d) == {2}
 
@@ -425,8 +437,16 @@ def test_job_too_big_for_any_gpu_waits_without_blocking(name: str) -> None:
     assert "49140 MB" in next(w.reason for w in d.waits if w.job_id == 1)
 
 
-TRACE_MODELS = [("vgg16", 16), ("vgg19", 16), ("resnet18", 128), ("shufflenet_v2_x1_0", 128),
-                ("bert", 4), ("gpt2", 4), ("dqn", 128), ("a2c", 64)]
+TRACE_MODELS = [
+    ("vgg16", 16),
+    ("vgg19", 16),
+    ("resnet18", 128),
+    ("shufflenet_v2_x1_0", 128),
+    ("bert", 4),
+    ("gpt2", 4),
+    ("dqn", 128),
+    ("a2c", 64),
+]
 
 
 def test_bsbf_with_the_shipped_profile_follows_the_pairwise_rule() -> None:
@@ -444,8 +464,13 @@ def test_bsbf_with_the_shipped_profile_follows_the_pairwise_rule() -> None:
         for resident_model, resident_batch in TRACE_MODELS:
             resident = Job(100, "t", resident_model, resident_batch, 1, 2000, 0.0, 0.2)
             incoming = Job(1, "t", waiting_model, waiting_batch, 1, 1000, 1.0, 0.2)
-            expected = plan_pair(profile, incoming, resident, resident_batch,
-                                 room - profile.memory_mb(resident, resident_batch))
+            expected = plan_pair(
+                profile,
+                incoming,
+                resident,
+                resident_batch,
+                room - profile.memory_mb(resident, resident_batch),
+            )
             d = get_policy("sjf-bsbf").decide(snap(cluster, [incoming], [running(resident, (0,))]), profile)
             pays = expected is not None and expected.beneficial
             assert bool(d.starts) is pays, (waiting_model, resident_model)

@@ -33,8 +33,15 @@ def running(j: Job, gpu_ids: tuple[int, ...], start: float = 0.0) -> RunningJob:
     return RunningJob(j, Placement(j.id, gpu_ids, j.batch_size, start))
 
 
-def snap(pending: list[Job], run: list[RunningJob], quotas: dict, *, cluster: Cluster = EIGHT,
-         now: float = 1000.0, **config: object) -> Snapshot:
+def snap(
+    pending: list[Job],
+    run: list[RunningJob],
+    quotas: dict,
+    *,
+    cluster: Cluster = EIGHT,
+    now: float = 1000.0,
+    **config: object,
+) -> Snapshot:
     return Snapshot(now, cluster, tuple(pending), tuple(run), SchedulerConfig(**config), quotas)
 
 
@@ -165,10 +172,18 @@ def test_reclaim_preempts_the_borrowed_job_with_the_most_remaining_time() -> Non
     # job 3 (2 GPUs, started at 100, P = 10,000 s) and job 4 (2 GPUs, started at 200, P = 50 s),
     # both borrowed. b's job (2 GPUs, within its guarantee 4) needs 2: job 3, with the most left,
     # is preempted, not job 4, the latest started, which is about to finish
-    a = [job(1, gpus=2, tenant="a"), job(2, gpus=2, tenant="a"),
-         job(3, gpus=2, tenant="a", iterations=10_000), job(4, gpus=2, tenant="a", iterations=50)]
-    run = [running(a[0], (0, 1), 0.0), running(a[1], (2, 3), 50.0), running(a[2], (4, 5), 100.0),
-           running(a[3], (6, 7), 200.0)]
+    a = [
+        job(1, gpus=2, tenant="a"),
+        job(2, gpus=2, tenant="a"),
+        job(3, gpus=2, tenant="a", iterations=10_000),
+        job(4, gpus=2, tenant="a", iterations=50),
+    ]
+    run = [
+        running(a[0], (0, 1), 0.0),
+        running(a[1], (2, 3), 50.0),
+        running(a[2], (4, 5), 100.0),
+        running(a[3], (6, 7), 200.0),
+    ]
     owner = job(5, gpus=2, tenant="b", submit=900.0)
     s = snap([owner], run, QUOTAS)
     preempt, claimed = reclaim_preemptions(s, [owner], "p")
@@ -179,8 +194,11 @@ def test_reclaim_preempts_the_borrowed_job_with_the_most_remaining_time() -> Non
 
 def borrowing_trace() -> list[Job]:
     # A: job 1 (4 GPUs, 1,000 s) and job 2 (4 GPUs, 600 s) at t=0; B: job 3 (4 GPUs, 500 s) at t=100
-    return [job(1, gpus=4, tenant="a", iterations=1000), job(2, gpus=4, tenant="a", iterations=600),
-            job(3, gpus=4, tenant="b", iterations=500, submit=100.0)]
+    return [
+        job(1, gpus=4, tenant="a", iterations=1000),
+        job(2, gpus=4, tenant="a", iterations=600),
+        job(3, gpus=4, tenant="b", iterations=500, submit=100.0),
+    ]
 
 
 def test_sim_bound_reclaim_b_starts_when_the_borrowed_job_ends() -> None:
@@ -259,8 +277,9 @@ def test_fair_order_starving_head_first_then_aged_sjf() -> None:
     # also past the bound (5,000 s), but not the head: keeps its aged place,
     # key 50,000/(1 + 5,000/3,600) = 20,930 s — behind the fresh job
     old_long = job(5, iterations=50_000, submit=5000.0)
-    s = snap([fresh, long_wait, old_long, old], [], {}, now=10_000.0, starvation_bound_s=3600.0,
-             aging_s=3600.0)
+    s = snap(
+        [fresh, long_wait, old_long, old], [], {}, now=10_000.0, starvation_bound_s=3600.0, aging_s=3600.0
+    )
     assert aged_key(long_wait, 10_000.0, 3600.0) == 1500.0
     assert round(aged_key(old_long, 10_000.0, 3600.0)) == 20_930
     head = starving_head(s, lambda _job: True)
@@ -274,8 +293,12 @@ def test_starving_head_skips_jobs_that_cannot_start_now() -> None:
     # job 2 needs 60,000 MB on GPUs of 49,140 MB at every sub-batch, job 3 would take tenant a to
     # 4 GPUs above its cap of 0 + 2; job 4 can start: it is the head and holds the reservation
     profile = FakeProfile(memory={"m": (40_000, 0), "huge": (60_000, 0)})  # no two jobs share a GPU
-    pending = [job(1, gpus=16, submit=0.0), job(2, model="huge", submit=100.0),
-               job(3, gpus=4, tenant="a", submit=200.0), job(4, gpus=2, tenant="b", submit=300.0)]
+    pending = [
+        job(1, gpus=16, submit=0.0),
+        job(2, model="huge", submit=100.0),
+        job(3, gpus=4, tenant="a", submit=200.0),
+        job(4, gpus=2, tenant="b", submit=300.0),
+    ]
     busy = running(job(9, gpus=8, tenant="c", iterations=100_000), tuple(range(8)))
     quotas = {"a": TenantQuota(0, 2), "b": TenantQuota(0), "c": TenantQuota(8)}
     s = snap(pending, [busy], quotas, now=10_000.0, starvation_bound_s=3600.0)
@@ -285,8 +308,10 @@ def test_starving_head_skips_jobs_that_cannot_start_now() -> None:
     assert d.starts == () and "reserved for starving job 4" in reasons(d)[3]
     assert "only 8 healthy GPUs" in reasons(d)[1]
     # no job past the bound: no head
-    assert starving_head(snap(pending, [busy], quotas, now=10_000.0, starvation_bound_s=20_000.0),
-                         can_start) is None
+    assert (
+        starving_head(snap(pending, [busy], quotas, now=10_000.0, starvation_bound_s=20_000.0), can_start)
+        is None
+    )
 
 
 def test_reservation_holds_back_later_jobs_but_not_owners_within_guarantee() -> None:
@@ -336,8 +361,10 @@ def test_a_gang_needs_its_memory_on_its_smallest_gpu() -> None:
     profile = FakeProfile(memory={"big": (60_000, 0)})
     assert unfit_reason(job(1, gpus=2, model="big"), memory, profile, 1) is None
     reason = unfit_reason(job(2, gpus=3, model="big"), memory, profile, 1)
-    assert reason == ("needs more memory per GPU than the 3 largest healthy GPUs together (the smallest "
-                      "of them) (40000 MB) at every sub-batch down to 1")
+    assert reason == (
+        "needs more memory per GPU than the 3 largest healthy GPUs together (the smallest "
+        "of them) (40000 MB) at every sub-batch down to 1"
+    )
 
 
 @pytest.mark.parametrize("skip", [True, False])
@@ -346,9 +373,13 @@ def test_sim_an_idle_cluster_waits_for_the_starvation_bound_to_waive_the_borrow_
     # P = 1,000 s > borrow bound 200 s, so sjf (cannot preempt) refuses it until it has waited the
     # starvation bound, 600 s: it starts in the round at 600 s (10 × 60) and ends at 1,600 s. The
     # simulation must not stop at t=0 because the cluster is idle and the first round did nothing.
-    config = SimConfig(scheduler=SchedulerConfig(starvation_bound_s=600.0, borrow_bound_s=200.0),
-                       tenant_quotas={"a": TenantQuota(4)}, skip_idle_rounds=skip)
-    result = simulate([job(1, gpus=2, tenant="b", iterations=1000)], Cluster.uniform(1, 4),
-                      get_policy("sjf"), PLAIN, config)
+    config = SimConfig(
+        scheduler=SchedulerConfig(starvation_bound_s=600.0, borrow_bound_s=200.0),
+        tenant_quotas={"a": TenantQuota(4)},
+        skip_idle_rounds=skip,
+    )
+    result = simulate(
+        [job(1, gpus=2, tenant="b", iterations=1000)], Cluster.uniform(1, 4), get_policy("sjf"), PLAIN, config
+    )
     assert result.unfinished == ()
     assert [(o.first_start, o.end_time) for o in result.outcomes] == [(600.0, 1600.0)]

@@ -32,8 +32,9 @@ def test_branches_meet_where_both_end_together() -> None:
     assert pairwise_benefit(100, 100 * (1 + 1e-9), 1.2, 1.2)[1] == pytest.approx(120)
 
 
-@pytest.mark.parametrize(("xi", "pays"), [(1.0, True), (1.3, True), (1.49, True), (1.5, False), (1.51, False),
-                                          (2.0, False)])
+@pytest.mark.parametrize(
+    ("xi", "pays"), [(1.0, True), (1.3, True), (1.49, True), (1.5, False), (1.51, False), (2.0, False)]
+)
 def test_symmetric_slowdown_pays_iff_below_one_and_a_half(xi: float, pays: bool) -> None:
     # ξa = ξb = ξ, b ends first (A=1000, B=100): T_seq = 100 + 500 = 600,
     # T_con = 500 + (1 − 1/(2ξ))·ξ·100 = 500 + (ξ − 0.5)·100 → T_con < T_seq ⇔ ξ < 1.5 (MODEL.md §2)
@@ -43,8 +44,15 @@ def test_symmetric_slowdown_pays_iff_below_one_and_a_half(xi: float, pays: bool)
     assert shares(t_seq, t_con) is pays
 
 
-@pytest.mark.parametrize(("args", "word"), [((-1, 10, 1.2, 1.2), "≥ 0 s"), ((10, -1, 1.2, 1.2), "≥ 0 s"),
-                                            ((10, 10, 0.4, 1.2), "0.5"), ((10, 10, 1.2, 0.1), "0.5")])
+@pytest.mark.parametrize(
+    ("args", "word"),
+    [
+        ((-1, 10, 1.2, 1.2), "≥ 0 s"),
+        ((10, -1, 1.2, 1.2), "≥ 0 s"),
+        ((10, 10, 0.4, 1.2), "0.5"),
+        ((10, 10, 1.2, 0.1), "0.5"),
+    ],
+)
 def test_bad_arguments_raise(args: tuple[float, float, float, float], word: str) -> None:
     with pytest.raises(ValueError, match=word):
         pairwise_benefit(*args)

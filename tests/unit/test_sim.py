@@ -20,8 +20,16 @@ from scheduling.core.types import (
 from scheduling.sim.engine import SimConfig, SimResult, SimulationError, simulate
 
 
-def job(jid: int, submit: float, iterations: int, iter_s: float = 1.0, gpus: int = 1, model: str = "m",
-        tenant: str = "t", batch: int = 8) -> Job:
+def job(
+    jid: int,
+    submit: float,
+    iterations: int,
+    iter_s: float = 1.0,
+    gpus: int = 1,
+    model: str = "m",
+    tenant: str = "t",
+    batch: int = 8,
+) -> Job:
     return Job(jid, tenant, model, batch, gpus, iterations, submit, iter_s)
 
 
@@ -80,7 +88,7 @@ class Greedy:
         for j in sorted(snapshot.pending, key=self.key):
             if j.gpus > len(free):
                 break
-            gpus, free = tuple(free[: j.gpus]), free[j.gpus:]
+            gpus, free = tuple(free[: j.gpus]), free[j.gpus :]
             starts.append(Start(j.id, gpus, j.batch_size, 1))
         return RoundDecisions(self.name, snapshot.now, tuple(starts))
 
@@ -214,8 +222,13 @@ def test_preemption_keeps_progress_and_pays_the_restart_cost() -> None:
     a = pending[1]
     assert (a.iterations_done, a.attained_gpu_s, a.queued_since) == (60.0, 60.0, 60.0)
     # With restart cost 0 A would end at 160.
-    r0 = simulate([job(1, 0, 100), job(2, 30, 30)], one_gpu(), Scripted(script), FakeProfile(),
-                  SimConfig(restart_cost_s=0))
+    r0 = simulate(
+        [job(1, 0, 100), job(2, 30, 30)],
+        one_gpu(),
+        Scripted(script),
+        FakeProfile(),
+        SimConfig(restart_cost_s=0),
+    )
     assert ends(r0)[1] == 160.0
 
 
@@ -273,9 +286,17 @@ def _random_trace(n: int, seed: int) -> list[Job]:
     import random
 
     rng = random.Random(seed)
-    return [job(i, rng.choice([0, 0, 5, 37, 61, 130, 400]) + rng.random() * 300, rng.randint(5, 400),
-                iter_s=rng.choice([0.5, 1.0, 2.0]), gpus=rng.choice([1, 1, 1, 2, 4]),
-                model=rng.choice("ab")) for i in range(n)]
+    return [
+        job(
+            i,
+            rng.choice([0, 0, 5, 37, 61, 130, 400]) + rng.random() * 300,
+            rng.randint(5, 400),
+            iter_s=rng.choice([0.5, 1.0, 2.0]),
+            gpus=rng.choice([1, 1, 1, 2, 4]),
+            model=rng.choice("ab"),
+        )
+        for i in range(n)
+    ]
 
 
 @pytest.mark.parametrize("policy", [FIFO, SJF], ids=lambda p: p.name)
@@ -284,8 +305,9 @@ def test_skipping_idle_rounds_changes_nothing(policy: Greedy, on_events: bool) -
     jobs = _random_trace(60, seed=7)
     cluster = Cluster.uniform(2, 4)
     fast = simulate(jobs, cluster, policy, FakeProfile(), SimConfig(round_on_events=on_events))
-    slow = simulate(jobs, cluster, policy, FakeProfile(),
-                    SimConfig(round_on_events=on_events, skip_idle_rounds=False))
+    slow = simulate(
+        jobs, cluster, policy, FakeProfile(), SimConfig(round_on_events=on_events, skip_idle_rounds=False)
+    )
     assert fast.outcomes == slow.outcomes
     assert fast.timeline == slow.timeline
     assert fast.rounds < slow.rounds  # the skipping did skip something
@@ -343,8 +365,9 @@ def test_sjf_bsbf_shares_when_it_pays() -> None:
     from scheduling.core.policies import get_policy
 
     profile = FakeProfile(xi={("a", "b"): (1.2, 1.2)})
-    r = simulate([job(1, 0, 100, model="a"), job(2, 30, 30, model="b")], one_gpu(), get_policy("sjf-bsbf"),
-                 profile)
+    r = simulate(
+        [job(1, 0, 100, model="a"), job(2, 30, 30, model="b")], one_gpu(), get_policy("sjf-bsbf"), profile
+    )
     assert ends(r) == pytest.approx({1: 106.0, 2: 96.0})
 
 
@@ -382,12 +405,14 @@ def test_skipping_changes_nothing_with_registered_policies(name: str, on_events:
     from scheduling.core.policies import get_policy
 
     jobs = _random_trace(80, seed=11)
-    profile = FakeProfile(xi={("a", "b"): (1.3, 1.6), ("a", "a"): (1.4, 1.4), ("b", "b"): (2.5, 2.5)},
-                          mem_mb=15_000)
+    profile = FakeProfile(
+        xi={("a", "b"): (1.3, 1.6), ("a", "a"): (1.4, 1.4), ("b", "b"): (2.5, 2.5)}, mem_mb=15_000
+    )
     cluster = Cluster.uniform(2, 4)
     fast = simulate(jobs, cluster, get_policy(name), profile, SimConfig(round_on_events=on_events))
-    slow = simulate(jobs, cluster, get_policy(name), profile,
-                    SimConfig(round_on_events=on_events, skip_idle_rounds=False))
+    slow = simulate(
+        jobs, cluster, get_policy(name), profile, SimConfig(round_on_events=on_events, skip_idle_rounds=False)
+    )
     assert fast.outcomes == slow.outcomes
     assert fast.timeline == slow.timeline
     assert len(fast.outcomes) == 80
@@ -402,11 +427,13 @@ def test_skipping_changes_nothing_with_tenant_quotas(name: str, reclaim: str) ->
     from scheduling.core.types import SchedulerConfig, TenantQuota
 
     jobs = [replace(j, tenant="abc"[j.id % 3]) for j in _random_trace(80, seed=5)]
-    profile = FakeProfile(xi={("a", "b"): (1.3, 1.6), ("a", "a"): (1.4, 1.4), ("b", "b"): (2.5, 2.5)},
-                          mem_mb=15_000)
+    profile = FakeProfile(
+        xi={("a", "b"): (1.3, 1.6), ("a", "a"): (1.4, 1.4), ("b", "b"): (2.5, 2.5)}, mem_mb=15_000
+    )
     quotas = {"a": TenantQuota(4), "b": TenantQuota(2, 2), "c": TenantQuota(2)}
-    scheduler = SchedulerConfig(starvation_bound_s=600.0, aging_s=300.0, reclaim=reclaim,
-                                borrow_bound_s=200.0)
+    scheduler = SchedulerConfig(
+        starvation_bound_s=600.0, aging_s=300.0, reclaim=reclaim, borrow_bound_s=200.0
+    )
     config = SimConfig(scheduler=scheduler, tenant_quotas=quotas)
     cluster = Cluster.uniform(2, 4)
     fast = simulate(jobs, cluster, get_policy(name), profile, config)

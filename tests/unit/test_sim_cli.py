@@ -14,14 +14,18 @@ import pytest
 from scheduling.datapaths import REPO_ROOT
 from scheduling.sim.cli import main
 
-HEADER = ("job_id,num_gpu,submit_time,iterations,model_name,batch_size,duration,interval,"
-          "iteration_time,resource_time_0,resource_time_1,resource_time_2,priority\n")
+HEADER = (
+    "job_id,num_gpu,submit_time,iterations,model_name,batch_size,duration,interval,"
+    "iteration_time,resource_time_0,resource_time_1,resource_time_2,priority\n"
+)
 # Three jobs at t=0 (iteration_time in ms): job 0: 1 GPU, 100 it x 1 s; job 1: 1 GPU, 50 it x 1 s;
 # job 2: 2 GPUs, 10 it x 1 s. A third row asks for 0 GPUs and is rejected.
-TINY = HEADER + ("0,1,0,100,resnet18,128,0,0,1000,0,0,0,0\n"
-                 "1,1,0,50,vgg16,16,0,0,1000,0,0,0,0\n"
-                 "2,2,0,10,dqn,128,0,0,1000,0,0,0,0\n"
-                 "3,0,0,10,dqn,128,0,0,1000,0,0,0,0\n")
+TINY = HEADER + (
+    "0,1,0,100,resnet18,128,0,0,1000,0,0,0,0\n"
+    "1,1,0,50,vgg16,16,0,0,1000,0,0,0,0\n"
+    "2,2,0,10,dqn,128,0,0,1000,0,0,0,0\n"
+    "3,0,0,10,dqn,128,0,0,1000,0,0,0,0\n"
+)
 
 
 @pytest.fixture
@@ -42,19 +46,46 @@ def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
 
 def test_happy_path_table_and_json(tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out_json = tmp_path / "out.json"
-    code, out, _ = run_cli(["--trace", str(tiny), "--cluster", "1x2", "--policies", "fifo,sjf",
-                            "--json", str(out_json), "--no-progress"], capsys)
+    code, out, _ = run_cli(
+        [
+            "--trace",
+            str(tiny),
+            "--cluster",
+            "1x2",
+            "--policies",
+            "fifo,sjf",
+            "--json",
+            str(out_json),
+            "--no-progress",
+        ],
+        capsys,
+    )
     assert code == 0
     assert "fifo" in out and "sjf" in out and "asks for 0 GPUs: 1" in out
     report = json.loads(out_json.read_text())
     assert report["trace"] == "tiny.csv"
     assert report["rejected"] == {"asks for 0 GPUs": 1}
-    assert report["cluster"] == {"nodes": 1, "gpus_per_node": 2, "gpus": 2, "gpu_memory_mb": 49_140,
-                                 "gpu_type": "v100"}
+    assert report["cluster"] == {
+        "nodes": 1,
+        "gpus_per_node": 2,
+        "gpus": 2,
+        "gpu_memory_mb": 49_140,
+        "gpu_type": "v100",
+    }
     assert set(report["policies"]) == {"fifo", "sjf"}
     fifo, sjf = report["policies"]["fifo"], report["policies"]["sjf"]
-    keys = {"jobs", "avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s", "makespan_s", "avg_queue_s",
-            "gpu_util", "shared_gpu_time_frac", "per_tenant"}
+    keys = {
+        "jobs",
+        "avg_jct_s",
+        "p50_jct_s",
+        "p95_jct_s",
+        "p99_jct_s",
+        "makespan_s",
+        "avg_queue_s",
+        "gpu_util",
+        "shared_gpu_time_frac",
+        "per_tenant",
+    }
     assert keys <= fifo.keys()
     # FIFO on 2 GPUs: jobs 0 and 1 start at 0 (JCT 100, 50); job 2 needs both GPUs, which are free
     # at 100, so it starts at the round at 120 and ends at 130. Mean (100+50+130)/3 = 93.33;
@@ -67,8 +98,9 @@ def test_happy_path_table_and_json(tiny: Path, tmp_path: Path, capsys: pytest.Ca
     assert fifo["avg_queue_s"] == pytest.approx(40.0)
     assert fifo["gpu_util"] == pytest.approx(170 / 260)
     assert fifo["shared_gpu_time_frac"] == 0.0
-    assert fifo["per_tenant"] == {"default": {"jobs": 3, "avg_jct_s": pytest.approx(280 / 3),
-                                              "gpu_hours": pytest.approx(170 / 3600)}}
+    assert fifo["per_tenant"] == {
+        "default": {"jobs": 3, "avg_jct_s": pytest.approx(280 / 3), "gpu_hours": pytest.approx(170 / 3600)}
+    }
     # SJF: job 2 (10 s) first on both GPUs, 0..10; at the round at 60 jobs 1 and 0 start:
     # they end at 110 and 160. JCTs 10, 110, 160: p50 110, makespan 160.
     assert sjf["p50_jct_s"] == pytest.approx(110.0)
@@ -79,8 +111,20 @@ def test_happy_path_table_and_json(tiny: Path, tmp_path: Path, capsys: pytest.Ca
 
 def test_html_report_is_written(tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out_html = tmp_path / "out.html"
-    code, _, _ = run_cli(["--trace", str(tiny), "--cluster", "1x2", "--policies", "sjf,sjf-bsbf",
-                          "--html", str(out_html), "--no-progress"], capsys)
+    code, _, _ = run_cli(
+        [
+            "--trace",
+            str(tiny),
+            "--cluster",
+            "1x2",
+            "--policies",
+            "sjf,sjf-bsbf",
+            "--html",
+            str(out_html),
+            "--no-progress",
+        ],
+        capsys,
+    )
     assert code == 0
     html = out_html.read_text()
     assert html.startswith("<!DOCTYPE html>")
@@ -113,8 +157,9 @@ def test_html_report_is_written(tiny: Path, tmp_path: Path, capsys: pytest.Captu
         (["--grace-s", "-1"], "--grace-s must be a finite number ≥ 0, got -1.0"),
     ],
 )
-def test_bad_options(tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str],
-                     message: str) -> None:
+def test_bad_options(
+    tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
     out_json = tmp_path / "out.json"
     base = {"--trace": str(tiny), "--cluster": "1x2", "--json": str(out_json)}
     for flag, value in zip(args[::2], args[1::2], strict=True):
@@ -168,11 +213,13 @@ def test_output_folder_missing(tiny: Path, tmp_path: Path, capsys: pytest.Captur
 
 
 @pytest.mark.parametrize("flag", ["--json", "--html"])
-def test_output_path_is_a_folder(tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                 flag: str) -> None:
+def test_output_path_is_a_folder(
+    tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str
+) -> None:
     before = sorted(tmp_path.iterdir())
-    code, out, err = run_cli(["--trace", str(tiny), "--cluster", "1x2", flag, str(tmp_path),
-                              "--no-progress"], capsys)
+    code, out, err = run_cli(
+        ["--trace", str(tiny), "--cluster", "1x2", flag, str(tmp_path), "--no-progress"], capsys
+    )
     assert code == 2
     assert f"{flag} {tmp_path}: is a folder" in err
     assert "Traceback" not in err
@@ -180,8 +227,9 @@ def test_output_path_is_a_folder(tiny: Path, tmp_path: Path, capsys: pytest.Capt
     assert sorted(tmp_path.iterdir()) == before  # nothing written
 
 
-def test_output_folder_not_writable(tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_output_folder_not_writable(
+    tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Root ignores permission bits, so the folder's refusal is simulated at file creation, the
     # very call the probe makes (the tester's case was /proc/x.json).
     import tempfile
@@ -191,16 +239,18 @@ def test_output_folder_not_writable(tiny: Path, tmp_path: Path, capsys: pytest.C
 
     monkeypatch.setattr(tempfile, "mkstemp", refuse)
     target = tmp_path / "x.json"
-    code, out, err = run_cli(["--trace", str(tiny), "--cluster", "1x2", "--json", str(target),
-                              "--no-progress"], capsys)
+    code, out, err = run_cli(
+        ["--trace", str(tiny), "--cluster", "1x2", "--json", str(target), "--no-progress"], capsys
+    )
     assert code == 2
     assert f"--json {target}: cannot write in folder {tmp_path} (Permission denied)" in err
     assert "Traceback" not in err and out == ""
     assert not target.exists()
 
 
-def test_write_failure_after_simulation(tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_write_failure_after_simulation(
+    tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The folder passes the up-front probe but the disk fills during the final rename: a
     # one-line message, exit 2, and neither report nor temporary file is left behind.
     import os
@@ -212,8 +262,22 @@ def test_write_failure_after_simulation(tiny: Path, tmp_path: Path, capsys: pyte
 
     monkeypatch.setattr(report.os, "replace", disk_full)
     out_json, out_html = tmp_path / "r.json", tmp_path / "r.html"
-    code, _, err = run_cli(["--trace", str(tiny), "--cluster", "1x2", "--policies", "fifo",
-                            "--json", str(out_json), "--html", str(out_html), "--no-progress"], capsys)
+    code, _, err = run_cli(
+        [
+            "--trace",
+            str(tiny),
+            "--cluster",
+            "1x2",
+            "--policies",
+            "fifo",
+            "--json",
+            str(out_json),
+            "--html",
+            str(out_html),
+            "--no-progress",
+        ],
+        capsys,
+    )
     assert code == 2
     assert f"cannot write {out_json}: No space left on device" in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
@@ -233,8 +297,13 @@ def test_write_files_is_all_or_nothing(tmp_path: Path) -> None:
 
 def test_module_entry_point(tiny: Path) -> None:
     # The real `python -m scheduling.sim`: a usage error exits 2 without a traceback.
-    proc = subprocess.run([sys.executable, "-m", "scheduling.sim", "--trace", str(tiny), "--cluster", "2x0"],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "scheduling.sim", "--trace", str(tiny), "--cluster", "2x0"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert "impossible cluster '2x0'" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -247,8 +316,19 @@ def test_manage_py_simulate(tiny: Path, tmp_path: Path) -> None:
 
     out_json = tmp_path / "m.json"
     stdout = io.StringIO()
-    call_command(Command(), "--trace", str(tiny), "--cluster", "1x2", "--policies", "fifo",
-                 "--json", str(out_json), "--no-progress", stdout=stdout)
+    call_command(
+        Command(),
+        "--trace",
+        str(tiny),
+        "--cluster",
+        "1x2",
+        "--policies",
+        "fifo",
+        "--json",
+        str(out_json),
+        "--no-progress",
+        stdout=stdout,
+    )
     assert json.loads(out_json.read_text())["policies"]["fifo"]["jobs"] == 3
     assert "fifo" in stdout.getvalue()
     with pytest.raises(CommandError, match="impossible cluster") as info:
@@ -256,22 +336,46 @@ def test_manage_py_simulate(tiny: Path, tmp_path: Path) -> None:
     assert info.value.returncode == 2
     for flag in ("--json", "--html"):
         with pytest.raises(CommandError, match="is a folder") as info:
-            call_command(Command(), "--trace", str(tiny), "--cluster", "1x2", flag, str(tmp_path),
-                         "--no-progress", stdout=stdout)
+            call_command(
+                Command(),
+                "--trace",
+                str(tiny),
+                "--cluster",
+                "1x2",
+                flag,
+                str(tmp_path),
+                "--no-progress",
+                stdout=stdout,
+            )
         assert info.value.returncode == 2
     with pytest.raises(CommandError, match="at most 64 GPUs per node") as info:
         call_command(Command(), "--trace", str(tiny), "--cluster", "100000x100000", stdout=stdout)
     assert info.value.returncode == 2
 
 
-def test_jobs_that_never_fit_are_explained(tiny: Path, tmp_path: Path,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_jobs_that_never_fit_are_explained(
+    tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # 10 MB GPUs: a job's memory per GPU at any sub-batch is at least its static part (weights,
     # optimiser state, CUDA context: thousands of MB for resnet18, vgg16 and dqn), so none of the
     # 3 accepted jobs can start. Exit 0 (the input is legal) but a warning per policy and a count.
     out_json = tmp_path / "r.json"
-    code, out, err = run_cli(["--trace", str(tiny), "--cluster", "1x2", "--gpu-memory-mb", "10",
-                              "--policies", "fifo,sjf", "--json", str(out_json), "--no-progress"], capsys)
+    code, out, err = run_cli(
+        [
+            "--trace",
+            str(tiny),
+            "--cluster",
+            "1x2",
+            "--gpu-memory-mb",
+            "10",
+            "--policies",
+            "fifo,sjf",
+            "--json",
+            str(out_json),
+            "--no-progress",
+        ],
+        capsys,
+    )
     assert code == 0
     reason = "too little GPU memory, even at its smallest sub-batch"
     for policy in ("fifo", "sjf"):
@@ -284,8 +388,9 @@ def test_jobs_that_never_fit_are_explained(tiny: Path, tmp_path: Path,
 
 
 def test_no_warning_when_every_job_finishes(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run_cli(["--trace", str(tiny), "--cluster", "1x2", "--policies", "fifo",
-                              "--no-progress"], capsys)
+    code, out, err = run_cli(
+        ["--trace", str(tiny), "--cluster", "1x2", "--policies", "fifo", "--no-progress"], capsys
+    )
     assert code == 0
     assert "warning" not in err and "never start" not in out
 
@@ -311,7 +416,10 @@ def test_never_fit_reasons_by_hand() -> None:
         job(4, 3, 1_000),  # 3 GPUs asked, 2 healthy
     ]
     assert never_fit_reasons(jobs, cluster, load_default_profile()) == {
-        2: REASON_MEMORY_TOO_LARGE, 3: REASON_MEMORY_TOO_LARGE, 4: REASON_GANG_TOO_LARGE}
+        2: REASON_MEMORY_TOO_LARGE,
+        3: REASON_MEMORY_TOO_LARGE,
+        4: REASON_GANG_TOO_LARGE,
+    }
 
 
 def test_unfinished_reasons_count_the_rest_as_left_waiting() -> None:
@@ -331,19 +439,36 @@ def test_unfinished_reasons_count_the_rest_as_left_waiting() -> None:
     assert list(reasons.items()) == [(REASON_LEFT_WAITING, 2), (REASON_MEMORY_TOO_LARGE, 1)]
     summary = {"jobs": 4, "unfinished": 3, "unfinished_reasons": reasons}
     assert unfinished_warning("fifo", summary) == (
-        f"warning: fifo left 3 of 7 jobs unfinished ({REASON_LEFT_WAITING}: 2; {REASON_MEMORY_TOO_LARGE}: 1)")
+        f"warning: fifo left 3 of 7 jobs unfinished ({REASON_LEFT_WAITING}: 2; {REASON_MEMORY_TOO_LARGE}: 1)"
+    )
     assert unfinished_warning("fifo", {"jobs": 4, "unfinished": 0}) is None
 
 
 @pytest.mark.parametrize("reclaim", ["preempt", "bound", "both"])
-def test_quotas_file_adds_the_fairness_section(tiny: Path, tmp_path: Path,
-                                               capsys: pytest.CaptureFixture[str], reclaim: str) -> None:
+def test_quotas_file_adds_the_fairness_section(
+    tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], reclaim: str
+) -> None:
     quotas = tmp_path / "quotas.json"
     quotas.write_text('{"default": {"guaranteed_gpus": 2, "borrow_limit": 0}}', encoding="utf-8")
     out_json = tmp_path / "out.json"
-    code, out, _ = run_cli(["--trace", str(tiny), "--cluster", "1x2", "--policies", "fifo,sjf-bsbf-fair",
-                            "--quotas", str(quotas), "--reclaim", reclaim, "--json", str(out_json),
-                            "--no-progress"], capsys)
+    code, out, _ = run_cli(
+        [
+            "--trace",
+            str(tiny),
+            "--cluster",
+            "1x2",
+            "--policies",
+            "fifo,sjf-bsbf-fair",
+            "--quotas",
+            str(quotas),
+            "--reclaim",
+            reclaim,
+            "--json",
+            str(out_json),
+            "--no-progress",
+        ],
+        capsys,
+    )
     assert code == 0
     assert "Jain" in out and "quotas (guaranteed GPUs): default 2" in out
     report = json.loads(out_json.read_text())
@@ -362,12 +487,26 @@ def test_quotas_file_adds_the_fairness_section(tiny: Path, tmp_path: Path,
     assert fifo["avg_jct_s"] == pytest.approx(280 / 3)  # quotas do not change FIFO's schedule here
 
 
-def test_quotas_demand_gives_the_single_tenant_every_gpu(tiny: Path, tmp_path: Path,
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_quotas_demand_gives_the_single_tenant_every_gpu(
+    tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out_json = tmp_path / "out.json"
-    code, _, _ = run_cli(["--trace", str(tiny), "--cluster", "1x2", "--policies", "fifo",
-                          "--quotas", "demand",
-                          "--json", str(out_json), "--no-progress"], capsys)
+    code, _, _ = run_cli(
+        [
+            "--trace",
+            str(tiny),
+            "--cluster",
+            "1x2",
+            "--policies",
+            "fifo",
+            "--quotas",
+            "demand",
+            "--json",
+            str(out_json),
+            "--no-progress",
+        ],
+        capsys,
+    )
     assert code == 0
     report = json.loads(out_json.read_text())
     assert report["tenant_quotas"] == {"default": {"guaranteed_gpus": 2, "borrow_limit": None}}
@@ -375,8 +514,20 @@ def test_quotas_demand_gives_the_single_tenant_every_gpu(tiny: Path, tmp_path: P
 
 def test_no_quotas_no_fairness_table(tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out_json = tmp_path / "out.json"
-    code, out, _ = run_cli(["--trace", str(tiny), "--cluster", "1x2", "--policies", "fifo",
-                            "--json", str(out_json), "--no-progress"], capsys)
+    code, out, _ = run_cli(
+        [
+            "--trace",
+            str(tiny),
+            "--cluster",
+            "1x2",
+            "--policies",
+            "fifo",
+            "--json",
+            str(out_json),
+            "--no-progress",
+        ],
+        capsys,
+    )
     assert code == 0 and "Jain" not in out
     report = json.loads(out_json.read_text())
     assert "tenant_quotas" not in report
@@ -393,8 +544,10 @@ def test_fairness_summary_by_hand() -> None:
 
     # Window 0..3600 s. Tenant a: 2 GPUs for the hour = 2 GPU-h, no wait. Tenant b: 1 GPU from 1800
     # s, charged 1 GPU-h (say it shared), waited 1800 s.
-    outs = (JobOutcome(1, "a", 2, 0.0, 0.0, 3600.0, 0.0, 7200.0, 0.0, 0),
-            JobOutcome(2, "b", 1, 0.0, 1800.0, 3600.0, 1800.0, 3600.0, 1800.0, 0))
+    outs = (
+        JobOutcome(1, "a", 2, 0.0, 0.0, 3600.0, 0.0, 7200.0, 0.0, 0),
+        JobOutcome(2, "b", 1, 0.0, 1800.0, 3600.0, 1800.0, 3600.0, 1800.0, 0),
+    )
     result = SimResult("x", outs, (), (), 4, 1, 0, float("nan"))
     # Quotas a 3, b 1: shares 2/3 and 1/1 -> Jain (5/3)^2 / (2 x (4/9 + 1)) = (25/9) / (26/9) = 25/26.
     fair = fairness_summary(result, {"a": TenantQuota(3), "b": TenantQuota(1)}, violations=4)
@@ -420,5 +573,6 @@ def test_quota_warnings_name_what_looks_wrong() -> None:
     ]
     assert quota_warnings({"x": TenantQuota(2)}, [job(1, tenant="x")], 4) == [
         "the trace has one tenant (x): fairness across tenants is trivial; multi-tenant traces: "
-        "philly-vc/, chronus-philly-mix1.csv"]
+        "philly-vc/, chronus-philly-mix1.csv"
+    ]
     assert quota_warnings({"x": TenantQuota(2), "y": TenantQuota(2)}, jobs, 4) == []

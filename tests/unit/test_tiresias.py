@@ -29,8 +29,9 @@ def snapshot(now: float, pending: list[Job], run: list[RunningJob], gpus: int = 
 def run_both(jobs: list[Job]) -> tuple[dict[int, float], int]:
     """Ends and preemption count, checking that skipping idle rounds changes nothing."""
     fast = simulate(jobs, Cluster.uniform(1, 1), get_policy("tiresias"), FakeProfile())
-    slow = simulate(jobs, Cluster.uniform(1, 1), get_policy("tiresias"), FakeProfile(),
-                    SimConfig(skip_idle_rounds=False))
+    slow = simulate(
+        jobs, Cluster.uniform(1, 1), get_policy("tiresias"), FakeProfile(), SimConfig(skip_idle_rounds=False)
+    )
     assert fast.outcomes == slow.outcomes
     assert fast.preemptions == slow.preemptions
     return {o.job_id: o.end_time for o in fast.outcomes}, fast.preemptions
@@ -93,8 +94,9 @@ def test_promotion_after_the_stated_wait_then_no_demotion_for_a_new_job() -> Non
     # C arrives at 6,600 (high) but A, high and running, is ahead of it: no preemption.
     # Round 8,340: C starts (no cost) -> 8,440. B (low; starving only after 6,540 + 3,300 = 9,840)
     #   starts at round 8,460: 8,490 + 700 -> 9,190. Two preemptions.
-    ends, preemptions = run_both([job(1, iterations=5000), job(2, iterations=4000, submit=10),
-                                  job(3, iterations=100, submit=6600)])
+    ends, preemptions = run_both(
+        [job(1, iterations=5000), job(2, iterations=4000, submit=10), job(3, iterations=100, submit=6600)]
+    )
     assert ends == {1: 8330.0, 2: 9190.0, 3: 8440.0}
     assert preemptions == 2
 
@@ -133,6 +135,10 @@ def test_next_queue_change() -> None:
     assert next_queue_change(snapshot(1000.0, [low], [plain], 4)) == pytest.approx(4500.0)
     assert next_queue_change(snapshot(1000.0, [low], [promoted, plain], 4)) == pytest.approx(4000.0)
     assert queue_of(promoted.job, 1000.0, promoted) == 0
-    assert queue_of(promoted.job, 4000.0, running(job(3, attained=8200, submit=-6000,
-                                                      queued_since=-5000.0), 800.0)) == 1
+    assert (
+        queue_of(
+            promoted.job, 4000.0, running(job(3, attained=8200, submit=-6000, queued_since=-5000.0), 800.0)
+        )
+        == 1
+    )
     assert next_queue_change(snapshot(1000.0, [], [plain], 4)) == math.inf

@@ -37,8 +37,12 @@ class Command(BaseCommand):
         parser.add_argument("--gpu-memory-mb", type=int, default=49_140, help="memory per GPU, MB")
         parser.add_argument("--gpu-type", default="v100", help="GPU type")
         parser.add_argument("--prefix", default="node", help="node name prefix (default node)")
-        parser.add_argument("--token-file", default=None, metavar="PATH",
-                            help="write the agent tokens here as JSON {node: token} (agent --token-file)")
+        parser.add_argument(
+            "--token-file",
+            default=None,
+            metavar="PATH",
+            help="write the agent tokens here as JSON {node: token} (agent --token-file)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:

@@ -16,8 +16,16 @@ from scheduling.core.policies.tiresias import TiresiasPolicy
 from scheduling.core.types import Policy
 
 _POLICIES: dict[str, type] = {
-    cls.name: cls for cls in (FifoPolicy, SjfPolicy, SrtfPolicy, TiresiasPolicy, SjfFfsPolicy, SjfBsbfPolicy,
-                              SjfBsbfFairPolicy)
+    cls.name: cls
+    for cls in (
+        FifoPolicy,
+        SjfPolicy,
+        SrtfPolicy,
+        TiresiasPolicy,
+        SjfFfsPolicy,
+        SjfBsbfPolicy,
+        SjfBsbfFairPolicy,
+    )
 }
 
 POLICY_NAMES: tuple[str, ...] = tuple(_POLICIES)

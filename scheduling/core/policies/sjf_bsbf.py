@@ -253,10 +253,13 @@ class BestBenefitFinder:
             got += len(take)
             _push_next(heap, group, options, index + 1)
         if got < need:
-            fitting = sum(len(g.entries) for g in self._groups.values()
-                          if self._options(job, shape_id, g, prune)[0])
-            return (f"needs {need} more GPUs than the idle ones; sharing pays (T_con < T_seq) on only "
-                    f"{got} resident GPUs ({fitting} resident jobs have memory room for it)")
+            fitting = sum(
+                len(g.entries) for g in self._groups.values() if self._options(job, shape_id, g, prune)[0]
+            )
+            return (
+                f"needs {need} more GPUs than the idle ones; sharing pays (T_con < T_seq) on only "
+                f"{got} resident GPUs ({fitting} resident jobs have memory room for it)"
+            )
         return self._plan(job, partners, min(subs_chosen))
 
     def _plan(self, job: Job, partners: list[tuple[Resident, tuple[int, ...]]], sub: int) -> SharePlan | str:
@@ -267,16 +270,22 @@ class BestBenefitFinder:
             return f"no common sub-batch fits the memory of all {len(partners)} partners"
         explained = gang_shares(p, job, sub, [(r.job, r.sub_batch, ids) for r, ids in partners])
         if not all(shares(s.t_seq_s, s.t_con_s) for s in explained):
-            return (f"sharing pays pair by pair, but not for the gang at the common sub-batch {sub} "
-                    f"with {len(partners)} partners")
+            return (
+                f"sharing pays pair by pair, but not for the gang at the common sub-batch {sub} "
+                f"with {len(partners)} partners"
+            )
         detail = "; ".join(
             f"job {s.partner_id} on GPU{'s' if len(s.gpu_ids) > 1 else ''} {','.join(map(str, s.gpu_ids))}: "
             f"ξ {s.xi_self:.2f}/{s.xi_partner:.2f}, T_con {s.t_con_s:.0f} s < T_seq {s.t_seq_s:.0f} s"
             for s in explained
         )
-        return SharePlan(sub, tuple(partners), explained,
-                         f"best sharing benefit first, sub-batch {sub} "
-                         f"({job.batch_size // sub} accumulation steps): {detail}")
+        return SharePlan(
+            sub,
+            tuple(partners),
+            explained,
+            f"best sharing benefit first, sub-batch {sub} "
+            f"({job.batch_size // sub} accumulation steps): {detail}",
+        )
 
 
 class SjfBsbfPolicy:
@@ -309,8 +318,13 @@ class SjfBsbfPolicy:
         """Decisions for this round; deterministic, mutates none of its inputs (it keeps pure caches
         of profile answers between rounds, see :class:`_Memo`)."""
         memo = self._memo = _Memo(profile) if self._memo is None else self._memo.fresh(profile)
-        return sharing_round(snapshot, memo.profile, self.name,
-                             lambda state, _profile: BestBenefitFinder(state, memo), explain=explain)
+        return sharing_round(
+            snapshot,
+            memo.profile,
+            self.name,
+            lambda state, _profile: BestBenefitFinder(state, memo),
+            explain=explain,
+        )
 
 
 def _push_next(heap: list, group: _Group, options: list[SubBatchOption], index: int) -> None:

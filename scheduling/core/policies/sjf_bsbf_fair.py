@@ -46,8 +46,11 @@ def starving_head(snapshot: Snapshot, can_start: Callable[[Job], bool]) -> Job |
     now, config = snapshot.now, snapshot.config
     # a heap, not a sort: the oldest starving job is usually the head (ids are unique, so the
     # tuples never compare jobs)
-    starving = [(j.waiting_since, j.submit_time, j.id, j) for j in snapshot.pending
-                if wait_s(j, now) >= config.starvation_bound_s]
+    starving = [
+        (j.waiting_since, j.submit_time, j.id, j)
+        for j in snapshot.pending
+        if wait_s(j, now) >= config.starvation_bound_s
+    ]
     if not starving:
         return None
     heapq.heapify(starving)
@@ -67,8 +70,10 @@ def fair_order(snapshot: Snapshot, head: Job | None = None) -> list[Job]:
     :func:`starving_head`) first, then every other job by the aged key
     ``P_j / (1 + wait/aging_s)`` (ties: submit time, id). Times in s."""
     now, aging_s = snapshot.now, snapshot.config.aging_s
-    rest = sorted((j for j in snapshot.pending if head is None or j.id != head.id),
-                  key=lambda j: (aged_key(j, now, aging_s), j.submit_time, j.id))
+    rest = sorted(
+        (j for j in snapshot.pending if head is None or j.id != head.id),
+        key=lambda j: (aged_key(j, now, aging_s), j.submit_time, j.id),
+    )
     return rest if head is None else [head, *rest]
 
 
@@ -108,7 +113,13 @@ class SjfBsbfFairPolicy:
             kept = tuple(rj for rj in snapshot.running if rj.job.id not in gone)
             snapshot = replace(snapshot, running=kept)
         return sharing_round(
-            snapshot, memo.profile, self.name, lambda state, _profile: BestBenefitFinder(state, memo),
-            explain=explain, order=order, starving=lambda job: job.id == head_id,
-            preemptions=preemptions, can_preempt=True,
+            snapshot,
+            memo.profile,
+            self.name,
+            lambda state, _profile: BestBenefitFinder(state, memo),
+            explain=explain,
+            order=order,
+            starving=lambda job: job.id == head_id,
+            preemptions=preemptions,
+            can_preempt=True,
         )

@@ -51,15 +51,21 @@ class FirstFitFinder:
                     partners.append((resident, take))
                     got += len(take)
                     if got == need:
-                        shares = gang_shares(profile, job, sub,
-                                             [(r.job, r.sub_batch, ids) for r, ids in partners])
+                        shares = gang_shares(
+                            profile, job, sub, [(r.job, r.sub_batch, ids) for r, ids in partners]
+                        )
                         names = ", ".join(str(r.job.id) for r, _ in partners)
-                        return SharePlan(sub, tuple(partners), shares,
-                                         f"first fit: shares with job {names} at sub-batch {sub} "
-                                         f"(no benefit check)")
+                        return SharePlan(
+                            sub,
+                            tuple(partners),
+                            shares,
+                            f"first fit: shares with job {names} at sub-batch {sub} (no benefit check)",
+                        )
         smallest = profile.memory_mb(job, subs[-1])
-        return (f"needs {need} more GPUs than the idle ones; fewer resident GPUs have "
-                f"{smallest:.0f} MB free (its smallest sub-batch, {subs[-1]})")
+        return (
+            f"needs {need} more GPUs than the idle ones; fewer resident GPUs have "
+            f"{smallest:.0f} MB free (its smallest sub-batch, {subs[-1]})"
+        )
 
 
 class SjfFfsPolicy:

@@ -18,20 +18,29 @@ def describe(record: Round | None) -> str:
     if record is None:
         return "round skipped: another round holds the lease"
     label = f"round {record.pk}" if record.pk is not None else "round (unchanged, not recorded)"
-    return (f"{label} {record.policy}: {record.n_started} started, {record.n_waiting} waiting, "
-            f"{record.n_preempted} preempted in {record.duration_ms:.1f} ms")
+    return (
+        f"{label} {record.policy}: {record.n_started} started, {record.n_waiting} waiting, "
+        f"{record.n_preempted} preempted in {record.duration_ms:.1f} ms"
+    )
 
 
 class Command(BaseCommand):
-    help = ("Run scheduling rounds in a loop (the embedded default's scheduler; production uses "
-            "Celery beat). Prints one line per round; Ctrl-C stops it cleanly.")
+    help = (
+        "Run scheduling rounds in a loop (the embedded default's scheduler; production uses "
+        "Celery beat). Prints one line per round; Ctrl-C stops it cleanly."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--interval", type=float, default=None,
-                            help="seconds between round starts (default: SHAREWISE_ROUND_INTERVAL_S, 10)")
+        parser.add_argument(
+            "--interval",
+            type=float,
+            default=None,
+            help="seconds between round starts (default: SHAREWISE_ROUND_INTERVAL_S, 10)",
+        )
         parser.add_argument("--once", action="store_true", help="run one round and exit")
-        parser.add_argument("--policy", default=None,
-                            help=f"policy ({', '.join(POLICY_NAMES)}; default SHAREWISE_POLICY)")
+        parser.add_argument(
+            "--policy", default=None, help=f"policy ({', '.join(POLICY_NAMES)}; default SHAREWISE_POLICY)"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         interval = options["interval"]
