@@ -28,9 +28,10 @@ from functools import lru_cache
 from typing import Any
 
 from django.db import connection
-from django.db.models import Avg, Count, FloatField, Func, Max, Min, Q, Sum, Value
+from django.db.models import Avg, Count, Max, Min, Q, Sum, Value
 from django.utils import timezone
 
+from cluster.expressions import BinIndex, EpochSeconds
 from cluster.models import GPU, Job, JobEvent, Membership, Node, Placement, Quota, Tenant
 from scheduling import figures
 from scheduling.core.metrics import jain_index
@@ -303,40 +304,6 @@ def cluster_map_payload(viewer: Viewer) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------- timeline
-class EpochSeconds(Func):
-    """A timestamp column as seconds since 1970-01-01 UTC (float, millisecond precision).
-
-    Computed by the database so that thousands of rows are not parsed into ``datetime`` objects
-    one by one (on SQLite Django parses each with a regular expression).
-    """
-
-    output_field = FloatField()
-    template = "EXTRACT(EPOCH FROM %(expressions)s)"
-
-    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
-        # Django stores UTC text; julianday() of the Unix epoch is 2440587.5
-        return self.as_sql(
-            compiler, connection, template="((julianday(%(expressions)s) - 2440587.5) * 86400.0)", **extra
-        )
-
-    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
-        return self.as_sql(
-            compiler, connection, template="EXTRACT(EPOCH FROM %(expressions)s)::float8", **extra
-        )
-
-
-class BinIndex(Func):
-    """``floor(x)``, for a bin number. SQLite has no native FLOOR (Django's is a Python function
-    called per row), so there a cast to integer, which truncates: the same for ``x ≥ 0``, and
-    the callers clamp negative bins to 0 anyway."""
-
-    output_field = FloatField()
-    function = "FLOOR"
-
-    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
-        return self.as_sql(compiler, connection, template="CAST(%(expressions)s AS INTEGER)", **extra)
-
-
 def _raw_rows(queryset: Any) -> list[tuple]:
     """The rows of a ``values_list`` queryset without Django's per-row conversion (ints, floats,
     strings; booleans as 0/1 on SQLite). Annotations must come last in ``values_list``: that is

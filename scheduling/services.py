@@ -50,10 +50,11 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, transaction
-from django.db.models import F, FloatField, Func, Max, Model, OuterRef, Q, Subquery, Value
+from django.db.models import F, Max, Model, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
+from cluster.expressions import EpochSeconds
 from cluster.models import GPU, Job, JobEvent, Node, Placement, Quota
 from scheduling.core import types as core
 from scheduling.core.policies import get_policy
@@ -235,22 +236,6 @@ def node_takes_jobs(status: str, last_heartbeat: datetime | None, now: datetime,
     if status != Node.Status.READY:
         return False
     return last_heartbeat is None or (now - last_heartbeat).total_seconds() <= timeout_s
-
-
-class EpochSeconds(Func):
-    """A timestamp column as POSIX seconds (float), computed by the database: parsing 10,000
-    datetimes in Python costs more than the rest of the snapshot query."""
-
-    output_field = FloatField()
-
-    def as_postgresql(self, compiler: Any, conn: Any, **extra: Any) -> Any:
-        return self.as_sql(compiler, conn, template="EXTRACT(EPOCH FROM %(expressions)s)::float8", **extra)
-
-    def as_sqlite(self, compiler: Any, conn: Any, **extra: Any) -> Any:
-        # SQLite stores UTC text; julianday() reads it (day 2440587.5 is 1970-01-01T00:00Z).
-        return self.as_sql(
-            compiler, conn, template="(julianday(%(expressions)s) - 2440587.5) * 86400.0", **extra
-        )
 
 
 def attained_after_run(now: datetime) -> Any:

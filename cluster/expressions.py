@@ -1,0 +1,42 @@
+"""Database expressions the service and the dashboard compute in SQL rather than in Python.
+
+Parsing thousands of timestamps into ``datetime`` objects one by one costs more than the rest of a
+snapshot or dashboard query (on SQLite Django parses each with a regular expression), so these
+turn columns into plain numbers inside the database, the same on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import FloatField, Func
+
+
+class EpochSeconds(Func):
+    """A timestamp column as POSIX seconds (float): µs precision on PostgreSQL, ms on SQLite."""
+
+    output_field = FloatField()
+    template = "EXTRACT(EPOCH FROM %(expressions)s)"
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        # Django stores UTC text; julianday() of the Unix epoch is 2440587.5
+        return self.as_sql(
+            compiler, connection, template="((julianday(%(expressions)s) - 2440587.5) * 86400.0)", **extra
+        )
+
+    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        return self.as_sql(
+            compiler, connection, template="EXTRACT(EPOCH FROM %(expressions)s)::float8", **extra
+        )
+
+
+class BinIndex(Func):
+    """``floor(x)``, for a bin number. SQLite has no native FLOOR (Django's is a Python function
+    called per row), so there a cast to integer, which truncates: the same for ``x ≥ 0``, and
+    the callers clamp negative bins to 0 anyway."""
+
+    output_field = FloatField()
+    function = "FLOOR"
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        return self.as_sql(compiler, connection, template="CAST(%(expressions)s AS INTEGER)", **extra)

@@ -1,0 +1,56 @@
+"""Cluster shapes (``NODESxGPUS``) and node names, the same for the simulator, the service's
+``load_cluster``, the demo and the agent's ``--fleet``, so a simulated cluster and a live one
+carry the same node names."""
+
+from __future__ import annotations
+
+import re
+
+#: Most GPUs one node may have (no server holds more).
+MAX_GPUS_PER_NODE = 64
+#: Most GPUs a shape may have in total (the simulator keeps every GPU in memory).
+MAX_TOTAL_GPUS = 100_000
+
+_SHAPE = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\d+)\s*$")
+
+
+class ShapeError(ValueError):
+    """A cluster shape that is malformed or out of bounds; the message says which and why."""
+
+
+def parse_shape(text: str, *, max_nodes: int | None = None) -> tuple[int, int]:
+    """``"4x8"`` → ``(4, 8)``: nodes, GPUs per node.
+
+    Raises :class:`ShapeError` for a text that is not ``NODESxGPUS``, fewer than one node or GPU
+    per node, more than :data:`MAX_GPUS_PER_NODE` GPUs per node, more than ``max_nodes`` nodes
+    (when given) or more than :data:`MAX_TOTAL_GPUS` GPUs in total.
+    """
+    match = _SHAPE.match(text) if isinstance(text, str) else None
+    if match is None:
+        raise ShapeError(f"cluster shape must look like NODESxGPUS, e.g. 4x8; got {text!r}")
+    nodes, gpus = int(match[1]), int(match[2])
+    check_shape(nodes, gpus, max_nodes=max_nodes)
+    return nodes, gpus
+
+
+def check_shape(nodes: int, gpus_per_node: int, *, max_nodes: int | None = None) -> None:
+    """Raise :class:`ShapeError` unless ``nodes`` × ``gpus_per_node`` is a possible cluster (see
+    :func:`parse_shape` for the bounds)."""
+    if nodes < 1 or gpus_per_node < 1:
+        raise ShapeError(
+            f"a cluster needs at least one node and one GPU per node, got {nodes}x{gpus_per_node}"
+        )
+    if gpus_per_node > MAX_GPUS_PER_NODE:
+        raise ShapeError(f"at most {MAX_GPUS_PER_NODE} GPUs per node, got {gpus_per_node}")
+    if max_nodes is not None and nodes > max_nodes:
+        raise ShapeError(f"at most {max_nodes:,} nodes, got {nodes:,}")
+    if nodes * gpus_per_node > MAX_TOTAL_GPUS:
+        raise ShapeError(f"at most {MAX_TOTAL_GPUS:,} GPUs in total, got {nodes * gpus_per_node:,}")
+
+
+def node_names(nodes: int, prefix: str = "node", start: int = 0) -> list[str]:
+    """``prefix-00``, ``prefix-01``, …: ``nodes`` names numbered from ``start``, with two digits
+    at least and as many as the largest number needs (``node-000`` … ``node-127`` for 128)."""
+    last = start + nodes - 1
+    width = max(2, len(str(max(last, 0))))
+    return [f"{prefix}-{n:0{width}d}" for n in range(start, start + nodes)]
