@@ -3,7 +3,7 @@
 Pages need a Django login (session); the JSON endpoints answer ``401 {"error": …}`` to an
 anonymous caller, ``403`` to a user who is neither staff nor a member of a tenant, and ``400``
 for a bad query parameter. Scoping (admin: whole cluster; member: own tenant) is decided once
-per request by :func:`frontend.data.viewer_of` and applied by every payload function.
+per request by :func:`frontend.payloads.common.viewer_of` and applied by every payload function.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from frontend import data
+from frontend.payloads import cluster_map, decisions, fairness, queue, timeline
+from frontend.payloads.common import viewer_of
 
 #: How often the page polls each endpoint (ms) unless ``?poll=`` says otherwise.
 DEFAULT_POLL_MS = 2000
@@ -26,11 +27,11 @@ DEFAULT_POLL_MS = 2000
 #: Endpoints: URL name → (payload function, query parameter, default, lowest, highest).
 Endpoint = tuple[Callable[..., dict[str, Any]], str | None, int, int, int]
 ENDPOINTS: dict[str, Endpoint] = {
-    "cluster-map": (data.cluster_map_payload, None, 0, 0, 0),
-    "timeline": (data.timeline_payload, "window", 3600, 60, 7 * 86400),
-    "decisions": (data.decisions_payload, "rounds", 5, 1, 50),
-    "fairness": (data.fairness_payload, "window", 3600, 300, 7 * 86400),
-    "queue": (data.queue_payload, "limit", 100, 1, 1000),
+    "cluster-map": (cluster_map.cluster_map_payload, None, 0, 0, 0),
+    "timeline": (timeline.timeline_payload, "window", 3600, 60, 7 * 86400),
+    "decisions": (decisions.decisions_payload, "rounds", 5, 1, 50),
+    "fairness": (fairness.fairness_payload, "window", 3600, 300, 7 * 86400),
+    "queue": (queue.queue_payload, "limit", 100, 1, 1000),
 }
 
 #: Plotly draws with inline styles; every script, image, font and request stays on this origin.
@@ -78,7 +79,7 @@ def with_csp(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
 @login_required(login_url="frontend:login")
 def dashboard(request: HttpRequest) -> HttpResponse:
     """The dashboard page: cluster map, timeline, sharing decisions, fairness, queue."""
-    viewer = data.viewer_of(request.user)
+    viewer = viewer_of(request.user)
     if viewer is None:
         return render(request, "frontend/forbidden.html", status=403)
     try:
@@ -91,10 +92,10 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 @require_GET
 @never_cache
 def endpoint(request: HttpRequest, name: str) -> JsonResponse:
-    """One JSON endpoint of :data:`ENDPOINTS` (see :mod:`frontend.data` for the body)."""
+    """One JSON endpoint of :data:`ENDPOINTS` (see :mod:`frontend.payloads` for the body)."""
     if not request.user.is_authenticated:
         return _error("log in first (session authentication)", 401)
-    viewer = data.viewer_of(request.user)
+    viewer = viewer_of(request.user)
     if viewer is None:
         return _error("this account is neither a cluster admin nor a member of a tenant", 403)
     payload, param, default, lo, hi = ENDPOINTS[name]

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from frontend.data import _Bins, _shared_intervals, _usage_bins
+from frontend.payloads.bins import Bins, usage_bins
+from frontend.payloads.timeline import shared_intervals
 
 
 def test_bins_split_an_interval_across_partial_and_full_bins() -> None:
-    bins = _Bins(start_s=1000.0, width_s=10.0, bins=4)
+    bins = Bins(start_s=1000.0, width_s=10.0, bins=4)
     bins.add(7, 1005.0, 1027.0, 1.0)  # 5 s in bin 0, 10 s in bin 1, 7 s in bin 2
     bins.add(7, 990.0, 1050.0, 0.5)  # clipped to [1000, 1040]: 5 GPU-s per bin
     bins.add(8, 1031.0, 1033.0, 2.0)  # inside bin 3: 2 × 2 s
@@ -21,7 +22,7 @@ def test_bins_split_an_interval_across_partial_and_full_bins() -> None:
 def test_a_shared_gpu_charges_each_job_half() -> None:
     # GPU 1: tenant 7 on [0, 20], tenant 8 on [10, 30]; GPU 2: tenant 8 alone on [0, 30]; bins of 10 s
     placements = [(1, 7, 0.0, 20.0), (1, 8, 10.0, 30.0), (2, 8, 0.0, 30.0)]
-    usage = _usage_bins(placements, 0.0, 10.0, 3)
+    usage = usage_bins(placements, 0.0, 10.0, 3)
     # tenant 7: 10 s alone + ½ × 10 s shared = [10, 5, 0]
     # tenant 8: GPU 1 ½ × 10 then 10 alone, plus GPU 2 10 per bin = [10, 15, 20]
     assert usage == {7: pytest.approx([10.0, 5.0, 0.0]), 8: pytest.approx([10.0, 15.0, 20.0])}
@@ -35,4 +36,4 @@ def test_shared_intervals_are_where_two_placements_overlap() -> None:
         ("node-00:0", 1, 2, "b", 8, "u", 10.0, 30.0),
         ("node-00:1", 0, 3, "c", 7, "t", 0.0, 30.0),
     ]
-    assert _shared_intervals(rows) == [("node-00:0", 10.0, 20.0)]
+    assert shared_intervals(rows) == [("node-00:0", 10.0, 20.0)]

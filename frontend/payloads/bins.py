@@ -1,0 +1,138 @@
+"""Per-tenant series over equal time bins, for the fairness endpoint: GPU-seconds used (a shared
+GPU charging each of its two jobs half) and whether a tenant had work in a bin."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Value
+
+from cluster.expressions import BinIndex, EpochSeconds
+from cluster.models import Job
+from frontend.payloads.common import placements_in_window, raw_rows
+
+
+class Bins:
+    """Per-key sums of ``weight × overlap`` of intervals with equal bins, in O(1) per interval:
+    the partial first and last bins directly, the full bins between as a difference array."""
+
+    def __init__(self, start_s: float, width_s: float, bins: int) -> None:
+        self.start_s, self.width_s, self.bins = start_s, width_s, bins
+        self.partial: dict[int, list[float]] = {}
+        self.full: dict[int, list[float]] = {}
+
+    def add(self, key: int, a: float, b: float, weight: float) -> None:
+        """Add ``weight × |[a, b] ∩ bin k|`` to bin k of ``key`` (``a``, ``b``: epoch s)."""
+        width, n = self.width_s, self.bins
+        a, b = max(a - self.start_s, 0.0), min(b - self.start_s, n * width)
+        if b <= a:
+            return
+        partial = self.partial.setdefault(key, [0.0] * n)
+        first, last = min(int(a // width), n - 1), min(int(b // width), n - 1)
+        if first == last:
+            partial[first] += weight * (b - a)
+            return
+        partial[first] += weight * ((first + 1) * width - a)
+        partial[last] += weight * (b - last * width)
+        if last > first + 1:
+            full = self.full.setdefault(key, [0.0] * (n + 1))
+            full[first + 1] += weight
+            full[last] -= weight
+
+    def totals(self) -> dict[int, list[float]]:
+        """``{key: [sum per bin]}``."""
+        result = {}
+        for key, partial in self.partial.items():
+            full, level, sums = self.full.get(key, ()), 0.0, []
+            for k, value in enumerate(partial):
+                level += full[k] if full else 0.0
+                sums.append(value + level * self.width_s)
+            result[key] = sums
+        return result
+
+
+def window_usage(start: datetime, now: datetime) -> list[tuple[int, int, float, float]]:
+    """``(GPU id, tenant id, begin, end)`` of the placements of ``[start, now]`` (clipped, s)."""
+    rows = raw_rows(
+        placements_in_window(start, now)
+        .annotate(begin_s=EpochSeconds("created_at"), end_s=EpochSeconds("ended_at"))
+        .values_list("gpu_id", "job__tenant_id", "begin_s", "end_s")
+    )
+    lo, hi = start.timestamp(), now.timestamp()
+    return [
+        (gpu, tenant, max(begin, lo), hi if end is None else min(end, hi)) for gpu, tenant, begin, end in rows
+    ]
+
+
+def usage_bins(
+    placements: Sequence[tuple], start_s: float, width_s: float, bins: int
+) -> dict[int, list[float]]:
+    """``{tenant id: [GPU-seconds per bin]}`` of ``placements`` (``(GPU id, tenant id, begin,
+    end)`` as from :func:`window_usage`); a GPU held by two jobs charges each half (TESTING.md
+    invariant 7: a shared GPU-second is never counted twice). Bins of ``width_s`` s from
+    ``start_s``."""
+    by_gpu: dict[int, list[tuple[float, float, int]]] = {}
+    for gpu, tenant_id, begin, end in placements:
+        by_gpu.setdefault(gpu, []).append((begin, end, tenant_id))
+    charged = Bins(start_s, width_s, bins)
+    for held in by_gpu.values():
+        if len(held) == 1:
+            begin, end, tenant_id = held[0]
+            charged.add(tenant_id, begin, end, 1.0)
+            continue
+        events = sorted([(b, 1, t) for b, _, t in held] + [(e, -1, t) for _, e, t in held])
+        active: list[int] = []
+        last = events[0][0]
+        for moment, change, tenant_id in events:
+            if active and moment > last:
+                for holder in active:
+                    charged.add(holder, last, moment, 1.0 / len(active))
+            if change > 0:
+                active.append(tenant_id)
+            else:
+                active.remove(tenant_id)
+            last = moment
+    return charged.totals()
+
+
+def demand_bins(
+    start: datetime, now: datetime, width_s: float, bins: int, first_active: Mapping[int, float | None]
+) -> dict[int, list[bool]]:
+    """``{tenant id: [had a pending or running job during bin k]}`` (a difference array per
+    tenant: +1 in the bin where a job's life in the queue or on GPUs begins, −1 after the bin
+    where it ends; now for a job still pending or running). ``first_active``: ``{tenant id:
+    submission (epoch s) of its oldest pending or running job, or None}``."""
+    start_s = start.timestamp()
+    diffs: dict[int, list[int]] = {}
+
+    def mark(tenant_id: int, lo: float, hi: float) -> None:
+        diff = diffs.setdefault(tenant_id, [0] * (bins + 1))
+        diff[min(bins - 1, max(0, int(lo)))] += 1
+        diff[min(bins, max(0, int(hi)) + 1)] -= 1
+
+    def bin_of(field: str) -> Any:
+        return BinIndex((EpochSeconds(field) - Value(start_s)) / Value(width_s))
+
+    for tenant_id, first in first_active.items():
+        if first is not None:
+            mark(tenant_id, (first - start_s) // width_s, bins - 1)
+    # finished jobs: only the distinct (tenant, first bin, last bin) triples leave the database
+    ended = (
+        Job.objects.filter(finished_at__gt=start, submitted_at__lt=now)
+        .order_by()
+        .annotate(lo=bin_of("submitted_at"), hi=bin_of("finished_at"))
+        .values_list("tenant_id", "lo", "hi")
+        .distinct()
+    )
+    for tenant_id, lo, hi in raw_rows(ended):
+        mark(tenant_id, lo, hi)
+    demand = {}
+    for tenant_id, diff in diffs.items():
+        level, flags = 0, []
+        for k in range(bins):
+            level += diff[k]
+            flags.append(level > 0)
+        demand[tenant_id] = flags
+    return demand

@@ -1,0 +1,153 @@
+"""The cluster map endpoint: nodes × GPUs coloured by tenant, shared GPUs marked."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.utils import timezone
+
+from cluster.models import GPU, Node, Placement
+from frontend.payloads.common import (
+    HIDDEN,
+    Viewer,
+    job_label,
+    payload,
+    raw_rows,
+    rounded,
+    table,
+    visible_tenants,
+)
+from frontend.payloads.rounds import latest_rounds
+from scheduling import figures
+
+
+def cluster_map_payload(viewer: Viewer) -> dict[str, Any]:
+    """Nodes × GPUs coloured by tenant, shared GPUs marked, hover with jobs, sub-batches and
+    slowdowns (the latest round's ξ for jobs it paired, else the profile's)."""
+    now = timezone.now()
+    gpus = raw_rows(
+        GPU.objects.order_by("node__name", "index").values_list(
+            "id", "node__name", "index", "healthy", "node__status"
+        )
+    )
+    if not gpus:
+        return payload(
+            viewer,
+            now,
+            empty="No GPUs registered yet: register a node "
+            "(manage.py add_node, or start a node agent) and its GPUs appear here.",
+        )
+    on_gpu = _active_placements_by_gpu()
+    rounds = latest_rounds(1)
+    from_round = rounds[0].slowdowns if rounds else {}
+    cells = [
+        {
+            "node": node,
+            "index": index,
+            "healthy": bool(healthy) and node_status != Node.Status.UNHEALTHY,
+            "jobs": _gpu_jobs(on_gpu.get(gpu_id, []), from_round, viewer),
+        }
+        for gpu_id, node, index, healthy, node_status in gpus
+    ]
+    rows = _table_rows(cells)
+    return payload(
+        viewer,
+        now,
+        summary=_summary(cells),
+        figures_={"cluster_map": figures.cluster_map_spec(cells, visible_tenants(viewer))},
+        tables={
+            "cluster_map": table(
+                ["GPU", "tenant", "job", "sub-batch", "slowdown ξ", "shared"],
+                rows,
+                "" if rows else "No GPU is in use.",
+            )
+        },
+    )
+
+
+def _active_placements_by_gpu() -> dict[int, list[tuple]]:
+    """``{GPU id: [(GPU id, slot, sub-batch, job id, job name, model, tenant id, tenant name)]}``
+    of the active placements, by slot."""
+    on_gpu: dict[int, list[tuple]] = {}
+    for row in raw_rows(
+        Placement.objects.filter(active=True)
+        .order_by("gpu_id", "slot")
+        .values_list(
+            "gpu_id",
+            "slot",
+            "sub_batch",
+            "job_id",
+            "job__name",
+            "job__model",
+            "job__tenant_id",
+            "job__tenant__name",
+        )
+    ):
+        on_gpu.setdefault(row[0], []).append(row)
+    return on_gpu
+
+
+def _gpu_jobs(placed: Sequence[tuple], from_round: Mapping[int, float], viewer: Viewer) -> list[dict]:
+    """The jobs on one GPU as ``viewer`` may see them: ``{"tenant", "label", "sub_batch",
+    "slowdown"}`` (all but the label ``None`` for another tenant's job). ``placed``: the GPU's
+    rows of :func:`_active_placements_by_gpu`; ``from_round``: the latest round's ``{job id: ξ}``."""
+    jobs = []
+    for i, (_, _, sub, job_id, name, model, tenant_id, tenant) in enumerate(placed):
+        slowdown = None
+        if len(placed) == 2:
+            other = placed[1 - i]
+            slowdown = from_round.get(job_id) or _profile_slowdown(model, sub, other[5], other[2])
+        if viewer.sees(tenant_id):
+            jobs.append(
+                {
+                    "tenant": tenant,
+                    "label": job_label(job_id, name),
+                    "sub_batch": sub,
+                    "slowdown": rounded(slowdown),
+                }
+            )
+        else:
+            jobs.append({"tenant": None, "label": HIDDEN, "sub_batch": None, "slowdown": None})
+    return jobs
+
+
+def _profile_slowdown(model_a: str, sub_a: int, model_b: str, sub_b: int) -> float:
+    """``ξ`` of ``model_a`` at micro-batch ``sub_a`` sharing a GPU with ``model_b`` at ``sub_b``,
+    from the shipped profile (measured pair, else the fitted predictor; MODEL.md §2)."""
+    from scheduling.profiles import load_default_profile
+
+    profile = load_default_profile()
+    xi, _ = profile.type_slowdown(profile.job_type_for(model_a, sub_a), profile.job_type_for(model_b, sub_b))
+    return xi
+
+
+def _table_rows(cells: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
+    """One row per job on a GPU: GPU, tenant, job, sub-batch, ξ, whether the GPU is shared."""
+    rows = []
+    for cell in cells:
+        jobs = cell["jobs"]
+        for job in jobs:
+            rows.append(
+                [
+                    f"{cell['node']}:{cell['index']}",
+                    job["tenant"] or "another tenant",
+                    job["label"],
+                    job["sub_batch"],
+                    job["slowdown"],
+                    "yes" if len(jobs) > 1 else "no",
+                ]
+            )
+    return rows
+
+
+def _summary(cells: Sequence[Mapping[str, Any]]) -> str:
+    """Nodes, GPUs, healthy, busy, shared and free GPUs in one line."""
+    busy = sum(1 for c in cells if c["jobs"])
+    shared = sum(1 for c in cells if len(c["jobs"]) > 1)
+    healthy = sum(1 for c in cells if c["healthy"])
+    nodes = len({c["node"] for c in cells})
+    return (
+        f"{nodes} nodes, {len(cells)} GPUs ({healthy} healthy): {busy} in use, {shared} shared by two "
+        f"jobs, {len(cells) - busy} free."
+    )

@@ -1,0 +1,179 @@
+"""The sharing decisions endpoint: the last rounds' starts, pairs, preemptions and waits, and
+per-round counts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.db.models import Q
+from django.utils import timezone
+
+from cluster.models import Job
+from frontend.payloads.common import JobNames, Viewer, iso, payload, raw_rows, rounded, table
+from frontend.payloads.rounds import RoundView, latest_rounds, round_summaries
+from scheduling import figures
+
+#: Waiting jobs listed per round (the queue lists them all).
+WAITS_PER_ROUND = 20
+#: Rounds counted in the started / waiting / preempted chart.
+COUNTED_ROUNDS = 30
+DECISION_COLUMNS = (
+    "round",
+    "policy",
+    "action",
+    "job",
+    "tenant",
+    "GPUs",
+    "sub-batch",
+    "accum steps",
+    "shares with",
+    "ξ self",
+    "ξ partner",
+    "T_seq s",
+    "T_con s",
+    "reason",
+)
+
+
+def decisions_payload(viewer: Viewer, n_rounds: int) -> dict[str, Any]:
+    """The last ``n_rounds`` rounds' decisions: who was paired with whom and why (predicted
+    T_seq vs T_con, ξ of both, sub-batch), what started alone, what was preempted, and why jobs
+    wait (the first :data:`WAITS_PER_ROUND` per round; the queue lists them all).
+    A member sees the decisions about the tenant's jobs; a partner of another tenant is shown
+    as "another tenant's job" with its ξ (the slowdown it causes is the member's business)."""
+    now = timezone.now()
+    counts = round_summaries(COUNTED_ROUNDS)
+    if not counts:
+        return payload(viewer, now, empty="No scheduling round has run yet.")
+    shown = latest_rounds(n_rounds)
+    names = JobNames()
+    own = _own_jobs(viewer, shown)
+    names.load(
+        j
+        for r in shown
+        for d in r.acts
+        for j in (d["job_id"], *(s["partner_id"] for s in d.get("shares") or ()))
+    )
+    rows: list[list[Any]] = []
+    pairs: list[dict[str, Any]] = []
+    for r in shown:
+        when = iso(r.started_at)
+        acts, shares = _act_rows(r, when, names, viewer)
+        rows += acts
+        pairs += shares
+        rows += _wait_rows(r, when, own, names, viewer)
+    for row, text in zip(rows, names.redact([row[-1] for row in rows], viewer), strict=True):
+        row[-1] = text
+    series = [
+        {"started_at": iso(c[1]), "n_started": c[4], "n_waiting": c[5], "n_preempted": c[6]}
+        for c in reversed(counts)
+    ]
+    _, started_at, policy, duration_ms, n_started, n_waiting, n_preempted = counts[0]
+    summary = (
+        f"Latest round {iso(started_at)} ({policy}, {duration_ms:.0f} ms): {n_started} started, "
+        f"{n_waiting} waiting, {n_preempted} preempted; {len(pairs)} sharing decisions in the last "
+        f"{len(shown)} rounds."
+    )
+    count_rows = [[c["started_at"], c["n_started"], c["n_waiting"], c["n_preempted"]] for c in series]
+    return payload(
+        viewer,
+        now,
+        summary=summary,
+        figures_={
+            **({"pairs": figures.pair_decisions_spec(pairs)} if pairs else {}),
+            "round_counts": figures.round_counts_spec(series),
+        },
+        tables={
+            "decisions": table(DECISION_COLUMNS, rows, "" if rows else "No decision about your jobs."),
+            "round_counts": table(["round", "started", "waiting", "preempted"], count_rows),
+        },
+    )
+
+
+def _own_jobs(viewer: Viewer, shown: Sequence[RoundView]) -> set[int] | None:
+    """Ids of the member's jobs that may appear in the rounds ``shown`` (unfinished, or finished
+    since the oldest of them); ``None`` for an admin (every job)."""
+    if viewer.is_admin or not shown:
+        return None
+    alive = Q(finished_at__isnull=True) | Q(finished_at__gte=shown[-1].started_at)
+    return {
+        j
+        for (j,) in raw_rows(
+            Job.objects.filter(alive, tenant_id=viewer.tenant_id).order_by().values_list("id")
+        )
+    }
+
+
+def _act_rows(
+    r: RoundView, when: str, names: JobNames, viewer: Viewer
+) -> tuple[list[list[Any]], list[dict[str, Any]]]:
+    """Rows of the starts and preemptions of round ``r`` that ``viewer`` sees (one per partner
+    for a shared start), and its shares for the T_seq/T_con chart. ``names`` must know the jobs
+    and partners of ``r.acts``; ``when``: the round's start (ISO)."""
+    rows: list[list[Any]] = []
+    pairs: list[dict[str, Any]] = []
+    for d in r.acts:
+        job, tenant, visible = names.label(d["job_id"], viewer)
+        if not visible:
+            continue
+        gpus = ", ".join(d.get("gpus") or ())
+        for share in d.get("shares") or [None]:
+            partner = names.label(share["partner_id"], viewer)[0] if share else ""
+            rows.append(
+                [
+                    when,
+                    r.policy,
+                    d["action"],
+                    job,
+                    tenant,
+                    gpus,
+                    d.get("sub_batch"),
+                    d.get("accum_steps"),
+                    partner,
+                    *_share_cells(share),
+                    d.get("reason", ""),
+                ]
+            )
+            if share:
+                pairs.append(
+                    {
+                        "label": f"{job} + {partner} ({when[11:19]})",
+                        "t_seq_s": share["t_seq_s"],
+                        "t_con_s": share["t_con_s"],
+                        "xi_self": share["xi_self"],
+                        "xi_partner": share["xi_partner"],
+                        "sub_batch": d.get("sub_batch"),
+                    }
+                )
+    return rows, pairs
+
+
+def _share_cells(share: Mapping[str, Any] | None) -> list[float | None]:
+    """ξ self, ξ partner, T_seq and T_con (s) of a share, rounded; ``None`` × 4 without one."""
+    if share is None:
+        return [None, None, None, None]
+    return [
+        rounded(share["xi_self"]),
+        rounded(share["xi_partner"]),
+        rounded(share["t_seq_s"], 1),
+        rounded(share["t_con_s"], 1),
+    ]
+
+
+def _wait_rows(r: RoundView, when: str, own: set[int] | None, names: JobNames, viewer: Viewer) -> list[list]:
+    """Rows of the first :data:`WAITS_PER_ROUND` waits of round ``r`` among ``own`` job ids
+    (``None``: all), and a row counting the rest if there are more."""
+    mine = list(r.waits) if own is None else [w for w in r.waits if w[0] in own]
+    waits = mine[:WAITS_PER_ROUND]
+    names.load(j for j, _ in waits)
+    rows: list[list[Any]] = []
+    for job_id, reason in waits:
+        job, tenant, _ = names.label(job_id, viewer)
+        rows.append([when, r.policy, "wait", job, tenant, "", None, None, "", None, None, None, None, reason])
+    if len(mine) > len(waits):
+        more = f"… and {len(mine) - len(waits)} more waiting jobs"
+        rows.append(
+            [when, r.policy, "wait", more, "", "", None, None, "", None, None, None, None, "see the queue"]
+        )
+    return rows

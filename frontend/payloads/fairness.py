@@ -1,0 +1,278 @@
+"""The fairness endpoint: per tenant over a window, GPUs in use against quota, Jain's index over
+time, mean JCT and queueing delay, GPU-hours; and the cluster-wide scheduler settings."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import timedelta
+from typing import Any, NamedTuple
+
+from django.db.models import Avg, Count, Min, Q, Sum
+from django.utils import timezone
+
+from cluster.expressions import EpochSeconds
+from cluster.models import Job, Quota, Tenant
+from frontend.payloads.bins import demand_bins, usage_bins, window_usage
+from frontend.payloads.common import Viewer, iso, payload, raw_rows, rounded, table
+from frontend.payloads.service import policy_named, scheduler_config, summed_quotas
+from scheduling import figures
+from scheduling.core.metrics import jain_index
+from scheduling.core.types import Policy, SchedulerConfig, TenantQuota
+
+#: Equal time bins of the window (usage, demand and Jain's index per bin).
+FAIRNESS_BINS = 30
+
+#: How the summary names each reclaim mode (``SchedulerConfig.reclaim``, docs/FAIRNESS.md §1).
+RECLAIM_WORDS = {
+    "preempt": "preemption",
+    "bound": "bounding borrowers' remaining time",
+    "both": "preemption and bounding borrowers' remaining time",
+}
+
+
+class TenantJobs(NamedTuple):
+    """What one tenant's jobs add up to: succeeded jobs, mean JCT (s, submit → finish, succeeded
+    jobs), mean queueing delay (s, submit → first start, started jobs), pending jobs, GPUs of its
+    running gangs, and the submission (epoch s) of its oldest pending or running job."""
+
+    finished: int = 0
+    avg_jct_s: float | None = None
+    avg_queue_s: float | None = None
+    pending: int = 0
+    in_use: int | None = None
+    first_active: float | None = None
+
+
+def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
+    """Per tenant over the last ``window_s`` s: GPUs in use vs quota (stacked), Jain's index over
+    time, mean JCT and queueing delay, GPU-hours.
+
+    Jain's index (Jain, Chiu & Hawe 1984) of bin k is taken over the tenants with a guaranteed
+    quota that had work (a pending or running job) in that bin, of ``x_t = GPUs in use ÷
+    guaranteed GPUs``: 1 when every such tenant gets the same multiple of its quota. It is the
+    same for every viewer (a cluster-wide figure that names no job). Mean JCT (submit → finish)
+    is over the tenant's succeeded jobs; mean queueing delay (submit → first start) over its
+    started jobs; GPU-hours over the window, a shared GPU-hour charging each job half.
+
+    Quotas (docs/FAIRNESS.md §1): guaranteed GPUs and borrow limit summed over the tenant's
+    ``Quota`` rows (the scheduling service's ``summed_quotas``; "unlimited": no limit, "none": no
+    quota row); GPUs held now = GPUs of its running gangs; borrowed now = held − guaranteed, at
+    least 0. Table ``scheduler``: the cluster-wide starvation bound, aging, reclaim mode and borrow
+    bound; the summary names the policy (``SHAREWISE_POLICY``) and how it actually reclaims lent
+    GPUs.
+    """
+    now = timezone.now()
+    start = now - timedelta(seconds=window_s)
+    tenants = dict(Tenant.objects.values_list("id", "name"))
+    if not tenants:
+        return payload(viewer, now, empty="No tenants yet: create one with manage.py create_tenant.")
+    quotas = summed_quotas(
+        Quota.objects.order_by().values_list("tenant_id", "guaranteed_gpus", "borrow_limit")
+    )
+    guaranteed = {t: q.guaranteed_gpus for t, q in quotas.items()}
+    config, policy = scheduler_config(), policy_named()
+    width_s = window_s / FAIRNESS_BINS
+    charged = usage_bins(window_usage(start, now), start.timestamp(), width_s, FAIRNESS_BINS)
+    jobs = tenant_jobs()
+    demand = demand_bins(start, now, width_s, FAIRNESS_BINS, {t: j.first_active for t, j in jobs.items()})
+    jain = jain_per_bin(tenants, charged, demand, guaranteed, width_s)
+    visible = {t: n for t, n in tenants.items() if viewer.sees(t)}
+    times = [iso(start + timedelta(seconds=k * width_s)) for k in range(FAIRNESS_BINS)]
+    usage = {
+        visible[t]: [round(s / width_s, 3) for s in charged.get(t, [0.0] * FAIRNESS_BINS)] for t in visible
+    }
+    per_tenant, rows = _tenant_rows(visible, jobs, charged, quotas)
+    minutes = f"{window_s / 60:g} min"
+    return payload(
+        viewer,
+        now,
+        summary=_summary(jain, minutes, policy, config),
+        figures_={
+            "usage": figures.tenant_usage_spec(
+                times, usage, {visible[t]: guaranteed.get(t, 0) for t in visible}
+            ),
+            "jain": figures.jain_spec(times, jain),
+            **_per_tenant_bars({"live": per_tenant}, minutes),
+        },
+        tables={
+            "scheduler": _scheduler_table(config),
+            "tenants": _tenants_table(rows, minutes),
+            "usage": table(
+                ["bin start", *usage, "Jain's index"],
+                ([times[k], *(usage[n][k] for n in usage), jain[k]] for k in range(FAIRNESS_BINS)),
+            ),
+        },
+    )
+
+
+def tenant_jobs() -> dict[int, TenantJobs]:
+    """``{tenant id: TenantJobs}`` of every tenant with a job, in one pass over the jobs."""
+    succeeded = Q(status=Job.Status.SUCCEEDED, finished_at__isnull=False)
+    rows = raw_rows(
+        Job.objects.values("tenant_id")
+        .annotate(
+            finished=Count("id", filter=succeeded),
+            avg_jct=Avg(EpochSeconds("finished_at") - EpochSeconds("submitted_at"), filter=succeeded),
+            avg_queue=Avg(
+                EpochSeconds("started_at") - EpochSeconds("submitted_at"),
+                filter=Q(started_at__isnull=False),
+            ),
+            pending=Count("id", filter=Q(status=Job.Status.PENDING)),
+            in_use=Sum("gpus", filter=Q(status=Job.Status.RUNNING)),
+            first_active=EpochSeconds(
+                Min("submitted_at", filter=Q(finished_at__isnull=True, status__in=Job.ACTIVE_STATUSES))
+            ),
+        )
+        .values_list("tenant_id", "finished", "avg_jct", "avg_queue", "pending", "in_use", "first_active")
+    )
+    return {tenant_id: TenantJobs(*rest) for tenant_id, *rest in rows}
+
+
+def jain_per_bin(
+    tenants: Iterable[int],
+    charged: Mapping[int, Sequence[float]],
+    demand: Mapping[int, Sequence[bool]],
+    guaranteed: Mapping[int, int],
+    width_s: float,
+) -> list[float | None]:
+    """Jain's index per bin (3 decimals) of ``GPUs in use ÷ guaranteed GPUs`` over the
+    ``tenants`` with a guarantee that had work in the bin; ``None`` for a bin with no such tenant.
+
+    ``charged``: ``{tenant id: [GPU-seconds per bin]}`` (:func:`usage_bins`); ``demand``:
+    ``{tenant id: [had work per bin]}`` (:func:`demand_bins`); ``width_s``: bin width (s).
+    """
+    tenants = list(tenants)
+    jain: list[float | None] = []
+    for k in range(FAIRNESS_BINS):
+        xs = [
+            charged.get(t, [0.0] * FAIRNESS_BINS)[k] / width_s / guaranteed[t]
+            for t in tenants
+            if guaranteed.get(t, 0) > 0 and demand.get(t, [False] * FAIRNESS_BINS)[k]
+        ]
+        jain.append(rounded(jain_index(xs), 3) if xs else None)
+    return jain
+
+
+def _tenant_rows(
+    visible: Mapping[int, str],
+    jobs: Mapping[int, TenantJobs],
+    charged: Mapping[int, Sequence[float]],
+    quotas: Mapping[int, TenantQuota],
+) -> tuple[dict[str, dict[str, float | None]], list[list[Any]]]:
+    """Per visible tenant, in name order: ``{name: {"avg_jct_s", "avg_queue_s", "gpu_hours"}}``
+    for the bar charts and the row of the ``tenants`` table (columns of :func:`_tenants_table`)."""
+    per_tenant: dict[str, dict[str, float | None]] = {}
+    rows = []
+    for t, name in sorted(visible.items(), key=lambda kv: kv[1]):
+        mine = jobs.get(t, TenantJobs())
+        gpu_hours = sum(charged.get(t, ())) / 3600.0
+        per_tenant[name] = {
+            "avg_jct_s": mine.avg_jct_s,
+            "avg_queue_s": mine.avg_queue_s,
+            "gpu_hours": gpu_hours,
+        }
+        quota = quotas.get(t)
+        guaranteed = quota.guaranteed_gpus if quota is not None else 0
+        limit: int | str = "none"  # no Quota row: no guarantee, may only borrow
+        if quota is not None:
+            limit = "unlimited" if quota.borrow_limit is None else quota.borrow_limit
+        held = mine.in_use or 0
+        rows.append(
+            [
+                name,
+                guaranteed,
+                limit,
+                held,
+                max(0, held - guaranteed),
+                round(gpu_hours, 3),
+                mine.finished,
+                mine.pending,
+                rounded(mine.avg_jct_s, 1),
+                rounded(mine.avg_queue_s, 1),
+            ]
+        )
+    return per_tenant, rows
+
+
+def reclaim_words(config: SchedulerConfig, policy: Policy) -> str:
+    """How ``policy`` actually reclaims lent GPUs under ``config``, in words.
+
+    Only a policy that reclaims by preemption (sjf-bsbf-fair) uses the preempting modes; every
+    other policy bounds borrowers' remaining time instead (``scheduling.core.quota.QuotaGate``).
+    """
+    if getattr(policy, "reclaims", False):
+        return RECLAIM_WORDS[config.reclaim]
+    return f"{RECLAIM_WORDS['bound']} ({policy.name} cannot preempt)"
+
+
+def _summary(jain: Sequence[float | None], minutes: str, policy: Policy, config: SchedulerConfig) -> str:
+    """The latest Jain's index, the policy, the starvation bound and how lent GPUs come back."""
+    current = next((j for j in reversed(jain) if j is not None), None)
+    reclaim = reclaim_words(config, policy)
+    return (
+        f"Jain's index now: {current if current is not None else 'n/a (no tenant with work and quota)'}; "
+        f"GPU-hours over the last {minutes}. Policy {policy.name}; starvation bound "
+        f"{config.starvation_bound_s / 3600:g} h; borrowed GPUs reclaimed by {reclaim}. "
+        f"GPUs held count a shared GPU once for each of its two jobs, so they may add up to more "
+        f"than the cluster."
+    )
+
+
+def _per_tenant_bars(live: Mapping[str, Any], minutes: str) -> dict[str, Any]:
+    """The mean JCT, mean queueing delay and GPU-hours bar charts (each left out when no tenant
+    has a value). ``live``: ``{"live": {tenant name: {"avg_jct_s", "avg_queue_s", "gpu_hours"}}}``."""
+    return {
+        **_bars(live, "jct", "avg_jct_s", 1 / 60.0, "Mean JCT per tenant", "mean JCT (min)"),
+        **_bars(
+            live,
+            "queueing",
+            "avg_queue_s",
+            1 / 60.0,
+            "Mean queueing delay per tenant",
+            "mean queueing delay (min)",
+        ),
+        **_bars(live, "gpu_hours", "gpu_hours", 1.0, f"GPU-hours per tenant (last {minutes})", "GPU-hours"),
+    }
+
+
+def _bars(
+    live: Mapping[str, Any], name: str, metric: str, scale: float, title: str, axis: str
+) -> dict[str, Any]:
+    """``{name: per-tenant bars}``, or nothing when no tenant has a value (no empty axes)."""
+    if all(values.get(metric) is None for values in live["live"].values()):
+        return {}
+    return {name: figures.tenant_bars_spec(live, metric, scale, title, axis, colour_by_tenant=True)}
+
+
+def _scheduler_table(config: SchedulerConfig) -> dict[str, Any]:
+    """The cluster-wide scheduler settings (s, and the reclaim mode)."""
+    return table(
+        ["setting", "value"],
+        [
+            ["starvation bound s", config.starvation_bound_s],
+            ["aging s", config.aging_s],
+            ["reclaim", config.reclaim],
+            ["borrow bound s", config.borrow_bound_s],
+        ],
+        "Cluster-wide (settings SHAREWISE_STARVATION_BOUND_S, SHAREWISE_AGING_S, SHAREWISE_RECLAIM, "
+        "SHAREWISE_BORROW_BOUND_S; docs/FAIRNESS.md).",
+    )
+
+
+def _tenants_table(rows: Iterable[Sequence[Any]], minutes: str) -> dict[str, Any]:
+    """The per-tenant table of :func:`_tenant_rows`."""
+    return table(
+        [
+            "tenant",
+            "guaranteed GPUs",
+            "borrow limit",
+            "GPUs held now",
+            "GPUs borrowed now",
+            f"GPU-hours ({minutes})",
+            "succeeded jobs",
+            "pending jobs",
+            "mean JCT s",
+            "mean queueing delay s",
+        ],
+        rows,
+    )

@@ -1,0 +1,120 @@
+"""The queue endpoint: waiting jobs in the order the policy considers them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Max
+from django.utils import timezone
+
+from cluster.models import Job, JobEvent
+from frontend.payloads.common import JobNames, Viewer, iso, job_label, payload, raw_rows, table
+from frontend.payloads.rounds import RoundView, latest_rounds
+from scheduling import figures
+
+#: Above this many jobs submitted since the latest round, the arrival order is sorted in SQL
+#: over every pending job rather than over those newcomers.
+SQL_SORT_ABOVE = 500
+
+
+def policy_order(waiting: Sequence[int], latest: RoundView | None, arrivals: Sequence[int]) -> list[int]:
+    """Pending job ids in the order the policy considers them.
+
+    ``waiting``: the pending job ids; ``arrivals``: pending ids by ``(submitted_at, id)``. The
+    latest round lists its ``wait`` decisions in the policy's own order
+    (``scheduling.core.placement`` appends them as it walks the sorted queue), so those come first
+    in that order; jobs submitted since (or requeued) follow by arrival, ties by id, as every
+    policy breaks ties (``scheduling.core.policies``).
+    """
+    pending = set(waiting)
+    ranked: list[int] = []
+    seen: set[int] = set()
+    for job_id, _ in latest.waits if latest is not None else ():
+        if job_id in pending and job_id not in seen:
+            ranked.append(job_id)
+            seen.add(job_id)
+    ranked.extend(j for j in arrivals if j not in seen)
+    return ranked
+
+
+def queue_payload(viewer: Viewer, limit: int) -> dict[str, Any]:
+    """Waiting jobs in policy order (position among all waiting jobs), how long each has waited
+    (since submission or its last preemption/requeue), and the latest round's reason."""
+    now = timezone.now()
+    owners = dict(raw_rows(_pending().order_by().values_list("id", "tenant_id")))
+    if not owners:
+        return payload(viewer, now, empty="No job is waiting.")
+    rounds = latest_rounds(1)
+    latest = rounds[0] if rounds else None
+    positions = [(i + 1, j) for i, j in enumerate(_ranked(owners, latest)) if viewer.sees(owners[j])]
+    total = len(positions)
+    if not total:
+        return payload(viewer, now, empty="No job of yours is waiting.")
+    shown = positions[:limit]
+    jobs, rows = _shown_jobs(shown, latest, viewer, now)
+    note = f"First {len(shown)} of {total} shown." if total > len(shown) else ""
+    summary = f"{total} waiting job{'s' if total != 1 else ''}" + (
+        f" (policy order from the round of {iso(latest.started_at)}, {latest.policy})."
+        if latest
+        else " (arrival order: no round has run yet)."
+    )
+    return payload(
+        viewer,
+        now,
+        summary=summary,
+        figures_={"queue": figures.queue_spec(jobs)},
+        tables={"queue": table(["position", "job", "tenant", "GPUs", "waiting s", "reason"], rows, note)},
+    )
+
+
+def _pending() -> Any:
+    """The pending jobs (a queryset)."""
+    return Job.objects.filter(status=Job.Status.PENDING)
+
+
+def _ranked(owners: dict[int, int], latest: RoundView | None) -> list[int]:
+    """Every pending job id (``owners``: ``{job id: tenant id}``) in :func:`policy_order`, the
+    arrival order of those the latest round did not rank read from the database."""
+    in_round = {j for j, _ in latest.waits} if latest else set()
+    newcomers = [j for j in owners if j not in in_round]
+    if len(newcomers) > SQL_SORT_ABOVE:  # sorting in SQL beats shipping the timestamps
+        arrivals = list(_pending().order_by("submitted_at", "id").values_list("id", flat=True))
+    else:
+        arrivals = list(
+            _pending().filter(id__in=newcomers).order_by("submitted_at", "id").values_list("id", flat=True)
+        )
+    return policy_order(list(owners), latest, arrivals)
+
+
+def _shown_jobs(
+    shown: Sequence[tuple[int, int]], latest: RoundView | None, viewer: Viewer, now: datetime
+) -> tuple[list[dict[str, Any]], list[list[Any]]]:
+    """The chart's jobs and the table's rows for ``shown`` (``(position, job id)``): label,
+    tenant, GPUs, wait (s, since submission or the last preemption or requeue, at ``now``) and the
+    latest round's reason (redacted for ``viewer``)."""
+    ids = [j for _, j in shown]
+    details = {
+        j: rest
+        for j, *rest in Job.objects.filter(id__in=ids).values_list(
+            "id", "name", "tenant__name", "gpus", "submitted_at"
+        )
+    }
+    requeued = dict(
+        JobEvent.objects.filter(job_id__in=ids, kind__in=[JobEvent.Kind.PREEMPTED, JobEvent.Kind.REQUEUED])
+        .values_list("job_id")
+        .annotate(last=Max("at"))
+    )
+    shown_ids = set(ids)
+    reasons = dict(w for w in latest.waits if w[0] in shown_ids) if latest else {}
+    reasons = dict(zip(reasons, JobNames().redact(list(reasons.values()), viewer), strict=True))
+    jobs, rows = [], []
+    for position, job_id in shown:
+        name, tenant, gpus, submitted = details[job_id]
+        since = max(submitted, requeued.get(job_id, submitted))
+        wait_s = max(0.0, (now - since).total_seconds())
+        label = job_label(job_id, name)
+        jobs.append({"label": label, "tenant": tenant, "wait_s": wait_s, "gpus": gpus, "position": position})
+        rows.append([position, label, tenant, gpus, round(wait_s), reasons.get(job_id, "not yet considered")])
+    return jobs, rows

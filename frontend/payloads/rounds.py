@@ -1,0 +1,88 @@
+"""Recorded scheduling rounds as the dashboard reads them: a round's decisions are parsed once
+per process (:class:`RoundView`, :func:`latest_rounds`)."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from scheduling.models import Round
+
+
+@dataclass(frozen=True, slots=True)
+class RoundView:
+    """A recorded round, pre-digested for the dashboard (decisions are parsed once per process).
+
+    ``acts``: its ``start`` and ``preempt`` decisions (the dicts of ``Round.decisions``), in
+    order; ``waits``: ``(job id, reason)`` of its ``wait`` decisions in the policy's order;
+    ``slowdowns``: ``{job id: ξ}`` of both partners of every share it started.
+    """
+
+    pk: int
+    started_at: datetime
+    policy: str
+    duration_ms: float
+    n_started: int
+    n_waiting: int
+    n_preempted: int
+    acts: tuple[dict[str, Any], ...]
+    waits: tuple[tuple[int, str], ...]
+    slowdowns: dict[int, float]
+
+    @classmethod
+    def of(cls, meta: Sequence[Any], decisions: Sequence[Mapping[str, Any]] | None) -> RoundView:
+        """From ``(pk, started_at, policy, duration_ms, n_started, n_waiting, n_preempted)`` and
+        the round's ``decisions`` list (see ``scheduling.models.Round``)."""
+        acts, waits, slowdowns = [], [], {}
+        for d in decisions or ():
+            if d["action"] == "wait":
+                waits.append((d["job_id"], d.get("reason", "")))
+                continue
+            acts.append(dict(d))
+            for share in d.get("shares") or ():
+                slowdowns[d["job_id"]] = share["xi_self"]
+                slowdowns.setdefault(share["partner_id"], share["xi_partner"])
+        return cls(*meta, tuple(acts), tuple(waits), slowdowns)
+
+
+_ROUND_FIELDS = ("id", "started_at", "policy", "duration_ms", "n_started", "n_waiting", "n_preempted")
+_round_cache: OrderedDict[tuple[int, datetime], RoundView] = OrderedDict()
+_round_cache_lock = threading.Lock()
+ROUND_CACHE_SIZE = 64
+
+
+def round_summaries(limit: int) -> list[tuple]:
+    """``(pk, started_at, policy, duration_ms, n_started, n_waiting, n_preempted)`` of the
+    ``limit`` most recent rounds, newest first (empty while there are none)."""
+    return list(Round.objects.order_by("-started_at", "-id").values_list(*_ROUND_FIELDS)[:limit])
+
+
+def latest_rounds(limit: int) -> list[RoundView]:
+    """The ``limit`` most recent rounds as :class:`RoundView`, newest first.
+
+    A round's decisions never change once written (the scheduling service stores them with the
+    row), so each is read and parsed once per process and kept in a small LRU cache keyed by
+    ``(pk, started_at)``; a poll then costs one small query.
+    """
+    metas = round_summaries(limit)
+    views: dict[int, RoundView] = {}
+    with _round_cache_lock:
+        for meta in metas:
+            cached = _round_cache.get((meta[0], meta[1]))
+            if cached is not None:
+                _round_cache.move_to_end((meta[0], meta[1]))
+                views[meta[0]] = cached
+    missing = [m for m in metas if m[0] not in views]
+    if missing:
+        decisions = dict(Round.objects.filter(pk__in=[m[0] for m in missing]).values_list("id", "decisions"))
+        with _round_cache_lock:
+            for meta in missing:
+                view = views[meta[0]] = RoundView.of(meta, decisions.get(meta[0]))
+                _round_cache[(meta[0], meta[1])] = view
+            while len(_round_cache) > ROUND_CACHE_SIZE:
+                _round_cache.popitem(last=False)
+    return [views[m[0]] for m in metas]
