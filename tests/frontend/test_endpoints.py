@@ -492,3 +492,18 @@ def test_jain_counts_only_tenants_with_work_in_each_bin(
     assert jain[7] == 0.5
     # last bin: C's job finished 40 min ago, so only A (2 GPUs of 4) has work: index 1
     assert jain[-1] == 1.0
+
+
+def test_endpoints_only_read_the_database(
+    shared_cluster: dict[str, Job], admin_web: Client, alice_web: Client
+) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    record_round(shared_cluster, ["a-wait", "c-wait"])
+    for web in (admin_web, alice_web):
+        for name in NAMES:
+            with CaptureQueriesContext(connection) as queries:
+                get(web, name)
+            writes = [q["sql"] for q in queries if not q["sql"].lstrip().upper().startswith("SELECT")]
+            assert queries and writes == [], (name, writes)
