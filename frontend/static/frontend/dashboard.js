@@ -1,7 +1,7 @@
 /* Sharewise dashboard: poll each section's JSON endpoint and redraw with Plotly.react.
  *
  * Every endpoint answers {scope, generated_at, empty, summary, figures: {name: {data, layout}},
- * tables: {name: {columns, rows, note}}} (frontend/data.py). A figure named N is drawn into
+ * tables: {name: {columns, rows, note}}} (frontend/payloads/). A figure named N is drawn into
  * #fig-N and a table named N into #table-N. Requests go to this origin only. */
 "use strict";
 
