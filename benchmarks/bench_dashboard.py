@@ -73,142 +73,170 @@ def _recreate_postgres(database_url: str) -> None:
 
 def populate() -> dict[str, Any]:
     """Write the busy cluster described in the module docstring; return the two users."""
-    from django.contrib.auth import get_user_model
     from django.db import transaction
     from django.utils import timezone
 
-    from cluster.models import GPU, Job, Membership, Node, Placement, Quota, Tenant
-    from scheduling.models import Round
-
     now = timezone.now()
     with transaction.atomic():
-        tenants = Tenant.objects.bulk_create(Tenant(name=n) for n in TENANTS)
-        Quota.objects.bulk_create(Quota(tenant=t, guaranteed_gpus=256) for t in tenants)
-        nodes = Node.objects.bulk_create(Node(name=f"node-{i:03d}", agent_token_hash="x") for i in range(128))
-        GPU.objects.bulk_create(
-            GPU(node=n, index=i, uuid=f"GPU-{n.name}-{i}", memory_mb=32_000) for n in nodes for i in range(8)
+        tenants, gpus, users = _cluster_and_people()
+        running, done, pending_ids = _jobs(tenants, now)
+        _placements(gpus, running, done, since=now - timedelta(minutes=40))
+        _rounds(gpus, running, pending_ids, now)
+    return users
+
+
+def _cluster_and_people() -> tuple[list[Any], list[Any], dict[str, Any]]:
+    """The tenants (quota 256 GPUs each), 128 nodes × 8 GPUs (in node, index order), a cluster
+    admin and a member of the first tenant."""
+    from django.contrib.auth import get_user_model
+
+    from cluster.models import GPU, Membership, Node, Quota, Tenant
+
+    tenants = Tenant.objects.bulk_create(Tenant(name=n) for n in TENANTS)
+    Quota.objects.bulk_create(Quota(tenant=t, guaranteed_gpus=256) for t in tenants)
+    nodes = Node.objects.bulk_create(Node(name=f"node-{i:03d}", agent_token_hash="x") for i in range(128))
+    GPU.objects.bulk_create(
+        GPU(node=n, index=i, uuid=f"GPU-{n.name}-{i}", memory_mb=32_000) for n in nodes for i in range(8)
+    )
+    gpus = list(GPU.objects.order_by("node__name", "index"))
+    user_model = get_user_model()
+    admin = user_model.objects.create_user("admin", is_staff=True)
+    member = user_model.objects.create_user("alice")
+    Membership.objects.create(user=member, tenant=tenants[0])
+    return tenants, gpus, {"admin": admin, "tenant member": member}
+
+
+def _jobs(tenants: list[Any], now: Any) -> tuple[list[Any], list[Any], list[int]]:
+    """1,000 running jobs (100 of them 4-GPU gangs), 6,000 pending and 3,000 succeeded jobs;
+    returns the running and succeeded jobs (by id) and the pending ids."""
+    from cluster.models import Job
+
+    def job(i: int, status: str, **extra: Any) -> Job:
+        return Job(
+            tenant=tenants[i % 4],
+            name=f"job-{i}",
+            model=MODELS[i % len(MODELS)],
+            batch_size=64,
+            iterations=10_000,
+            gpus=extra.pop("gpus", 1),
+            status=status,
+            **extra,
         )
-        gpus = list(GPU.objects.order_by("node__name", "index"))
-        user_model = get_user_model()
-        admin = user_model.objects.create_user("admin", is_staff=True)
-        member = user_model.objects.create_user("alice")
-        Membership.objects.create(user=member, tenant=tenants[0])
 
-        def job(i: int, status: str, **extra: Any) -> Job:
-            return Job(
-                tenant=tenants[i % 4],
-                name=f"job-{i}",
-                model=MODELS[i % len(MODELS)],
-                batch_size=64,
-                iterations=10_000,
-                gpus=extra.pop("gpus", 1),
-                status=status,
-                **extra,
-            )
-
-        running = [
-            job(
-                i,
-                "running",
-                gpus=4 if 600 <= i < 700 else 1,
-                submitted_at=now - timedelta(minutes=50),
-                started_at=now - timedelta(minutes=40),
-            )
-            for i in range(1000)
-        ]
-        pending = [job(i, "pending", submitted_at=now - timedelta(seconds=i)) for i in range(1000, 7000)]
-        # finished one after another on GPUs 1000..1023, 48 s each, the last one just now
-        ends = [now - timedelta(seconds=48 * ((i - 7000) // 24)) for i in range(7000, 10_000)]
-        done = [
-            job(
-                i,
-                "succeeded",
-                submitted_at=end - timedelta(minutes=10),
-                started_at=end - timedelta(seconds=48),
-                finished_at=end,
-            )
-            for i, end in zip(range(7000, 10_000), ends, strict=True)
-        ]
-        Job.objects.bulk_create(running + pending + done, batch_size=2000)
-        running = list(Job.objects.filter(status="running").order_by("id"))
-        done = list(Job.objects.filter(status="succeeded").order_by("id"))
-        pending_ids = list(Job.objects.filter(status="pending").order_by("id").values_list("id", flat=True))
-        since = now - timedelta(minutes=40)
-        placements = []
-        for k, j in enumerate(running[:600]):  # 600 single-GPU jobs on GPUs 0..599
-            placements.append(Placement(job=j, gpu=gpus[k], generation=1, sub_batch=64, created_at=since))
-        for k, j in enumerate(running[600:700]):  # 100 gangs of 4 on GPUs 600..999
-            placements += [
-                Placement(job=j, gpu=gpus[600 + 4 * k + g], generation=1, sub_batch=64, created_at=since)
-                for g in range(4)
-            ]
-        for k, j in enumerate(running[700:1000]):  # 300 jobs sharing GPUs 0..299 (slot 1)
-            placements.append(
-                Placement(job=j, gpu=gpus[k], generation=1, sub_batch=32, slot=1, created_at=since)
-            )
-        for k, j in enumerate(done):  # their finished runs, on GPUs 1000..1023
-            placements.append(
-                Placement(
-                    job=j,
-                    gpu=gpus[1000 + k % 24],
-                    generation=1,
-                    sub_batch=64,
-                    active=False,
-                    created_at=j.started_at,
-                    ended_at=j.finished_at,
-                )
-            )
-        Placement.objects.bulk_create(placements, batch_size=2000)
-
-        waits = [
-            {
-                "job_id": j,
-                "action": "wait",
-                "gpu_ids": [],
-                "gpus": [],
-                "sub_batch": None,
-                "accum_steps": None,
-                "shares": [],
-                "reason": f"rank {r + 1} under sjf-bsbf: needs 1 GPUs, 0 free and no partner pays",
-            }
-            for r, j in enumerate(pending_ids)
-        ]
-        starts = [
-            {
-                "job_id": running[700 + k].pk,
-                "action": "start",
-                "gpu_ids": [gpus[k].pk],
-                "gpus": [f"{gpus[k].node.name}:{gpus[k].index}"],
-                "sub_batch": 32,
-                "accum_steps": 2,
-                "shares": [
-                    {
-                        "partner_id": running[k].pk,
-                        "gpu_ids": [gpus[k].pk],
-                        "xi_self": 1.4,
-                        "xi_partner": 1.3,
-                        "t_seq_s": 5000.0,
-                        "t_con_s": 4200.0,
-                    }
-                ],
-                "reason": "best sharing benefit first",
-            }
-            for k in range(50)
-        ]
-        Round.objects.bulk_create(
-            Round(
-                started_at=now - timedelta(seconds=60 * (30 - r)),
-                finished_at=now,
-                policy="sjf-bsbf",
-                duration_ms=40.0,
-                n_started=50,
-                n_waiting=len(waits),
-                n_preempted=0,
-                decisions=starts + waits,
-            )
-            for r in range(30)
+    running = [
+        job(
+            i,
+            "running",
+            gpus=4 if 600 <= i < 700 else 1,
+            submitted_at=now - timedelta(minutes=50),
+            started_at=now - timedelta(minutes=40),
         )
-    return {"admin": admin, "tenant member": member}
+        for i in range(1000)
+    ]
+    pending = [job(i, "pending", submitted_at=now - timedelta(seconds=i)) for i in range(1000, 7000)]
+    # finished one after another on GPUs 1000..1023, 48 s each, the last one just now
+    ends = [now - timedelta(seconds=48 * ((i - 7000) // 24)) for i in range(7000, 10_000)]
+    done = [
+        job(
+            i,
+            "succeeded",
+            submitted_at=end - timedelta(minutes=10),
+            started_at=end - timedelta(seconds=48),
+            finished_at=end,
+        )
+        for i, end in zip(range(7000, 10_000), ends, strict=True)
+    ]
+    Job.objects.bulk_create(running + pending + done, batch_size=2000)
+    return (
+        list(Job.objects.filter(status="running").order_by("id")),
+        list(Job.objects.filter(status="succeeded").order_by("id")),
+        list(Job.objects.filter(status="pending").order_by("id").values_list("id", flat=True)),
+    )
+
+
+def _placements(gpus: list[Any], running: list[Any], done: list[Any], since: Any) -> None:
+    """The running jobs on GPUs 0..999 (300 of them sharing GPUs 0..299) since ``since``, and the
+    succeeded jobs' ended placements on GPUs 1000..1023."""
+    from cluster.models import Placement
+
+    placements = []
+    for k, j in enumerate(running[:600]):  # 600 single-GPU jobs on GPUs 0..599
+        placements.append(Placement(job=j, gpu=gpus[k], generation=1, sub_batch=64, created_at=since))
+    for k, j in enumerate(running[600:700]):  # 100 gangs of 4 on GPUs 600..999
+        placements += [
+            Placement(job=j, gpu=gpus[600 + 4 * k + g], generation=1, sub_batch=64, created_at=since)
+            for g in range(4)
+        ]
+    for k, j in enumerate(running[700:1000]):  # 300 jobs sharing GPUs 0..299 (slot 1)
+        placements.append(Placement(job=j, gpu=gpus[k], generation=1, sub_batch=32, slot=1, created_at=since))
+    for k, j in enumerate(done):  # their finished runs, on GPUs 1000..1023
+        placements.append(
+            Placement(
+                job=j,
+                gpu=gpus[1000 + k % 24],
+                generation=1,
+                sub_batch=64,
+                active=False,
+                created_at=j.started_at,
+                ended_at=j.finished_at,
+            )
+        )
+    Placement.objects.bulk_create(placements, batch_size=2000)
+
+
+def _rounds(gpus: list[Any], running: list[Any], pending_ids: list[int], now: Any) -> None:
+    """30 rounds, one a minute up to ``now``, each starting 50 shares and with a wait decision
+    for every pending job."""
+    from scheduling.models import Round
+
+    waits = [
+        {
+            "job_id": j,
+            "action": "wait",
+            "gpu_ids": [],
+            "gpus": [],
+            "sub_batch": None,
+            "accum_steps": None,
+            "shares": [],
+            "reason": f"rank {r + 1} under sjf-bsbf: needs 1 GPUs, 0 free and no partner pays",
+        }
+        for r, j in enumerate(pending_ids)
+    ]
+    starts = [
+        {
+            "job_id": running[700 + k].pk,
+            "action": "start",
+            "gpu_ids": [gpus[k].pk],
+            "gpus": [f"{gpus[k].node.name}:{gpus[k].index}"],
+            "sub_batch": 32,
+            "accum_steps": 2,
+            "shares": [
+                {
+                    "partner_id": running[k].pk,
+                    "gpu_ids": [gpus[k].pk],
+                    "xi_self": 1.4,
+                    "xi_partner": 1.3,
+                    "t_seq_s": 5000.0,
+                    "t_con_s": 4200.0,
+                }
+            ],
+            "reason": "best sharing benefit first",
+        }
+        for k in range(50)
+    ]
+    Round.objects.bulk_create(
+        Round(
+            started_at=now - timedelta(seconds=60 * (30 - r)),
+            finished_at=now,
+            policy="sjf-bsbf",
+            duration_ms=40.0,
+            n_started=50,
+            n_waiting=len(waits),
+            n_preempted=0,
+            decisions=starts + waits,
+        )
+        for r in range(30)
+    )
 
 
 def _p95(values: list[float]) -> float:
