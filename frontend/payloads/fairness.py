@@ -78,9 +78,7 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     jain = jain_per_bin(tenants, charged, demand, guaranteed, width_s)
     visible = {t: n for t, n in tenants.items() if viewer.sees(t)}
     times = [iso(start + timedelta(seconds=k * width_s)) for k in range(FAIRNESS_BINS)]
-    usage = {
-        visible[t]: [round(s / width_s, 3) for s in charged.get(t, [0.0] * FAIRNESS_BINS)] for t in visible
-    }
+    usage = _gpus_in_use(visible, charged, width_s)
     per_tenant, rows = _tenant_rows(visible, jobs, charged, quotas)
     minutes = f"{window_s / 60:g} min"
     return payload(
@@ -97,10 +95,7 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
         tables={
             "scheduler": _scheduler_table(config),
             "tenants": _tenants_table(rows, minutes),
-            "usage": table(
-                ["bin start", *usage, "Jain's index"],
-                ([times[k], *(usage[n][k] for n in usage), jain[k]] for k in range(FAIRNESS_BINS)),
-            ),
+            "usage": _usage_table(times, usage, jain),
         },
     )
 
@@ -151,6 +146,16 @@ def jain_per_bin(
         ]
         jain.append(rounded(jain_index(xs), 3) if xs else None)
     return jain
+
+
+def _gpus_in_use(
+    visible: Mapping[int, str], charged: Mapping[int, Sequence[float]], width_s: float
+) -> dict[str, list[float]]:
+    """``{tenant name: [mean GPUs in use per bin]}`` (3 decimals) of the ``visible`` tenants
+    (``{id: name}``), from their GPU-seconds per bin (``charged``) over bins of ``width_s`` s."""
+    return {
+        visible[t]: [round(s / width_s, 3) for s in charged.get(t, [0.0] * FAIRNESS_BINS)] for t in visible
+    }
 
 
 def _tenant_rows(
@@ -275,4 +280,14 @@ def _tenants_table(rows: Iterable[Sequence[Any]], minutes: str) -> dict[str, Any
             "mean queueing delay s",
         ],
         rows,
+    )
+
+
+def _usage_table(
+    times: Sequence[str], usage: Mapping[str, Sequence[float]], jain: Sequence[float | None]
+) -> dict[str, Any]:
+    """Per bin: its start, each tenant's GPUs in use (:func:`_gpus_in_use`) and Jain's index."""
+    return table(
+        ["bin start", *usage, "Jain's index"],
+        ([times[k], *(usage[n][k] for n in usage), jain[k]] for k in range(FAIRNESS_BINS)),
     )

@@ -46,7 +46,19 @@ class RoundView:
             for share in d.get("shares") or ():
                 slowdowns[d["job_id"]] = share["xi_self"]
                 slowdowns.setdefault(share["partner_id"], share["xi_partner"])
-        return cls(*meta, tuple(acts), tuple(waits), slowdowns)
+        pk, started_at, policy, duration_ms, n_started, n_waiting, n_preempted = meta
+        return cls(
+            pk,
+            started_at,
+            policy,
+            duration_ms,
+            n_started,
+            n_waiting,
+            n_preempted,
+            tuple(acts),
+            tuple(waits),
+            slowdowns,
+        )
 
 
 _ROUND_FIELDS = ("id", "started_at", "policy", "duration_ms", "n_started", "n_waiting", "n_preempted")

@@ -44,7 +44,7 @@ def timeline_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     if not placements:
         return payload(viewer, now, empty=f"No job held a GPU in the last {minutes}.")
     bars, rows = _bars_and_rows(placements, viewer)
-    shared = [
+    shared: list[dict[str, Any]] = [
         {"gpu": g, "start": _at(a), "end": _at(b), "duration_ms": round((b - a) * 1000)}
         for g, a, b in shared_intervals(placements)
     ]
@@ -71,10 +71,13 @@ def timeline_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     )
 
 
-def _bars_and_rows(placements: Sequence[tuple], viewer: Viewer) -> tuple[list[dict], list[list[Any]]]:
+def _bars_and_rows(
+    placements: Sequence[tuple], viewer: Viewer
+) -> tuple[list[dict[str, Any]], list[list[Any]]]:
     """The Gantt bars of ``placements`` (rows of :func:`_window_placements`) as ``viewer`` may see
     them, and the table's rows of the first :data:`MAX_TABLE_ROWS`."""
-    bars, rows = [], []
+    bars: list[dict[str, Any]] = []
+    rows: list[list[Any]] = []
     for gpu, slot, job_id, name, tenant_id, tenant, begin, end in placements:
         visible = viewer.sees(tenant_id)
         label = job_label(job_id, name) if visible else HIDDEN
