@@ -88,7 +88,7 @@ def borrowed_jobs(running: Iterable[RunningJob], quotas: Mapping[str, TenantQuot
 
 class QuotaGate:
     """Quota bookkeeping for one round, shared by every policy's round skeleton
-    (:mod:`scheduling.core.placement`); mutable, private to one ``decide`` call.
+    (:mod:`scheduling.core.rounds`); mutable, private to one ``decide`` call.
 
     Build with :func:`gate_for` (``None`` when the snapshot has no quotas). ``can_preempt``: the
     policy reclaims lent GPUs by preemption, so borrowing needs no time bound unless the reclaim

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from scheduling.core.backfill import expected_free_times, shadow_time
 from scheduling.core.fairness import (
     GuaranteeMonitor,
     cap_violations,
@@ -24,7 +25,6 @@ from scheduling.core.fairness import (
     wait_stats,
 )
 from scheduling.core.metrics import JobOutcome
-from scheduling.core.placement import expected_free_times, shadow_time
 from scheduling.core.policies import POLICY_NAMES, get_policy
 from scheduling.core.quota import borrowed_jobs, normalise, usage_by_tenant, wait_s
 from scheduling.core.types import Cluster, Placement, RunningJob, SchedulerConfig, Snapshot, TenantQuota

@@ -11,9 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduling.core.placement import CachedProfile, RoundState, SharePlan, sharing_round
 from scheduling.core.policies import POLICY_NAMES, get_policy
 from scheduling.core.policies.sjf_bsbf import BestBenefitFinder, _Memo
+from scheduling.core.profile_cache import CachedProfile
+from scheduling.core.round_state import RoundState
+from scheduling.core.rounds import SharePlan, sharing_round
 from scheduling.core.sharing import pairwise_benefit, plan_pair
 from scheduling.core.types import (
     GPU,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scheduling.core.placement import arrival_key, exclusive_in_order
+from scheduling.core.rounds import arrival_key, exclusive_in_order
 from scheduling.core.types import Profile, RoundDecisions, Snapshot
 
 
@@ -14,7 +14,7 @@ class FifoPolicy:
     backfilling is what SJF does). A job whose gang exceeds the healthy GPUs of the cluster can
     never start; it waits with that reason and does not block the queue (otherwise one bad job
     would stall the cluster forever). Gangs go to one node when possible, else the fewest nodes
-    (:mod:`scheduling.core.placement`). Never preempts.
+    (:class:`scheduling.core.round_state.RoundState`). Never preempts.
     """
 
     name = "fifo"

@@ -5,7 +5,7 @@ Baselines of MODEL.md §4; the key is ``P_j = R_j · t_j(B_j)``, the remaining e
 
 from __future__ import annotations
 
-from scheduling.core.placement import exclusive_in_order, preemptive_exclusive, sjf_key
+from scheduling.core.rounds import exclusive_in_order, preemptive_exclusive, sjf_key
 from scheduling.core.types import Profile, RoundDecisions, Snapshot
 
 
@@ -31,7 +31,7 @@ class SrtfPolicy:
     Every round, the jobs to run are chosen among pending **and** running jobs by shortest
     remaining time ``P_j`` (ties: submit time, id), greedily while their gangs fit the healthy
     GPUs; running jobs not chosen are preempted and go back to the queue
-    (:func:`scheduling.core.placement.preemptive_exclusive`).
+    (:func:`scheduling.core.rounds.preemptive_exclusive`).
     """
 
     name = "srtf"

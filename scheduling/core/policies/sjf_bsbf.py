@@ -12,7 +12,9 @@ from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from scheduling.core.placement import CachedProfile, Resident, RoundState, SharePlan, cached, sharing_round
+from scheduling.core.profile_cache import CachedProfile, cached
+from scheduling.core.round_state import Resident, RoundState
+from scheduling.core.rounds import SharePlan, sharing_round
 from scheduling.core.sharing import (
     SubBatchOption,
     benefit_threshold_s,

@@ -24,7 +24,7 @@ import heapq
 from collections.abc import Callable
 from dataclasses import replace
 
-from scheduling.core.placement import sharing_round, start_checker
+from scheduling.core.placement import start_checker
 from scheduling.core.policies.sjf_bsbf import BestBenefitFinder, _Memo
 from scheduling.core.quota import (
     NO_QUOTA,
@@ -34,6 +34,7 @@ from scheduling.core.quota import (
     usage_by_tenant,
     wait_s,
 )
+from scheduling.core.rounds import sharing_round
 from scheduling.core.types import Job, Profile, RoundDecisions, Snapshot
 
 
@@ -83,7 +84,7 @@ class SjfBsbfFairPolicy:
     One round: (1) reclaim — preempt other tenants' borrowed jobs for owners' waiting jobs that fit
     their unused guarantees (:func:`~scheduling.core.quota.reclaim_preemptions`; not in reclaim
     mode ``"bound"``); when it preempts, the owners' jobs it made room for go first, so that no other
-    job takes the reclaimed GPUs; (2) the SJF-BSBF round (:func:`~scheduling.core.placement.sharing_round`
+    job takes the reclaimed GPUs; (2) the SJF-BSBF round (:func:`~scheduling.core.rounds.sharing_round`
     with :class:`~scheduling.core.policies.sjf_bsbf.BestBenefitFinder`) over the remaining running
     jobs, in :func:`fair_order`, with the quota gate (its owners-first rule keeps idle GPUs for
     owners' waiting jobs) and the starving head's reservation. Preempted jobs wait until the next

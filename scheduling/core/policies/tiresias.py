@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from scheduling.core.placement import preemptive_exclusive
+from scheduling.core.rounds import preemptive_exclusive
 from scheduling.core.types import Job, JobId, Profile, RoundDecisions, RunningJob, Snapshot
 
 QUEUE_THRESHOLD_GPU_S = 3_200.0
@@ -115,7 +115,7 @@ class TiresiasPolicy:
       entered the queue) longer than 1.0 × its executed time is promoted to the high queue, and
       once started it stays there until it has had another 3,200 GPU-s of service in that run;
     - preemptive: the top-ranked jobs that fit the healthy GPUs run, other running jobs are
-      preempted (:func:`scheduling.core.placement.preemptive_exclusive`); exclusive GPUs.
+      preempted (:func:`scheduling.core.rounds.preemptive_exclusive`); exclusive GPUs.
 
     Why (faithfulness, and no thrashing). A guard with neither rule promoted a starving job for
     one round: back in the low queue next round, it was preempted by the earlier-submitted job it
