@@ -55,7 +55,6 @@ from scheduling.core.fairness import (  # noqa: E402
 )
 from scheduling.core.metrics import jct_summary, makespan_window  # noqa: E402
 from scheduling.core.policies import UnknownPolicyError, get_policy  # noqa: E402
-from scheduling.core.quota import demand_gpu_s, proportional_quotas  # noqa: E402
 from scheduling.core.types import (  # noqa: E402
     GPU,
     Cluster,
@@ -68,6 +67,7 @@ from scheduling.datapaths import shared_data_dir  # noqa: E402
 from scheduling.sim import engine  # noqa: E402
 from scheduling.sim.cli import Watched  # noqa: E402
 from scheduling.sim.loaders import TraceError, load_traces  # noqa: E402
+from scheduling.sim.quotas import demand_gpu_s, proportional_quotas  # noqa: E402
 
 TRACES = {"philly": ("traces/philly-vc", "40x8"), "chronus": ("traces/chronus-philly-mix1.csv", "16x8")}
 POLICIES = "fifo,tiresias,sjf-ffs,sjf-bsbf,sjf-bsbf-fair"

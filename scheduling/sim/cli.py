@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import TextIO
 
 from scheduling.core.fairness import GuaranteeMonitor
-from scheduling.core.quota import demand_gpu_s, proportional_quotas, quotas_from_json
 from scheduling.core.types import (
     RECLAIM_MODES,
     Cluster,
@@ -46,6 +45,7 @@ from scheduling.sim.engine import (
     simulate,
 )
 from scheduling.sim.loaders import TraceError, load_traces
+from scheduling.sim.quotas import demand_gpu_s, proportional_quotas, quotas_from_json
 from scheduling.sim.report import (
     build_report,
     format_fairness_table,
@@ -235,7 +235,7 @@ OPTION_OF_FIELD = {
 
 def read_quotas(text: str) -> dict[str, TenantQuota] | str:
     """``--quotas``: ``"demand"`` (returned as is, resolved once the trace is loaded) or the path of
-    a JSON file parsed by :func:`scheduling.core.quota.quotas_from_json`. Raises :class:`CliError`
+    a JSON file parsed by :func:`scheduling.sim.quotas.quotas_from_json`. Raises :class:`CliError`
     (one line) for a missing or unreadable file, malformed JSON, unknown keys or negative counts."""
     if text == "demand":
         return text
@@ -287,7 +287,7 @@ def quota_warnings(quotas: dict[str, TenantQuota], jobs: Sequence[Job], gpus: in
 
 def demand_quotas(jobs: Sequence[Job], gpus: int) -> dict[str, TenantQuota]:
     """Guarantees proportional to each tenant's demand ``Σ G_j × P_j`` (GPU-s), summing to ``gpus``
-    (:func:`scheduling.core.quota.proportional_quotas`); unlimited borrowing. Raises
+    (:func:`scheduling.sim.quotas.proportional_quotas`); unlimited borrowing. Raises
     :class:`CliError` for a trace without work."""
     try:
         return proportional_quotas(demand_gpu_s(jobs), gpus)

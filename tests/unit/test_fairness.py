@@ -26,7 +26,8 @@ from scheduling.core.fairness import (
 )
 from scheduling.core.metrics import JobOutcome
 from scheduling.core.policies import POLICY_NAMES, get_policy
-from scheduling.core.quota import borrowed_jobs, normalise, usage_by_tenant, wait_s
+from scheduling.core.quota import normalise, usage_by_tenant, wait_s
+from scheduling.core.reclaim import borrowed_jobs
 from scheduling.core.types import Cluster, Placement, RunningJob, SchedulerConfig, Snapshot, TenantQuota
 from tests.unit.fakes import FakeProfile, job
 from tests.unit.test_invariants import check_round, scenarios

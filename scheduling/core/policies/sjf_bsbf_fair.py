@@ -3,9 +3,10 @@
 SJF-BSBF (Luo et al., IWQoS 2024; MODEL.md §2–3) keeps its pairwise sharing rule and partner
 choice unchanged; what changes is *who* may start and in which order (docs/FAIRNESS.md):
 
-- **quotas with borrowing** (:mod:`scheduling.core.quota`): the quota gate of every policy, and
-  lent GPUs are reclaimed by preempting borrowed work (``reclaim="preempt"``/``"both"``) or by
-  admitting borrowers only when ``P_j`` ≤ ``borrow_bound_s`` (``"bound"``/``"both"``);
+- **quotas with borrowing**: the quota gate of every policy (:mod:`scheduling.core.quota`), and
+  lent GPUs are reclaimed by preempting borrowed work (``reclaim="preempt"``/``"both"``,
+  :mod:`scheduling.core.reclaim`) or by admitting borrowers only when ``P_j`` ≤
+  ``borrow_bound_s`` (``"bound"``/``"both"``);
 - **aging**: pending jobs ordered by ``P_j / (1 + wait/aging_s)`` instead of ``P_j``;
 - **starvation bound**: of the jobs waiting at least ``starvation_bound_s``, the one waiting longest
   (the *head*) goes first and, if it cannot start for lack of GPUs, holds the round's one
@@ -21,21 +22,25 @@ choice unchanged; what changes is *who* may start and in which order (docs/FAIRN
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable
 from dataclasses import replace
 
 from scheduling.core.placement import start_checker
 from scheduling.core.policies.sjf_bsbf import BestBenefitFinder, _Memo
-from scheduling.core.quota import (
-    NO_QUOTA,
-    aged_key,
-    normalise,
-    reclaim_preemptions,
-    usage_by_tenant,
-    wait_s,
-)
+from scheduling.core.quota import NO_QUOTA, normalise, usage_by_tenant, wait_s
+from scheduling.core.reclaim import reclaim_preemptions
 from scheduling.core.rounds import sharing_round
 from scheduling.core.types import Job, Profile, RoundDecisions, Snapshot
+
+
+def aged_key(job: Job, now: float, aging_s: float) -> float:
+    """Aging priority (smaller first) **(ours)**: ``P_j / (1 + wait/aging_s)`` (s) — SJF's key,
+    shrunk as the job waits; after one ``aging_s`` of waiting a job competes as if it were half as
+    long. Raises ``ValueError`` for a non-positive ``aging_s``."""
+    if not aging_s > 0 or math.isinf(aging_s):
+        raise ValueError(f"aging_s must be a positive finite number of seconds, got {aging_s}")
+    return job.remaining_time_s / (1.0 + wait_s(job, now) / aging_s)
 
 
 def starving_head(snapshot: Snapshot, can_start: Callable[[Job], bool]) -> Job | None:
@@ -82,7 +87,7 @@ class SjfBsbfFairPolicy:
     """Quota-aware SJF-BSBF with aging and a starvation bound (module docstring).
 
     One round: (1) reclaim — preempt other tenants' borrowed jobs for owners' waiting jobs that fit
-    their unused guarantees (:func:`~scheduling.core.quota.reclaim_preemptions`; not in reclaim
+    their unused guarantees (:func:`~scheduling.core.reclaim.reclaim_preemptions`; not in reclaim
     mode ``"bound"``); when it preempts, the owners' jobs it made room for go first, so that no other
     job takes the reclaimed GPUs; (2) the SJF-BSBF round (:func:`~scheduling.core.rounds.sharing_round`
     with :class:`~scheduling.core.policies.sjf_bsbf.BestBenefitFinder`) over the remaining running
