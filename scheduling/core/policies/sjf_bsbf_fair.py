@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from scheduling.core.placement import start_checker
-from scheduling.core.policies.sjf_bsbf import BestBenefitFinder, _Memo
+from scheduling.core.policies.sjf_bsbf import BestBenefitFinder, BestBenefitMemo
 from scheduling.core.quota import NO_QUOTA, normalise, usage_by_tenant, wait_s
 from scheduling.core.reclaim import reclaim_preemptions
 from scheduling.core.rounds import sharing_round
@@ -101,12 +101,12 @@ class SjfBsbfFairPolicy:
     reclaims = True  # lent GPUs come back by preemption in reclaim modes "preempt" and "both"
 
     def __init__(self) -> None:
-        self._memo: _Memo | None = None
+        self._memo: BestBenefitMemo | None = None
 
     def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:
         """Decisions for this round; deterministic, mutates none of its inputs (keeps only pure
         caches of profile answers between rounds, like SJF-BSBF)."""
-        memo = self._memo = _Memo(profile) if self._memo is None else self._memo.fresh(profile)
+        memo = self._memo = BestBenefitMemo(profile) if self._memo is None else self._memo.fresh(profile)
         can_start = start_checker(snapshot, memo.profile)
         head = starving_head(snapshot, can_start)
         head_id = None if head is None else head.id
