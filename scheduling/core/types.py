@@ -315,7 +315,9 @@ class Profile(Protocol):
 class Policy(Protocol):
     """A scheduling policy: a pure function of a snapshot.
 
-    ``name`` is its registry name; ``preemptive`` says whether it may return preemptions.
+    ``name`` is its registry name; ``preemptive`` says whether it may return preemptions. A
+    policy may also declare ``skip_rule`` (:class:`scheduling.core.skip.SkipRule`): when the
+    simulator may skip its rounds without changing the result.
     """
 
     name: str

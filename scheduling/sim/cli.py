@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TextIO
 
 from scheduling.core.fairness import GuaranteeMonitor
+from scheduling.core.skip import NO_SKIP, SkipRule
 from scheduling.core.types import (
     RECLAIM_MODES,
     Cluster,
@@ -303,6 +304,7 @@ class Watched:
         self.inner = inner
         self.name = inner.name
         self.preemptive = inner.preemptive
+        self.skip_rule: SkipRule = getattr(inner, "skip_rule", NO_SKIP)  # the inner policy's rounds
         self.monitor = GuaranteeMonitor(quotas, grace_s)
 
     def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from scheduling.core.rounds import arrival_key, exclusive_in_order
+from scheduling.core.skip import SkipRule, never
 from scheduling.core.types import Profile, RoundDecisions, Snapshot
 
 
@@ -19,6 +20,9 @@ class FifoPolicy:
 
     name = "fifo"
     preemptive = False
+    # never preempts; looks only at queue order, gang sizes and memory, none of which changes
+    # while time alone passes
+    skip_rule = SkipRule(capacity=True, shares=False, horizon=never)
 
     def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:
         """Decisions for this round (see the class docstring); deterministic, mutates nothing."""

@@ -23,6 +23,7 @@ from scheduling.core.sharing import (
     resident_remaining_s,
     shares,
 )
+from scheduling.core.skip import SkipRule, never
 from scheduling.core.types import Job, JobId, Profile, RoundDecisions, Snapshot
 
 _Options = tuple[tuple[int, float, float, float], ...]
@@ -312,6 +313,10 @@ class SjfBsbfPolicy:
 
     name = "sjf-bsbf"
     preemptive = False
+    # never preempts; a GPU holding one job is usable. Sharing with a resident pays iff its
+    # remaining time exceeds a threshold set by the incoming job (scheduling.core.sharing), and
+    # remaining times only shrink, so while time alone passes the beneficial partners only shrink
+    skip_rule = SkipRule(capacity=True, shares=True, horizon=never)
 
     def __init__(self) -> None:
         self._memo: BestBenefitMemo | None = None

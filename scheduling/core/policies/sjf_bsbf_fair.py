@@ -31,6 +31,7 @@ from scheduling.core.policies.sjf_bsbf import BestBenefitFinder, BestBenefitMemo
 from scheduling.core.quota import NO_QUOTA, normalise, usage_by_tenant, wait_s
 from scheduling.core.reclaim import reclaim_preemptions
 from scheduling.core.rounds import sharing_round
+from scheduling.core.skip import SkipRule, never
 from scheduling.core.types import Job, Profile, RoundDecisions, Snapshot
 
 
@@ -99,6 +100,13 @@ class SjfBsbfFairPolicy:
     name = "sjf-bsbf-fair"
     preemptive = True
     reclaims = True  # lent GPUs come back by preemption in reclaim modes "preempt" and "both"
+    # preempts (reclaim), so no capacity rule. After a round that decided nothing, aging and the
+    # starvation bound only reorder pending jobs that each failed against the same cluster state
+    # (none could start, none could claim GPUs by reclaim, which depends on quotas and usage, not on
+    # time), and the borrow bound compares a pending job's fixed remaining time; the one instant
+    # time alone matters, a job reaching the starvation bound with quotas, holds for every policy
+    # (scheduling.core.skip.bound_crossing_horizon)
+    skip_rule = SkipRule(capacity=False, shares=True, horizon=never)
 
     def __init__(self) -> None:
         self._memo: BestBenefitMemo | None = None

@@ -10,6 +10,7 @@ from scheduling.core.profile_cache import CachedProfile
 from scheduling.core.round_state import Resident, RoundState
 from scheduling.core.rounds import SharePlan, sharing_round
 from scheduling.core.sharing import gang_shares
+from scheduling.core.skip import SkipRule, never
 from scheduling.core.types import Job, Profile, RoundDecisions, Snapshot
 
 
@@ -78,6 +79,9 @@ class SjfFfsPolicy:
 
     name = "sjf-ffs"
     preemptive = False
+    # never preempts; a GPU holding one job is usable (first fit); queue order, gang sizes and
+    # memory do not change while time alone passes
+    skip_rule = SkipRule(capacity=True, shares=True, horizon=never)
 
     def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:
         """Decisions for this round; deterministic, mutates nothing."""
