@@ -17,7 +17,6 @@ import json
 import logging
 import math
 import os
-import re
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -25,6 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
+from common.shapes import MAX_GPUS_PER_NODE, MAX_TOTAL_GPUS, ShapeError, ShapeTooLargeError, parse_shape
 from scheduling.core.fairness import GuaranteeMonitor
 from scheduling.core.skip import NO_SKIP, SkipRule
 from scheduling.core.types import (
@@ -59,13 +59,8 @@ from scheduling.sim.report import (
 )
 
 DEFAULT_POLICIES = "fifo,sjf,srtf,tiresias,sjf-ffs,sjf-bsbf"
-#: Largest simulated cluster: more GPUs per node than any server holds, or more GPUs in total than
-#: the simulator can keep in memory, is refused before anything is built.
-MAX_GPUS_PER_NODE = 64
-MAX_TOTAL_GPUS = 100_000
 #: Default grace (s) before an owner's job blocked by lent GPUs counts as a guarantee violation.
 DEFAULT_GRACE_S = 120.0
-_CLUSTER_RE = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\d+)\s*$")
 
 
 class CliError(Exception):
@@ -73,24 +68,16 @@ class CliError(Exception):
 
 
 def parse_cluster(text: str) -> tuple[int, int]:
-    """``"4x8"`` → ``(4, 8)`` (nodes, GPUs per node).
-
-    Raises :class:`CliError` for a malformed text, fewer than one node or GPU per node, more than
-    :data:`MAX_GPUS_PER_NODE` GPUs per node or more than :data:`MAX_TOTAL_GPUS` GPUs in total.
-    """
-    match = _CLUSTER_RE.match(text)
-    if match is None:
-        raise CliError(f"bad --cluster {text!r}: expected NODESxGPUS, e.g. 4x8")
-    nodes, gpus = int(match[1]), int(match[2])
-    if nodes < 1 or gpus < 1:
-        raise CliError(f"impossible cluster {text!r}: it needs at least one node and one GPU per node")
-    if gpus > MAX_GPUS_PER_NODE:
-        raise CliError(f"cluster {text!r} too large: at most {MAX_GPUS_PER_NODE} GPUs per node, got {gpus}")
-    if nodes * gpus > MAX_TOTAL_GPUS:
-        raise CliError(
-            f"cluster {text!r} too large: at most {MAX_TOTAL_GPUS:,} GPUs in total, got {nodes * gpus:,}"
-        )
-    return nodes, gpus
+    """``--cluster "4x8"`` → ``(4, 8)`` (nodes, GPUs per node), by :func:`common.shapes.parse_shape`:
+    a simulated cluster has the bounds of every other (at most :data:`~common.shapes.MAX_GPUS_PER_NODE`
+    GPUs per node and :data:`~common.shapes.MAX_TOTAL_GPUS` in total, refused before anything is
+    built). Raises :class:`CliError` with one line naming ``--cluster``."""
+    try:
+        return parse_shape(text)
+    except ShapeTooLargeError as exc:
+        raise CliError(f"--cluster {text!r} too large: {exc}") from None
+    except ShapeError as exc:
+        raise CliError(f"bad --cluster {text!r}: {exc}") from None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
