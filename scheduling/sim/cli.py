@@ -333,7 +333,7 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
         for field, option in OPTION_OF_FIELD.items():  # name the option the user typed
             message = message.replace(field, option)
         raise CliError(message) from None
-    quotas = read_quotas(args.quotas) if args.quotas is not None else None
+    requested = read_quotas(args.quotas) if args.quotas is not None else None
     check_output(args.json, "--json")
     check_output(args.html, "--html")
     policies = _policies(args.policies)
@@ -343,8 +343,11 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
         trace = load_traces(args.trace, max_gpus=cluster.healthy_gpus, throughput=profile.isolated_throughput)
     except TraceError as exc:
         raise CliError(str(exc)) from None
-    if quotas == "demand":
+    quotas: dict[str, TenantQuota] = {}  # none: no quota gate, no fairness table
+    if isinstance(requested, str):  # "demand", resolved now that the trace is loaded
         quotas = demand_quotas(trace.jobs, cluster.healthy_gpus)
+    elif requested is not None:
+        quotas = requested
     if quotas:
         config = replace(config, tenant_quotas=quotas)
         for warning in quota_warnings(quotas, trace.jobs, cluster.healthy_gpus):
@@ -365,9 +368,9 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
     if quotas:
         stdout.write("\n" + format_fairness_table(report) + "\n")
     for name, summary in report["policies"].items():
-        warning = unfinished_warning(name, summary)
-        if warning is not None:
-            print(warning, file=sys.stderr)
+        unfinished = unfinished_warning(name, summary)
+        if unfinished is not None:
+            print(unfinished, file=sys.stderr)
     outputs: dict[Path, str] = {}
     if args.json is not None:
         outputs[args.json] = json_report(report)

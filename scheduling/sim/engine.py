@@ -45,7 +45,7 @@ from __future__ import annotations
 import heapq
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from tqdm import tqdm
@@ -64,6 +64,7 @@ from scheduling.core.types import (
     RunningJob,
     SchedulerConfig,
     Snapshot,
+    TenantQuota,
 )
 from scheduling.sim.job_state import JobState, with_progress
 
@@ -94,7 +95,7 @@ class SimConfig:
     seed: int = 0
     skip_idle_rounds: bool = True
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
-    tenant_quotas: dict[str, int] = field(default_factory=dict)
+    tenant_quotas: Mapping[str, int | TenantQuota] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.round_interval_s) and self.round_interval_s > 0):
