@@ -24,6 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
+from common.files import write_all_atomic
 from common.shapes import MAX_GPUS_PER_NODE, MAX_TOTAL_GPUS, ShapeError, ShapeTooLargeError, parse_shape
 from scheduling.core.fairness import GuaranteeMonitor
 from scheduling.core.skip import NO_SKIP, SkipRule
@@ -55,7 +56,6 @@ from scheduling.sim.report import (
     json_report,
     never_fit_reasons,
     unfinished_warning,
-    write_files,
 )
 
 DEFAULT_POLICIES = "fifo,sjf,srtf,tiresias,sjf-ffs,sjf-bsbf"
@@ -377,7 +377,7 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
     if args.html is not None:
         outputs[args.html] = html_report(report, results)
     try:
-        write_files(outputs)
+        write_all_atomic(outputs)  # the JSON and the HTML report, both or neither
     except OSError as exc:
         raise CliError(
             f"cannot write {exc.filename or 'the report'}: {exc.strerror or exc}; no report file was written"

@@ -255,12 +255,10 @@ def test_write_failure_after_simulation(
     # one-line message, exit 2, and neither report nor temporary file is left behind.
     import os
 
-    from scheduling.sim import report
-
     def disk_full(src: str, dst: str) -> None:
         raise OSError(28, "No space left on device", str(dst))
 
-    monkeypatch.setattr(report.os, "replace", disk_full)
+    monkeypatch.setattr(os, "replace", disk_full)
     out_json, out_html = tmp_path / "r.json", tmp_path / "r.html"
     code, _, err = run_cli(
         [
@@ -285,13 +283,13 @@ def test_write_failure_after_simulation(
 
 
 def test_write_files_is_all_or_nothing(tmp_path: Path) -> None:
-    from scheduling.sim.report import write_files
+    from common.files import write_all_atomic
 
     good, bad = tmp_path / "a.json", tmp_path / "missing" / "b.html"
     with pytest.raises(FileNotFoundError):
-        write_files({good: "{}\n", bad: "<html>"})
+        write_all_atomic({good: "{}\n", bad: "<html>"})
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # a.json not written, no temp file left
-    write_files({good: "{}\n"})
+    write_all_atomic({good: "{}\n"})
     assert good.read_text() == "{}\n"
 
 
