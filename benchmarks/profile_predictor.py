@@ -19,12 +19,14 @@ import sys
 import time
 from pathlib import Path
 
-from machine import machine  # benchmarks/machine.py
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository, as the other benchmarks
 
-from scheduling.core.types import Job
-from scheduling.datapaths import shared_data_dir
-from scheduling.profiles import DEFAULT_PROFILE_PATH, import_gavel, load_profile, predictor_fit
-from scheduling.profiles.lucid import LucidError, validate_lucid
+from machine import machine  # noqa: E402  (benchmarks/machine.py)
+
+from scheduling.core.types import Job  # noqa: E402
+from scheduling.datapaths import shared_data_dir  # noqa: E402
+from scheduling.profiles import DEFAULT_PROFILE_PATH, import_gavel, load_profile, predictor_fit  # noqa: E402
+from scheduling.profiles.lucid import LucidError, validate_lucid  # noqa: E402
 
 TRACE_MODELS = [
     ("vgg16", 16), ("vgg19", 16), ("resnet18", 128), ("shufflenet_v2_x1_0", 128),
