@@ -6,11 +6,11 @@ memory per GPU at its smallest allowed sub-batch exceeds its ``G_j``-th largest 
 accumulation (MODEL.md §1) lets a job run a smaller sub-batch when memory is short
 (:func:`largest_fitting_sub_batch`).
 
-An exclusive start (:func:`start_on_idle`) takes the idle GPUs that :class:`~scheduling.core.
-round_state.RoundState` picks (one node if possible, else the fewest nodes). On a cluster whose
-GPUs differ in memory, a start that those GPUs would hold only at a smaller sub-batch (or not at
-all) than the job's ``G_j`` largest idle GPUs makes the same choice among the idle GPUs with
-enough memory for that larger sub-batch. Units: memory in MB, counts in GPUs.
+An exclusive start (:func:`start_on_idle`) takes the idle GPUs that
+:class:`~scheduling.core.round_state.RoundState` picks (one node if possible, else the fewest
+nodes). On a cluster whose GPUs differ in memory, a start that those GPUs would hold only at a
+smaller sub-batch (or not at all) than the job's ``G_j`` largest idle GPUs makes the same choice
+among the idle GPUs with enough memory for that larger sub-batch. Units: memory in MB, counts in GPUs.
 """
 
 from __future__ import annotations

@@ -227,7 +227,7 @@ def sharing_round(
     marks just its starving head, placed first in ``order``): every later job of the round waits
     unless it fits its tenant's unused guarantee or can be backfilled — alone on idle GPUs, ending
     (``P_j``) before the reservation's shadow time or on GPUs it will not need then
-    (:func:`shadow_time`, EASY backfilling);
+    (:func:`~scheduling.core.backfill.shadow_time`, EASY backfilling);
     ``preemptions`` (already removed from ``snapshot.running``) are returned with the starts;
     ``can_preempt`` tells the quota gate that lent GPUs are reclaimed by preemption.
     """
