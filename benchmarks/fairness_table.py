@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from common.shapes import ShapeError, node_names, parse_shape  # noqa: E402
 from scheduling.core.fairness import (  # noqa: E402
     jain_of_rho,
     tenant_rho,
@@ -55,7 +56,6 @@ from scheduling.core.fairness import (  # noqa: E402
 )
 from scheduling.core.metrics import jct_summary, makespan_window  # noqa: E402
 from scheduling.core.policies import UnknownPolicyError, get_policy  # noqa: E402
-from scheduling.core.quota import demand_gpu_s, proportional_quotas  # noqa: E402
 from scheduling.core.types import (  # noqa: E402
     GPU,
     Cluster,
@@ -68,6 +68,7 @@ from scheduling.datapaths import shared_data_dir  # noqa: E402
 from scheduling.sim import engine  # noqa: E402
 from scheduling.sim.cli import Watched  # noqa: E402
 from scheduling.sim.loaders import TraceError, load_traces  # noqa: E402
+from scheduling.sim.quotas import demand_gpu_s, proportional_quotas  # noqa: E402
 
 TRACES = {"philly": ("traces/philly-vc", "40x8"), "chronus": ("traces/chronus-philly-mix1.csv", "16x8")}
 POLICIES = "fifo,tiresias,sjf-ffs,sjf-bsbf,sjf-bsbf-fair"
@@ -93,8 +94,9 @@ def quotas_for(jobs: Sequence[Job], gpus: int, rule: str) -> dict[str, TenantQuo
 
 
 def partition(gpus: int, per_node: int) -> Cluster:
-    """``gpus`` GPUs on nodes of ``per_node`` (the last node may be smaller)."""
-    return Cluster(tuple(GPU(i, f"node-{i // per_node:03d}", i % per_node, 49_140) for i in range(gpus)))
+    """``gpus`` GPUs on nodes of ``per_node`` (the last node may be smaller), named as every cluster."""
+    names = node_names(math.ceil(gpus / per_node))
+    return Cluster(tuple(GPU(i, names[i // per_node], i % per_node, 49_140) for i in range(gpus)))
 
 
 def independent_outcomes(
@@ -123,7 +125,10 @@ def independent_outcomes(
 def run_trace(key: str, args: argparse.Namespace, profile: Profile) -> dict:
     rel, default_cluster = TRACES[key]
     shape = getattr(args, f"{key}_cluster") or default_cluster
-    nodes, per_node = (int(x) for x in shape.lower().split("x"))
+    try:
+        nodes, per_node = parse_shape(shape)
+    except ShapeError as exc:
+        raise SystemExit(f"--{key}-cluster {shape!r}: {exc}") from None
     cluster = Cluster.uniform(nodes, per_node)
     try:
         trace = load_traces(

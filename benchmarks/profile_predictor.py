@@ -4,7 +4,7 @@ Usage::
 
     python benchmarks/profile_predictor.py [--src PATH] [--folds K] [--lucid] [--repeat N]
 
-Prints (1) the leave-pairs-out error table of ``scheduling.profiles.import_gavel`` on Gavel's
+Prints (1) the leave-pairs-out error table of ``scheduling.profiles.predictor_fit`` on Gavel's
 measured V100 pairs (read from the shared data folder, never shipped), (2) with ``--lucid``, the
 check against Lucid's co-location measurements (validation only, non-commercial data), and (3) the
 median time of ``TableProfile`` queries as policies issue them (10,000 waiting jobs, memo warm and
@@ -19,11 +19,14 @@ import sys
 import time
 from pathlib import Path
 
-from machine import machine  # benchmarks/machine.py
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository, as the other benchmarks
 
-from scheduling.core.types import Job
-from scheduling.datapaths import shared_data_dir
-from scheduling.profiles import DEFAULT_PROFILE_PATH, import_gavel, load_profile
+from machine import machine  # noqa: E402  (benchmarks/machine.py)
+
+from scheduling.core.types import Job  # noqa: E402
+from scheduling.datapaths import shared_data_dir  # noqa: E402
+from scheduling.profiles import DEFAULT_PROFILE_PATH, import_gavel, load_profile, predictor_fit  # noqa: E402
+from scheduling.profiles.lucid import LucidError, validate_lucid  # noqa: E402
 
 TRACE_MODELS = [
     ("vgg16", 16), ("vgg19", 16), ("resnet18", 128), ("shufflenet_v2_x1_0", 128),
@@ -86,11 +89,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         data = import_gavel.read_gavel(args.src)
         xi = import_gavel.measured_slowdowns(data)
-        print(import_gavel.report(xi, import_gavel.leave_pairs_out(xi, args.folds), args.folds))
+        print(predictor_fit.report(xi, predictor_fit.leave_pairs_out(xi, args.folds), args.folds))
         if args.lucid:
             lucid = args.src.parent / "lucid-colocate.csv"
-            print(import_gavel.validate_lucid(lucid, load_profile(DEFAULT_PROFILE_PATH)))
-    except import_gavel.GavelImportError as exc:
+            print(validate_lucid(lucid, load_profile(DEFAULT_PROFILE_PATH)))
+    except (import_gavel.GavelImportError, LucidError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(query_speed(10_000, args.repeat))

@@ -18,12 +18,17 @@ class ShapeError(ValueError):
     """A cluster shape that is malformed or out of bounds; the message says which and why."""
 
 
+class ShapeTooLargeError(ShapeError):
+    """A well-formed cluster shape beyond a bound: GPUs per node, nodes, or GPUs in total."""
+
+
 def parse_shape(text: str, *, max_nodes: int | None = None) -> tuple[int, int]:
     """``"4x8"`` → ``(4, 8)``: nodes, GPUs per node.
 
-    Raises :class:`ShapeError` for a text that is not ``NODESxGPUS``, fewer than one node or GPU
-    per node, more than :data:`MAX_GPUS_PER_NODE` GPUs per node, more than ``max_nodes`` nodes
-    (when given) or more than :data:`MAX_TOTAL_GPUS` GPUs in total.
+    Raises :class:`ShapeError` for a text that is not ``NODESxGPUS`` or fewer than one node or GPU
+    per node, and its subclass :class:`ShapeTooLargeError` for more than :data:`MAX_GPUS_PER_NODE`
+    GPUs per node, more than ``max_nodes`` nodes (when given) or more than :data:`MAX_TOTAL_GPUS`
+    GPUs in total.
     """
     match = _SHAPE.match(text) if isinstance(text, str) else None
     if match is None:
@@ -41,11 +46,11 @@ def check_shape(nodes: int, gpus_per_node: int, *, max_nodes: int | None = None)
             f"a cluster needs at least one node and one GPU per node, got {nodes}x{gpus_per_node}"
         )
     if gpus_per_node > MAX_GPUS_PER_NODE:
-        raise ShapeError(f"at most {MAX_GPUS_PER_NODE} GPUs per node, got {gpus_per_node}")
+        raise ShapeTooLargeError(f"at most {MAX_GPUS_PER_NODE} GPUs per node, got {gpus_per_node}")
     if max_nodes is not None and nodes > max_nodes:
-        raise ShapeError(f"at most {max_nodes:,} nodes, got {nodes:,}")
+        raise ShapeTooLargeError(f"at most {max_nodes:,} nodes, got {nodes:,}")
     if nodes * gpus_per_node > MAX_TOTAL_GPUS:
-        raise ShapeError(f"at most {MAX_TOTAL_GPUS:,} GPUs in total, got {nodes * gpus_per_node:,}")
+        raise ShapeTooLargeError(f"at most {MAX_TOTAL_GPUS:,} GPUs in total, got {nodes * gpus_per_node:,}")
 
 
 def node_names(nodes: int, prefix: str = "node", start: int = 0) -> list[str]:

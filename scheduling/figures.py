@@ -132,7 +132,7 @@ def tenant_bars_spec(
     series, the live dashboard): each bar takes its tenant's colour, as on the other charts.
     """
     tenants = sorted({t for by_tenant in per_tenant.values() for t in by_tenant})
-    data = []
+    data: list[Spec] = []
     for name, by_tenant in per_tenant.items():
         ys = []
         for t in tenants:

@@ -27,7 +27,8 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from scheduling.core.metrics import JobOutcome, jain_index, mean, percentile
-from scheduling.core.quota import NO_QUOTA, borrowed_jobs, normalise, usage_by_tenant, wait_s
+from scheduling.core.quota import NO_QUOTA, normalise, usage_by_tenant, wait_s
+from scheduling.core.reclaim import borrowed_jobs
 from scheduling.core.types import JobId, RunningJob, Snapshot, TenantQuota
 
 
@@ -132,7 +133,7 @@ def jain_of_rho(rho: Mapping[str, float]) -> float:
 
 def _lent_gpus(snapshot: Snapshot, quotas: Mapping[str, TenantQuota]) -> tuple[int, dict[str, int], int]:
     """``(idle GPUs, tenant → lent GPUs holding a job of that tenant, lent GPUs)``: a *lent* GPU is a
-    healthy GPU whose every job is borrowed (:func:`~scheduling.core.quota.borrowed_jobs`). The GPUs
+    healthy GPU whose every job is borrowed (:func:`~scheduling.core.reclaim.borrowed_jobs`). The GPUs
     a tenant could get back from *other* tenants are ``lent − lent holding its own jobs``."""
     lent_ids = {rj.job.id for rj in borrowed_jobs(snapshot.running, quotas)}
     on_gpu: dict[int, list[RunningJob]] = {}
@@ -161,11 +162,11 @@ def guarantee_violations(
 
     A pending job ``j`` of tenant ``t`` is a violation when it has waited at least ``grace_s``
     (s; 0: any pending job), fits its tenant's unused guarantee (``u_t + G_j ≤ g_t``), and too few
-    GPUs are idle but enough would be without other tenants' borrowed jobs (:func:`~scheduling.core.quota.
-    borrowed_jobs`): its owner is kept waiting by lent GPUs. ``quotas`` are passed explicitly so
-    a run without quotas in its snapshots can be checked too. A job may have waited for other
-    reasons before it became entitled (its tenant held more); :class:`GuaranteeMonitor` measures
-    how long each job stays entitled and blocked.
+    GPUs are idle but enough would be without other tenants' borrowed jobs
+    (:func:`~scheduling.core.reclaim.borrowed_jobs`): its owner is kept waiting by lent GPUs.
+    ``quotas`` are passed explicitly so a run without quotas in its snapshots can be checked too.
+    A job may have waited for other reasons before it became entitled (its tenant held more);
+    :class:`GuaranteeMonitor` measures how long each job stays entitled and blocked.
     """
     q = normalise(quotas)
     if not q:

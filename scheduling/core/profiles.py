@@ -100,7 +100,7 @@ class TableProfile:
                 job_type: {int(n): float(v) for n, v in by_gpus.items()}
                 for job_type, by_gpus in _require(table, "isolated_steps_per_s").items()
             }
-            self._curves: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {}
+            self._curves: dict[str, tuple[tuple[int, ...], tuple[float, ...]]] = {}  # batches, samples/s
             for family, curve in _require(table, "families").items():
                 batches = [int(b) for b in curve["batches"]]
                 sps = [float(s) for s in curve["samples_per_s"]]

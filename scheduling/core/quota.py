@@ -19,14 +19,8 @@ only if (:meth:`QuotaGate.refusal`):
      unless the job has waited ``starvation_bound_s`` already: a gang larger than its tenant's
      guarantee with a long ``P_j`` could otherwise never start (liveness before the bound).
 
-With reclaim mode ``"preempt"`` or ``"both"``, a preemptive policy (``sjf-bsbf-fair``) also calls
-:func:`reclaim_preemptions`: an owner with a waiting job that fits its unused guarantee gets the
-GPUs of other tenants' *borrowed* jobs preempted (checkpoint/restart: the simulator charges a
-restart cost when they run again).
-
-A running job is *borrowed* if it is part of its tenant's usage above the guarantee, counting the
-tenant's jobs in start order (the latest-started jobs are the borrowed ones, :func:`borrowed_jobs`)
-— a property of the snapshot alone, so the service needs no extra state.
+With reclaim mode ``"preempt"`` or ``"both"``, a preemptive policy (``sjf-bsbf-fair``) also gets
+lent GPUs back by preempting borrowed work (:mod:`scheduling.core.reclaim`).
 
 Without quotas in the snapshot (an empty mapping) nothing here applies and every policy decides
 exactly as before.
@@ -34,10 +28,9 @@ exactly as before.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping
 
-from scheduling.core.types import Job, JobId, Preempt, RunningJob, Snapshot, TenantQuota
+from scheduling.core.types import Job, RunningJob, Snapshot, TenantQuota
 
 NO_QUOTA = TenantQuota(0, None)
 """The quota of a tenant missing from a non-empty quota mapping: no guarantee, may borrow."""
@@ -65,30 +58,9 @@ def usage_by_tenant(running: Iterable[RunningJob]) -> dict[str, int]:
     return usage
 
 
-def borrowed_jobs(running: Iterable[RunningJob], quotas: Mapping[str, TenantQuota]) -> list[RunningJob]:
-    """The running jobs that hold GPUs above their tenant's guarantee.
-
-    Per tenant, jobs are counted in start order ``(start_time, id)``; once the running sum of gangs
-    exceeds ``g_t``, that job and every later one are borrowed. Returned latest start first.
-    """
-    by_tenant: dict[str, list[RunningJob]] = {}
-    for rj in running:
-        by_tenant.setdefault(rj.job.tenant, []).append(rj)
-    borrowed: list[RunningJob] = []
-    for tenant, jobs in by_tenant.items():
-        guaranteed = quotas.get(tenant, NO_QUOTA).guaranteed_gpus
-        held = 0
-        for rj in sorted(jobs, key=lambda r: (r.placement.start_time, r.job.id)):
-            held += rj.job.gpus
-            if held > guaranteed:
-                borrowed.append(rj)
-    borrowed.sort(key=lambda r: (-r.placement.start_time, -r.job.id))
-    return borrowed
-
-
 class QuotaGate:
     """Quota bookkeeping for one round, shared by every policy's round skeleton
-    (:mod:`scheduling.core.placement`); mutable, private to one ``decide`` call.
+    (:mod:`scheduling.core.rounds`); mutable, private to one ``decide`` call.
 
     Build with :func:`gate_for` (``None`` when the snapshot has no quotas). ``can_preempt``: the
     policy reclaims lent GPUs by preemption, so borrowing needs no time bound unless the reclaim
@@ -202,167 +174,6 @@ def gate_for(
     return QuotaGate(snapshot, can_preempt=can_preempt, can_start=can_start)
 
 
-def idle_gpu_ids(snapshot: Snapshot) -> set[int]:
-    """Healthy GPUs holding no running job."""
-    held = {g for rj in snapshot.running for g in rj.placement.gpu_ids}
-    return {g.id for g in snapshot.cluster.gpus if g.healthy and g.id not in held}
-
-
-def reclaim_preemptions(
-    snapshot: Snapshot, order: Iterable[Job], policy: str, can_start: Callable[[Job], bool] | None = None
-) -> tuple[tuple[Preempt, ...], tuple[JobId, ...]]:
-    """Preempt other tenants' borrowed jobs so that owners' waiting jobs get their guarantees.
-
-    Returns ``(preemptions, claimed)``: ``claimed`` are the owners' jobs, in ``order``, whose GPUs
-    are now idle or freed by the preemptions — the policy starts them first, so that no other job
-    (another owner sharing, say) takes the GPUs reclaimed for them.
-
-    ``order``: the pending jobs in the policy's order. Walking it, a job ``j`` of tenant ``s`` with
-    ``u_s + G_j ≤ g_s`` (it fits the unused guarantee) claims ``G_j`` of the idle GPUs; if too
-    few are idle, borrowed jobs of tenants other than ``s`` (:func:`borrowed_jobs`) are chosen as
-    victims — the one with the most remaining exclusive time ``P`` first (ties: latest start), as
-    SRTF would: a borrowed job near its end is left to finish (docs/FAIRNESS.md §5 measures the
-    choice) — until the GPUs they leave idle
-    (healthy GPUs whose every job is a victim) cover the shortfall; then each chosen victim whose
-    GPUs turn out not to be needed (it shares a GPU with a job that stays, say) is spared again,
-    the last chosen first. If even all of them cannot cover it, nothing is preempted for ``j``.
-    Jobs for which ``can_start`` is false (they could never start on the cluster as it is, e.g.
-    :func:`scheduling.core.placement.unfit_reason`) claim nothing.
-    Returns nothing without quotas or when ``snapshot.config.reclaim`` is ``"bound"``.
-    """
-    if not snapshot.tenant_quotas or snapshot.config.reclaim == "bound":
-        return (), ()
-    quotas = normalise(snapshot.tenant_quotas)
-    usage = usage_by_tenant(snapshot.running)
-    candidates = sorted(
-        borrowed_jobs(snapshot.running, quotas),
-        key=lambda r: (-r.job.remaining_time_s, -r.placement.start_time, -r.job.id),
-    )
-    on_gpu: dict[int, set[JobId]] = {}
-    for rj in snapshot.running:
-        for g in rj.placement.gpu_ids:
-            on_gpu.setdefault(g, set()).add(rj.job.id)
-    healthy = {g.id for g in snapshot.cluster.gpus if g.healthy}
-    available = len(idle_gpu_ids(snapshot))
-    victims: dict[JobId, RunningJob] = {}
-    claimed: list[JobId] = []
-
-    gpus_of = {rj.job.id: rj.placement.gpu_ids for rj in snapshot.running}
-
-    def freed_by(gone: set[JobId]) -> int:  # healthy GPUs emptied by ``gone``, beyond earlier victims
-        # a GPU emptied only by earlier victims holds no newly gone job, so only theirs can count
-        new = {g for jid in gone if jid not in victims for g in gpus_of[jid]}
-        return sum(1 for g in new if g in healthy and on_gpu[g] <= gone)
-
-    for job in order:
-        tenant = job.tenant
-        if usage.get(tenant, 0) + job.gpus > quotas.get(tenant, NO_QUOTA).guaranteed_gpus:
-            continue
-        if can_start is not None and not can_start(job):
-            continue
-        if job.gpus <= available:
-            available -= job.gpus
-            usage[tenant] = usage.get(tenant, 0) + job.gpus
-            claimed.append(job.id)
-            continue
-        chosen: list[RunningJob] = []
-        freed = 0
-        gone = set(victims)
-        for rj in candidates:
-            if rj.job.id in victims or rj.job.tenant == tenant:
-                continue
-            chosen.append(rj)
-            gone.add(rj.job.id)
-            freed = freed_by(gone)
-            if available + freed >= job.gpus:
-                break
-        if available + freed < job.gpus:
-            continue
-        for rj in reversed(chosen[:-1]):  # spare the victims not needed after all
-            without = gone - {rj.job.id}
-            if available + freed_by(without) >= job.gpus:
-                gone = without
-                chosen.remove(rj)
-        freed = freed_by(gone)
-        for rj in chosen:
-            victims[rj.job.id] = rj
-            usage[rj.job.tenant] -= rj.job.gpus
-        available += freed - job.gpus
-        usage[tenant] = usage.get(tenant, 0) + job.gpus
-        claimed.append(job.id)
-    return tuple(
-        Preempt(
-            jid,
-            f"{policy}: borrowed GPUs of tenant {rj.job.tenant} reclaimed for an owner's job "
-            f"within its guarantee (checkpoint and restart later)",
-        )
-        for jid, rj in sorted(victims.items())
-    ), tuple(claimed)
-
-
 def wait_s(job: Job, now: float) -> float:
     """How long ``job`` has been waiting now (s): ``now − job.waiting_since``, never negative."""
     return max(0.0, now - job.waiting_since)
-
-
-def aged_key(job: Job, now: float, aging_s: float) -> float:
-    """Aging priority (smaller first) **(ours)**: ``P_j / (1 + wait/aging_s)`` (s) — SJF's key,
-    shrunk as the job waits; after one ``aging_s`` of waiting a job competes as if it were half as
-    long. Raises ``ValueError`` for a non-positive ``aging_s``."""
-    if not aging_s > 0 or math.isinf(aging_s):
-        raise ValueError(f"aging_s must be a positive finite number of seconds, got {aging_s}")
-    return job.remaining_time_s / (1.0 + wait_s(job, now) / aging_s)
-
-
-def quotas_from_json(data: object) -> dict[str, TenantQuota]:
-    """Quotas from parsed JSON: ``{"tenant": 4}`` or ``{"tenant": {"guaranteed_gpus": 4,
-    "borrow_limit": 2}}`` (``borrow_limit`` optional, ``null`` = unlimited). Raises ``ValueError``
-    with the offending tenant for anything else (not an object, negative or non-integer counts,
-    unknown keys)."""
-    if not isinstance(data, dict) or not data:
-        raise ValueError(
-            "quotas must be a non-empty JSON object: tenant → GPUs or {guaranteed_gpus, borrow_limit}"
-        )
-    out: dict[str, TenantQuota] = {}
-    for tenant, value in data.items():
-        if isinstance(value, dict):
-            unknown = set(value) - {"guaranteed_gpus", "borrow_limit"}
-            if unknown or "guaranteed_gpus" not in value:
-                raise ValueError(
-                    f"quota of tenant {tenant!r}: expected keys guaranteed_gpus and optional "
-                    f"borrow_limit, got {sorted(value)}"
-                )
-            guaranteed, limit = value["guaranteed_gpus"], value.get("borrow_limit")
-        else:
-            guaranteed, limit = value, None
-        for name, count, optional in (("guaranteed_gpus", guaranteed, False), ("borrow_limit", limit, True)):
-            if optional and count is None:
-                continue
-            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-                raise ValueError(
-                    f"quota of tenant {tenant!r}: {name} must be a whole number ≥ 0, got {count!r}"
-                )
-        out[str(tenant)] = TenantQuota(guaranteed, limit)
-    return out
-
-
-def proportional_quotas(weights: Mapping[str, float], gpus: int) -> dict[str, TenantQuota]:
-    """Guarantees proportional to ``weights`` summing to ``gpus`` (largest-remainder rounding,
-    Hamilton's method; ties by tenant name), unlimited borrowing. Raises ``ValueError`` for no
-    positive weight or a negative one."""
-    if any(w < 0 for w in weights.values()) or sum(weights.values()) <= 0:
-        raise ValueError("quota weights must be ≥ 0 with a positive sum")
-    mass = sum(weights.values())
-    exact = {t: gpus * w / mass for t, w in weights.items()}
-    out = {t: math.floor(v) for t, v in exact.items()}
-    for t in sorted(exact, key=lambda t: (-(exact[t] - out[t]), t))[: gpus - sum(out.values())]:
-        out[t] += 1
-    return {t: TenantQuota(g) for t, g in out.items()}
-
-
-def demand_gpu_s(jobs: Iterable[Job]) -> dict[str, float]:
-    """Tenant → exclusive work of its jobs, ``Σ G_j × P_j`` (GPU-seconds)."""
-    out: dict[str, float] = {}
-    for j in jobs:
-        out[j.tenant] = out.get(j.tenant, 0.0) + j.gpus * j.remaining_time_s
-    return out

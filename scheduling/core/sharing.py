@@ -61,6 +61,16 @@ def shares(t_seq: float, t_con: float) -> bool:
     return t_con < t_seq
 
 
+def shares_when_equal(xi_a: float, xi_b: float) -> bool:
+    """The pairwise rule's verdict for two jobs of equal remaining exclusive time (``A = B``):
+    ``T_con < T_seq = 1.5·A`` with ``T_con/A = 0.5 + (1 − 1/(2ξ_last))·ξ_first``, where the job
+    with the larger ``ξ`` ends last (:func:`pairwise_benefit` at ``A = B``). Independent of ``A``;
+    used to compare slowdown estimates by the decisions they lead to
+    (``scheduling.profiles.predictor_fit``). No argument checks."""
+    t_seq, t_con = _pair_times(1.0, 1.0, xi_a, xi_b)
+    return shares(t_seq, t_con)
+
+
 @dataclass(frozen=True, slots=True)
 class PairPlan:
     """The best way for an incoming job to share with one resident (MODEL.md §2).

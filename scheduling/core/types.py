@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from common.shapes import node_names
+
 JobId = int
 
 
@@ -48,18 +50,18 @@ class Cluster:
     def uniform(
         cls, nodes: int, gpus_per_node: int, memory_mb: int = 49_140, gpu_type: str = "v100"
     ) -> Cluster:
-        """``nodes`` × ``gpus_per_node`` identical GPUs; nodes are named ``node-00``, ``node-01``…"""
+        """``nodes`` × ``gpus_per_node`` identical GPUs; nodes are named ``node-00``, ``node-01``…
+        (:func:`common.shapes.node_names`, the names of a live cluster of the same shape)."""
         if nodes < 1 or gpus_per_node < 1:
             raise ValueError(
                 f"a cluster needs at least one node and one GPU per node, got {nodes}x{gpus_per_node}"
             )
         if memory_mb < 1:
             raise ValueError(f"GPU memory must be a positive number of MB, got {memory_mb}")
-        width = max(2, len(str(nodes - 1)))
         return cls(
             tuple(
-                GPU(n * gpus_per_node + i, f"node-{n:0{width}d}", i, memory_mb, gpu_type)
-                for n in range(nodes)
+                GPU(n * gpus_per_node + i, name, i, memory_mb, gpu_type)
+                for n, name in enumerate(node_names(nodes))
                 for i in range(gpus_per_node)
             )
         )
@@ -315,7 +317,9 @@ class Profile(Protocol):
 class Policy(Protocol):
     """A scheduling policy: a pure function of a snapshot.
 
-    ``name`` is its registry name; ``preemptive`` says whether it may return preemptions.
+    ``name`` is its registry name; ``preemptive`` says whether it may return preemptions. A
+    policy may also declare ``skip_rule`` (:class:`scheduling.core.skip.SkipRule`): when the
+    simulator may skip its rounds without changing the result.
     """
 
     name: str

@@ -19,41 +19,39 @@ compares the table and predictor with the co-location measurements of Lucid
 (``profiles/lucid-colocate.csv``, S-Lab License 1.0, non-commercial: validation only, nothing from it
 is written). Errors in the input → a message on stderr and exit status 2, and nothing is written
 (the output file is replaced atomically, after every check passed).
+
+This module reads Gavel's file and builds the table; the predictor's fit and its error tables are
+:mod:`scheduling.profiles.predictor_fit`, the Lucid comparison :mod:`scheduling.profiles.lucid`.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
-import csv
 import json
 import math
-import os
-import random
-import statistics
 import sys
-import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scheduling.core.profiles import ProfileError, SlowdownPredictor, TableProfile, split_gavel_job_type
+from common.files import write_atomic
+from scheduling.core.profiles import ProfileError, TableProfile, split_gavel_job_type
 from scheduling.datapaths import shared_data_dir
+from scheduling.profiles.lucid import LucidError, validate_lucid
+from scheduling.profiles.predictor_fit import (
+    CONSERVATIVE_SLOWDOWN,
+    RIDGE,
+    ErrorRow,
+    fit_predictor,
+    leave_pairs_out,
+    report,
+)
 
 GPU_TYPE = "v100"
 FORMAT = "sharewise-profile/1"
 DEFAULT_OUT = Path(__file__).resolve().parent / "default.json"
-
-CONSERVATIVE_SLOWDOWN = 2.0
-"""ξ assumed for both jobs of a pair with a model of unknown family **(ours)**: plain time-slicing
-(each job gets the GPU half the time). With it the pairwise rule of MODEL.md §2 shares only when the
-waiting job is much shorter than the resident one (``A < B/2``), never for equal jobs; about 73 % of
-the measured Gavel V100 pairs do better than this."""
-
-RIDGE = 1.0
-"""Ridge penalty on each of the predictor's ``s``, ``g`` and ``h`` terms, in units of one
-observation **(ours)**; penalties from 0.3 to 3 change its leave-pairs-out MAE by under 0.02."""
 
 MODEL_FAMILIES: dict[str, str] = {
     # Tiresias / Muri / SJF-BSBF traces
@@ -227,155 +225,6 @@ def measured_slowdowns(data: GavelData) -> dict[tuple[str, str], float]:
     return {(a, b): data.isolated[(a, 1)] / co[0] for (a, b), co in data.pairs.items()}
 
 
-# -------------------------------------------------------------------------------------- predictor
-def fit_predictor(
-    xi: dict[tuple[str, str], float],
-    ridge: float = RIDGE,
-    tol: float = 1e-7,
-    max_sweeps: int = 500,
-    family_pairs: bool = True,
-) -> SlowdownPredictor:
-    """Fit :class:`SlowdownPredictor` to measured ``ξ`` by ridge least squares on ``ln ξ``.
-
-    Minimises ``Σ (ln ξ_{a|b} − μ − s_a − g_b − h_{F(a),F(b)})² + ridge·(Σs² + Σg² + Σh²)`` by block
-    coordinate descent (each block — μ, all ``s``, all ``g``, all ``h`` — is solved exactly in turn);
-    the objective is strictly convex in the penalised terms, so this converges to its unique optimum.
-    Stops when no coefficient moves by more than ``tol``. ``family_pairs=False`` drops the ``h``
-    terms (for comparison in the report). Raises ``ValueError`` on no data.
-    """
-    if not xi:
-        raise ValueError("no measured pair to fit the predictor on")
-    rows = [
-        (a, b, (split_gavel_job_type(a)[0], split_gavel_job_type(b)[0]), math.log(v))
-        for (a, b), v in xi.items()
-    ]
-    mu = 0.0
-    s: dict[str, float] = {a: 0.0 for a, _, _, _ in rows}
-    g: dict[str, float] = {b: 0.0 for _, b, _, _ in rows}
-    h: dict[tuple[str, str], float] = {f: 0.0 for _, _, f, _ in rows}
-    for _ in range(max_sweeps):
-        mu = statistics.fmean(y - s[a] - g[b] - h[f] for a, b, f, y in rows)
-        moved = 0.0
-        blocks = [(s, lambda r: r[0]), (g, lambda r: r[1])] + ([(h, lambda r: r[2])] if family_pairs else [])
-        for block, key_of in blocks:
-            sums: dict[Any, list[float]] = {}
-            for r in rows:
-                a, b, f, y = r
-                cell = sums.setdefault(key_of(r), [0.0, 0.0])
-                cell[0] += y - mu - s[a] - g[b] - h[f] + block[key_of(r)]
-                cell[1] += 1.0
-            for key, (total, n) in sums.items():
-                new = total / (n + ridge)
-                moved = max(moved, abs(new - block[key]))
-                block[key] = new
-        if moved < tol:
-            break
-    interaction: dict[str, dict[str, float]] = {}
-    for (fa, fb), v in (h if family_pairs else {}).items():
-        interaction.setdefault(fa, {})[fb] = v
-    return SlowdownPredictor(mu, s, g, interaction)
-
-
-@dataclass(frozen=True)
-class ErrorRow:
-    """Error of one way of guessing ``ξ`` on held-out pairs."""
-
-    method: str
-    n: int
-    mae: float
-    median_rel: float
-    p90_rel: float
-    over_share: float
-    decision_agreement: float
-
-
-def _shares(xi_a: float, xi_b: float) -> bool:
-    """MODEL.md §2 pairwise rule for two jobs of equal remaining time ``A = B``: share iff
-    ``T_con < T_seq = 1.5·A``, with ``T_con/A = 0.5 + (1 − 1/(2ξ_first))·ξ_other`` where the job
-    with the larger ξ ends last (``ξ_a ≥ ξ_b``: ``b`` ends first)."""
-    if xi_a >= xi_b:
-        return 0.5 + (1 - 1 / (2 * xi_a)) * xi_b < 1.5
-    return 0.5 + (1 - 1 / (2 * xi_b)) * xi_a < 1.5
-
-
-def error_row(
-    method: str, truth: dict[tuple[str, str], float], guess: dict[tuple[str, str], float]
-) -> ErrorRow:
-    """Errors of ``guess`` against ``truth`` over the same ordered pairs.
-
-    ``mae``: mean |ξ̂ − ξ|; ``median_rel``/``p90_rel``: median / 90th percentile of |ξ̂ − ξ| / ξ;
-    ``over_share``: fraction of pairs guessed below the truth by more than 10 % (optimistic: leads to
-    sharing that hurts); ``decision_agreement``: fraction of unordered pairs where the equal-length
-    pairwise rule decides the same with the guess as with the measurement.
-    """
-    pairs = sorted(truth)
-    rel = sorted(abs(guess[p] - truth[p]) / truth[p] for p in pairs)
-    agree = total = 0
-    for a, b in pairs:
-        if a <= b and (b, a) in truth:
-            total += 1
-            agree += _shares(guess[(a, b)], guess[(b, a)]) == _shares(truth[(a, b)], truth[(b, a)])
-    return ErrorRow(
-        method,
-        len(pairs),
-        statistics.fmean(abs(guess[p] - truth[p]) for p in pairs),
-        statistics.median(rel),
-        rel[min(len(rel) - 1, int(0.9 * len(rel)))],
-        sum(1 for p in pairs if guess[p] < truth[p] / 1.1) / len(pairs),
-        agree / total if total else float("nan"),
-    )
-
-
-def leave_pairs_out(
-    xi: dict[tuple[str, str], float], folds: int = 10, seed: int = 0, ridge: float = RIDGE
-) -> list[ErrorRow]:
-    """k-fold cross-validation over unordered pairs: fit on k−1 folds, predict the held-out one.
-
-    Both directions of a pair (and a job type with itself) are held out together. Compares the
-    predictor with the same predictor without its family-pair terms, the training median and the
-    conservative default. Deterministic for a ``seed``.
-    """
-    unordered = sorted({tuple(sorted(p)) for p in xi})
-    random.Random(seed).shuffle(unordered)
-    without_h = "predictor without family-pair term"
-    guesses: dict[str, dict[tuple[str, str], float]] = {
-        "predictor": {},
-        without_h: {},
-        "median of training pairs": {},
-    }
-    for k in range(folds):
-        held = {p for i, p in enumerate(unordered) if i % folds == k}
-        test = [p for p in xi if tuple(sorted(p)) in held]
-        train = {p: v for p, v in xi.items() if tuple(sorted(p)) not in held}
-        models = {
-            "predictor": fit_predictor(train, ridge),
-            without_h: fit_predictor(train, ridge, family_pairs=False),
-        }
-        median = statistics.median(train.values())
-        for p in test:
-            for name, model in models.items():
-                predicted = model.predict(p[0], p[1])
-                guesses[name][p] = CONSERVATIVE_SLOWDOWN if predicted is None else predicted
-            guesses["median of training pairs"][p] = median
-    guesses[f"conservative default ({CONSERVATIVE_SLOWDOWN:g})"] = dict.fromkeys(xi, CONSERVATIVE_SLOWDOWN)
-    return [error_row(name, xi, g) for name, g in guesses.items()]
-
-
-def format_rows(title: str, rows: Iterable[ErrorRow]) -> str:
-    """A plain-text table of :class:`ErrorRow`."""
-    lines = [
-        title,
-        f"{'method':<34}{'ξ':>6}{'MAE ξ':>8}{'med rel':>9}{'p90 rel':>9}"
-        f"{'optimistic':>11}{'same decision':>15}",
-    ]
-    for r in rows:
-        lines.append(
-            f"{r.method:<34}{r.n:>6}{r.mae:>8.3f}{r.median_rel:>9.1%}{r.p90_rel:>9.1%}"
-            f"{r.over_share:>11.1%}{r.decision_agreement:>15.1%}"
-        )
-    return "\n".join(lines)
-
-
 # ------------------------------------------------------------------------------------ build table
 def _r(x: float) -> float:
     return float(f"{x:.5g}")
@@ -435,123 +284,13 @@ def build_table(data: GavelData, errors: Sequence[ErrorRow], folds: int) -> dict
     }
 
 
-def write_json_atomic(table: dict[str, Any], out: Path) -> None:
-    """Write ``table`` to ``out`` via a temporary file in the same folder and a rename."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".profile-", suffix=".json", dir=out.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(table, fh, indent=1, ensure_ascii=False)
-            fh.write("\n")
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-# ------------------------------------------------------------------------------- lucid validation
-LUCID_FAMILIES: dict[tuple[str, str], str] = {
-    ("ResNet18", "CIFAR-10"): "ResNet-18",
-    ("MobileNetV2", "CIFAR-10"): "ResNet-18",
-    ("EfficientNet", "CIFAR-10"): "ResNet-18",
-    ("VGG", "CIFAR-10"): "ResNet-18",
-    ("MobileNetV3", "ImageNet"): "ResNet-18",
-    ("ResNet50", "ImageNet"): "ResNet-50",
-    ("Transformer", "Multi30k"): "Transformer",
-    ("BERT", "SQuAD"): "Transformer",
-    ("LSTM", "Wikitext2"): "LM",
-    ("NeuMF", "MovieLens"): "Recommendation",
-    ("PPO", "LunarLander"): "A3C",
-    ("TD3", "BipedalWalker"): "A3C",
-    ("DCGAN", "LSUN"): "CycleGAN",
-}
-"""Lucid (model, dataset) → Gavel family for validation only: light CNNs, whatever the dataset,
-→ ResNet-18, as in :data:`MODEL_FAMILIES`; PointNet has no counterpart and is skipped."""
-
-
-def validate_lucid(path: Path, profile: TableProfile) -> str:
-    """Compare ``profile``'s ξ (measured Gavel pair or predictor) with Lucid's measured pairs.
-
-    Lucid's ``speed1``/``speed2`` are co-located speeds normalised by the solo speed, so
-    ``ξ = 1/speed``. Only fp32 (``amp == 0``) single-GPU rows of mapped models are used. Raises
-    :class:`GavelImportError` on a missing or malformed file.
-    """
-    try:
-        with path.open(newline="", encoding="utf-8") as fh:
-            rows = list(csv.DictReader(fh))
-    except FileNotFoundError:
-        raise GavelImportError(f"Lucid file not found: {path}") from None
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise GavelImportError(f"cannot read Lucid file {path}: {exc}") from None
-    need = {
-        "model1",
-        "dataset1",
-        "batchsize1",
-        "amp1",
-        "speed1",
-        "model2",
-        "dataset2",
-        "batchsize2",
-        "amp2",
-        "speed2",
-    }
-    if not rows or not need <= set(rows[0]):
-        raise GavelImportError(f"{path}: expected Lucid's lucid-colocate.csv columns {sorted(need)}")
-    truth: dict[tuple[str, str], float] = {}
-    ours: dict[tuple[str, str], float] = {}
-    skipped = 0
-    for i, row in enumerate(rows):
-        try:
-            fa = LUCID_FAMILIES.get((row["model1"], row["dataset1"]))
-            fb = LUCID_FAMILIES.get((row["model2"], row["dataset2"]))
-            if fa is None or fb is None or row["amp1"] != "0" or row["amp2"] != "0":
-                skipped += 1
-                continue
-            ta = profile.job_type_for(fa, int(row["batchsize1"]))
-            tb = profile.job_type_for(fb, int(row["batchsize2"]))
-            sa, sb = float(row["speed1"]), float(row["speed2"])
-        except (KeyError, ValueError) as exc:
-            raise GavelImportError(f"{path} row {i + 2}: {exc}") from None
-        if sa <= 0 or sb <= 0:
-            skipped += 1
-            continue
-        xa, xb = profile.type_slowdown(ta, tb)
-        a, b = f"{i}:a", f"{i}:b"
-        truth[(a, b)], truth[(b, a)] = 1 / sa, 1 / sb
-        ours[(a, b)], ours[(b, a)] = xa, xb
-    if not truth:
-        raise GavelImportError(f"{path}: no usable row")
-    median = statistics.median(truth.values())
-    rows_out = [
-        error_row("Gavel table + predictor", truth, ours),
-        error_row(
-            f"conservative default ({profile.conservative_slowdown:g})",
-            truth,
-            dict.fromkeys(truth, profile.conservative_slowdown),
-        ),
-        error_row("Lucid's own median (oracle)", truth, dict.fromkeys(truth, median)),
-    ]
-    return format_rows(
-        f"Lucid validation: {len(truth) // 2} fp32 pairs ({skipped} rows skipped), "
-        f"median measured ξ {median:.3f}",
-        rows_out,
-    )
+def write_table(table: dict[str, Any], out: Path) -> None:
+    """Write ``table`` to ``out`` as JSON (indent 1, UTF-8, ending in a newline), atomically
+    (:func:`common.files.write_atomic`). Raises ``OSError`` when ``out`` cannot be written."""
+    write_atomic(out, json.dumps(table, indent=1, ensure_ascii=False) + "\n")
 
 
 # ----------------------------------------------------------------------------------------- CLI
-def report(xi: dict[tuple[str, str], float], rows: Sequence[ErrorRow], folds: int) -> str:
-    """The leave-pairs-out error table (plain text) of ``rows`` from :func:`leave_pairs_out`."""
-    n_unordered = len({tuple(sorted(p)) for p in xi})
-    spread = sorted(xi.values())
-    title = (
-        f"Leave-pairs-out, {folds}-fold over {n_unordered} unordered measured V100 pairs "
-        f"({len(xi)} ξ values; measured ξ median {statistics.median(spread):.3f}, max {spread[-1]:.2f}).\n"
-        "optimistic = ξ guessed >10 % too low; same decision = pairwise rule (MODEL.md §2, equal "
-        "remaining times) decides as with the measured ξ"
-    )
-    return format_rows(title, rows)
-
-
 def default_source() -> Path:
     """``profiles/gavel-throughputs.json`` in the shared data folder."""
     return shared_data_dir() / "profiles" / "gavel-throughputs.json"
@@ -600,12 +339,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 else args.validate_lucid
             )
             outputs.append(validate_lucid(lucid, TableProfile(table)))
-    except (GavelImportError, ProfileError) as exc:
+    except (GavelImportError, LucidError, ProfileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if not args.no_write:
         try:
-            write_json_atomic(table, args.out)
+            write_table(table, args.out)
         except OSError as exc:
             print(f"error: cannot write {args.out}: {exc.strerror or exc}", file=sys.stderr)
             return 2

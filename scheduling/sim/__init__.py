@@ -1,5 +1,6 @@
-"""Trace-driven simulator: loaders (:mod:`.loaders`), the discrete-event engine (:mod:`.engine`),
-reports (:mod:`.report`) and the command line (:mod:`.cli`, ``python -m scheduling.sim``)."""
+"""Trace-driven simulator: loaders (:mod:`.loaders`), the discrete-event engine (:mod:`.engine`,
+with each job's bookkeeping in :mod:`.job_state`), quotas for a run (:mod:`.quotas`), reports
+(:mod:`.report`) and the command line (:mod:`.cli`, ``python -m scheduling.sim``)."""
 
 from scheduling.sim.engine import SimConfig, SimResult, SimulationError, Simulator, simulate
 from scheduling.sim.loaders import LoadedTrace, TraceError, load_traces

@@ -17,7 +17,6 @@ import json
 import logging
 import math
 import os
-import re
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -25,8 +24,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
+from common.files import write_all_atomic
+from common.shapes import MAX_GPUS_PER_NODE, MAX_TOTAL_GPUS, ShapeError, ShapeTooLargeError, parse_shape
 from scheduling.core.fairness import GuaranteeMonitor
-from scheduling.core.quota import demand_gpu_s, proportional_quotas, quotas_from_json
+from scheduling.core.skip import NO_SKIP, SkipRule
 from scheduling.core.types import (
     RECLAIM_MODES,
     Cluster,
@@ -46,6 +47,7 @@ from scheduling.sim.engine import (
     simulate,
 )
 from scheduling.sim.loaders import TraceError, load_traces
+from scheduling.sim.quotas import demand_gpu_s, proportional_quotas, quotas_from_json
 from scheduling.sim.report import (
     build_report,
     format_fairness_table,
@@ -54,17 +56,11 @@ from scheduling.sim.report import (
     json_report,
     never_fit_reasons,
     unfinished_warning,
-    write_files,
 )
 
 DEFAULT_POLICIES = "fifo,sjf,srtf,tiresias,sjf-ffs,sjf-bsbf"
-#: Largest simulated cluster: more GPUs per node than any server holds, or more GPUs in total than
-#: the simulator can keep in memory, is refused before anything is built.
-MAX_GPUS_PER_NODE = 64
-MAX_TOTAL_GPUS = 100_000
 #: Default grace (s) before an owner's job blocked by lent GPUs counts as a guarantee violation.
 DEFAULT_GRACE_S = 120.0
-_CLUSTER_RE = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\d+)\s*$")
 
 
 class CliError(Exception):
@@ -72,24 +68,16 @@ class CliError(Exception):
 
 
 def parse_cluster(text: str) -> tuple[int, int]:
-    """``"4x8"`` → ``(4, 8)`` (nodes, GPUs per node).
-
-    Raises :class:`CliError` for a malformed text, fewer than one node or GPU per node, more than
-    :data:`MAX_GPUS_PER_NODE` GPUs per node or more than :data:`MAX_TOTAL_GPUS` GPUs in total.
-    """
-    match = _CLUSTER_RE.match(text)
-    if match is None:
-        raise CliError(f"bad --cluster {text!r}: expected NODESxGPUS, e.g. 4x8")
-    nodes, gpus = int(match[1]), int(match[2])
-    if nodes < 1 or gpus < 1:
-        raise CliError(f"impossible cluster {text!r}: it needs at least one node and one GPU per node")
-    if gpus > MAX_GPUS_PER_NODE:
-        raise CliError(f"cluster {text!r} too large: at most {MAX_GPUS_PER_NODE} GPUs per node, got {gpus}")
-    if nodes * gpus > MAX_TOTAL_GPUS:
-        raise CliError(
-            f"cluster {text!r} too large: at most {MAX_TOTAL_GPUS:,} GPUs in total, got {nodes * gpus:,}"
-        )
-    return nodes, gpus
+    """``--cluster "4x8"`` → ``(4, 8)`` (nodes, GPUs per node), by :func:`common.shapes.parse_shape`:
+    a simulated cluster has the bounds of every other (at most :data:`~common.shapes.MAX_GPUS_PER_NODE`
+    GPUs per node and :data:`~common.shapes.MAX_TOTAL_GPUS` in total, refused before anything is
+    built). Raises :class:`CliError` with one line naming ``--cluster``."""
+    try:
+        return parse_shape(text)
+    except ShapeTooLargeError as exc:
+        raise CliError(f"--cluster {text!r} too large: {exc}") from None
+    except ShapeError as exc:
+        raise CliError(f"bad --cluster {text!r}: {exc}") from None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -235,7 +223,7 @@ OPTION_OF_FIELD = {
 
 def read_quotas(text: str) -> dict[str, TenantQuota] | str:
     """``--quotas``: ``"demand"`` (returned as is, resolved once the trace is loaded) or the path of
-    a JSON file parsed by :func:`scheduling.core.quota.quotas_from_json`. Raises :class:`CliError`
+    a JSON file parsed by :func:`scheduling.sim.quotas.quotas_from_json`. Raises :class:`CliError`
     (one line) for a missing or unreadable file, malformed JSON, unknown keys or negative counts."""
     if text == "demand":
         return text
@@ -287,7 +275,7 @@ def quota_warnings(quotas: dict[str, TenantQuota], jobs: Sequence[Job], gpus: in
 
 def demand_quotas(jobs: Sequence[Job], gpus: int) -> dict[str, TenantQuota]:
     """Guarantees proportional to each tenant's demand ``Σ G_j × P_j`` (GPU-s), summing to ``gpus``
-    (:func:`scheduling.core.quota.proportional_quotas`); unlimited borrowing. Raises
+    (:func:`scheduling.sim.quotas.proportional_quotas`); unlimited borrowing. Raises
     :class:`CliError` for a trace without work."""
     try:
         return proportional_quotas(demand_gpu_s(jobs), gpus)
@@ -303,6 +291,7 @@ class Watched:
         self.inner = inner
         self.name = inner.name
         self.preemptive = inner.preemptive
+        self.skip_rule: SkipRule = getattr(inner, "skip_rule", NO_SKIP)  # the inner policy's rounds
         self.monitor = GuaranteeMonitor(quotas, grace_s)
 
     def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:
@@ -344,7 +333,7 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
         for field, option in OPTION_OF_FIELD.items():  # name the option the user typed
             message = message.replace(field, option)
         raise CliError(message) from None
-    quotas = read_quotas(args.quotas) if args.quotas is not None else None
+    requested = read_quotas(args.quotas) if args.quotas is not None else None
     check_output(args.json, "--json")
     check_output(args.html, "--html")
     policies = _policies(args.policies)
@@ -354,8 +343,11 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
         trace = load_traces(args.trace, max_gpus=cluster.healthy_gpus, throughput=profile.isolated_throughput)
     except TraceError as exc:
         raise CliError(str(exc)) from None
-    if quotas == "demand":
+    quotas: dict[str, TenantQuota] = {}  # none: no quota gate, no fairness table
+    if isinstance(requested, str):  # "demand", resolved now that the trace is loaded
         quotas = demand_quotas(trace.jobs, cluster.healthy_gpus)
+    elif requested is not None:
+        quotas = requested
     if quotas:
         config = replace(config, tenant_quotas=quotas)
         for warning in quota_warnings(quotas, trace.jobs, cluster.healthy_gpus):
@@ -376,16 +368,16 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
     if quotas:
         stdout.write("\n" + format_fairness_table(report) + "\n")
     for name, summary in report["policies"].items():
-        warning = unfinished_warning(name, summary)
-        if warning is not None:
-            print(warning, file=sys.stderr)
+        unfinished = unfinished_warning(name, summary)
+        if unfinished is not None:
+            print(unfinished, file=sys.stderr)
     outputs: dict[Path, str] = {}
     if args.json is not None:
         outputs[args.json] = json_report(report)
     if args.html is not None:
         outputs[args.html] = html_report(report, results)
     try:
-        write_files(outputs)
+        write_all_atomic(outputs)  # the JSON and the HTML report, both or neither
     except OSError as exc:
         raise CliError(
             f"cannot write {exc.filename or 'the report'}: {exc.strerror or exc}; no report file was written"

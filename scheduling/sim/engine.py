@@ -32,7 +32,10 @@ Semantics (issue 3; MODEL.md §1–2; Luo et al., IWQoS 2024):
   plus GPUs holding one job for the sharing policies); and, after a round that decided nothing
   with no arrival or completion since, every round before the policy's *horizon*: the next
   instant at which the passing of time alone could change its decision (never, for policies
-  whose "do nothing" stays "do nothing" while time passes; see :data:`SKIP_RULES`).
+  whose "do nothing" stays "do nothing" while time passes). Each policy declares its rule as
+  ``policy.skip_rule`` (:class:`scheduling.core.skip.SkipRule`; none: only an empty queue is
+  skipped), and with quotas every skipped stretch ends when a pending job reaches the starvation
+  bound (:func:`scheduling.core.skip.bound_crossing_horizon`).
 - The engine has no randomness: the same trace, cluster, policy, profile and config always give
   the same result. ``seed`` is carried into the result for the report.
 """
@@ -42,13 +45,14 @@ from __future__ import annotations
 import heapq
 import math
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from tqdm import tqdm
 
 from scheduling.core.fairness import charge_rates
 from scheduling.core.metrics import JobOutcome
+from scheduling.core.skip import NO_SKIP, SkipRule, bound_crossing_horizon
 from scheduling.core.types import (
     Cluster,
     Job,
@@ -60,7 +64,9 @@ from scheduling.core.types import (
     RunningJob,
     SchedulerConfig,
     Snapshot,
+    TenantQuota,
 )
+from scheduling.sim.job_state import JobState, with_progress
 
 #: Default cost (s) of restarting a preempted job: no progress while its checkpoint is restored.
 DEFAULT_RESTART_COST_S = 30.0
@@ -69,90 +75,6 @@ DEFAULT_ROUND_INTERVAL_S = 60.0
 
 class SimulationError(RuntimeError):
     """A policy returned a decision the cluster cannot carry out (a policy bug)."""
-
-
-#: ``horizon(snapshot)``: the earliest instant (s) at which the passing of time alone may change
-#: a policy's decision, given the snapshot of a round that decided nothing.
-Horizon = Callable[[Snapshot], float]
-
-
-def never(snapshot: Snapshot) -> float:
-    """Horizon of a policy whose "do nothing" stays "do nothing" while only time passes."""
-    return math.inf
-
-
-def tiresias_horizon(snapshot: Snapshot) -> float:
-    """Next instant (s) at which a Tiresias queue may change with time alone.
-
-    Between such instants the Tiresias ranking ``(queue, submit time, id)`` is constant, so a
-    round that decided nothing is followed by rounds that decide nothing. The changes (a job
-    reaching the queue threshold, a promotion ending, a pending job starting to starve) are
-    :func:`scheduling.core.policies.tiresias.next_queue_change`. 1 µs early, so float rounding
-    can only make a round run, never skip one that matters.
-    """
-    from scheduling.core.policies.tiresias import next_queue_change
-
-    return next_queue_change(snapshot) - 1e-6
-
-
-def bound_crossing_horizon(snapshot: Snapshot) -> float:
-    """With tenant quotas, the next instant (s) at which a pending job reaches the starvation bound
-    (``waiting_since + starvation_bound_s``), 1 µs early; ``inf`` without quotas or such a job.
-
-    From that instant the quota gate waives the borrow bound for the job (``QuotaGate.refusal``),
-    so time alone may let it start under any policy with quotas.
-    """
-    if not snapshot.tenant_quotas:
-        return math.inf
-    bound, now = snapshot.config.starvation_bound_s, snapshot.now
-    return (
-        min(
-            (j.waiting_since + bound for j in snapshot.pending if j.waiting_since + bound > now),
-            default=math.inf,
-        )
-        - 1e-6
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class SkipRule:
-    """When a round of a policy may be skipped without changing the result.
-
-    ``capacity``: the policy never preempts, so a round with fewer usable GPUs than the smallest
-    pending gang starts nothing. ``shares``: GPUs holding one job count as usable (co-location).
-    ``horizon``: after a round that decided nothing, and with no arrival or completion since,
-    rounds before ``horizon(...)`` decide nothing too (``None``: always run such rounds).
-    """
-
-    capacity: bool
-    shares: bool
-    horizon: Horizon | None
-
-
-#: Per-policy skip rules (by registry name); a policy not listed is only skipped on an empty
-#: queue. Why "do nothing" stays "do nothing" while only time passes:
-#: FIFO, SJF, SJF-FFS look at queue order, gang sizes and memory, none of which changes; SRTF:
-#: pending jobs' remaining times are fixed and running jobs' only shrink, so no pending job can
-#: overtake a running one; SJF-BSBF: sharing with a resident pays iff the resident's remaining
-#: time exceeds a threshold set by the incoming job (``scheduling.core.sharing``), and remaining
-#: times only shrink, so the set of beneficial partners only shrinks. Tiresias changes when its
-#: queues do (:func:`tiresias_horizon`). SJF-BSBF-fair preempts (reclaim), so no capacity rule;
-#: after a round that decided nothing, aging and the starvation bound only reorder pending jobs
-#: that each failed against the same cluster state (none could start, none could claim GPUs by
-#: reclaim, which depends on quotas and usage, not on time), and the borrow bound compares a
-#: pending job's fixed remaining time — except that with quotas the borrow bound is waived for a
-#: job that has waited ``starvation_bound_s``, so for every policy a skipped stretch ends when a
-#: pending job reaches the bound (:func:`bound_crossing_horizon`).
-SKIP_RULES: dict[str, SkipRule] = {
-    "fifo": SkipRule(capacity=True, shares=False, horizon=never),
-    "sjf": SkipRule(capacity=True, shares=False, horizon=never),
-    "srtf": SkipRule(capacity=False, shares=False, horizon=never),
-    "tiresias": SkipRule(capacity=False, shares=False, horizon=tiresias_horizon),
-    "sjf-ffs": SkipRule(capacity=True, shares=True, horizon=never),
-    "sjf-bsbf": SkipRule(capacity=True, shares=True, horizon=never),
-    "sjf-bsbf-fair": SkipRule(capacity=False, shares=True, horizon=never),
-}
-_NO_SKIP = SkipRule(capacity=False, shares=False, horizon=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +95,7 @@ class SimConfig:
     seed: int = 0
     skip_idle_rounds: bool = True
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
-    tenant_quotas: dict[str, int] = field(default_factory=dict)
+    tenant_quotas: Mapping[str, int | TenantQuota] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.round_interval_s) and self.round_interval_s > 0):
@@ -206,51 +128,6 @@ class SimResult:
     seed: int = 0
 
 
-class _JobState:
-    """Mutable bookkeeping of one job inside the engine (never shown to a policy)."""
-
-    __slots__ = (
-        "base",
-        "view",
-        "done",
-        "attained",
-        "charged",
-        "shared_s",
-        "queued_since",
-        "queue_s",
-        "first_start",
-        "placement",
-        "iter_s",
-        "rate",
-        "xi",
-        "charge_rate",
-        "last",
-        "resume_at",
-        "version",
-        "preemptions",
-    )
-
-    def __init__(self, job: Job) -> None:
-        self.base = job
-        self.view = job  # what a policy sees while the job is pending
-        self.done = job.iterations_done
-        self.attained = job.attained_gpu_s
-        self.charged = 0.0
-        self.shared_s = 0.0
-        self.queued_since = job.waiting_since
-        self.queue_s = 0.0
-        self.first_start = math.nan
-        self.placement: Placement | None = None
-        self.iter_s = job.iter_time_s
-        self.rate = 0.0
-        self.xi = 1.0
-        self.charge_rate = 0.0
-        self.last = 0.0
-        self.resume_at = 0.0
-        self.version = 0
-        self.preemptions = 0
-
-
 class Simulator:
     """One run of ``policy`` over ``jobs`` on ``cluster`` (see the module docstring).
 
@@ -274,10 +151,10 @@ class Simulator:
         self.config = config or SimConfig()
         self.progress = progress
         self._arrivals = sorted(jobs, key=lambda j: (j.submit_time, j.id))
-        self._states = {j.id: _JobState(j) for j in self._arrivals}
+        self._states = {j.id: JobState(j) for j in self._arrivals}
         if len(self._states) != len(self._arrivals):
             raise ValueError("job ids must be unique")
-        rule = SKIP_RULES.get(policy.name, _NO_SKIP)
+        rule: SkipRule = getattr(policy, "skip_rule", NO_SKIP)
         self._rule = rule if self.config.skip_idle_rounds else None
         n = cluster.size
         self._healthy = [g.healthy for g in cluster.gpus]
@@ -304,13 +181,13 @@ class Simulator:
         self._xi_time = 0.0
 
     # ------------------------------------------------------------------ queue
-    def _enqueue(self, s: _JobState, now: float) -> None:
+    def _enqueue(self, s: JobState, now: float) -> None:
         self._pending[s.base.id] = s.view
         g = s.base.gpus
         self._pending_gangs[g] = self._pending_gangs.get(g, 0) + 1
         s.queued_since = now
 
-    def _dequeue(self, s: _JobState, now: float) -> None:
+    def _dequeue(self, s: JobState, now: float) -> None:
         del self._pending[s.base.id]
         g = s.base.gpus
         left = self._pending_gangs[g] - 1
@@ -321,7 +198,7 @@ class Simulator:
         s.queue_s += now - s.queued_since
 
     # --------------------------------------------------------------- progress
-    def _advance(self, s: _JobState, now: float) -> None:
+    def _advance(self, s: JobState, now: float) -> None:
         """Bring a running job's counters up to ``now`` at its current rate."""
         dt = now - s.last
         if dt <= 0:
@@ -337,11 +214,11 @@ class Simulator:
             s.done += s.rate * (now - t0)
         s.last = now
 
-    def _progress_at(self, s: _JobState, now: float) -> float:
+    def _progress_at(self, s: JobState, now: float) -> float:
         t0 = s.resume_at if s.resume_at > s.last else s.last
         return s.done + s.rate * (now - t0) if now > t0 else s.done
 
-    def _slowdown(self, s: _JobState, partner: _JobState) -> float:
+    def _slowdown(self, s: JobState, partner: JobState) -> float:
         pa, pb = s.placement, partner.placement
         assert pa is not None and pb is not None
         key = (s.base.id, pa.sub_batch, partner.base.id, pb.sub_batch)
@@ -357,7 +234,7 @@ class Simulator:
         """``ξ_a`` of running job ``a`` while it shares a GPU with running job ``b``."""
         return self._slowdown(self._states[a], self._states[b])
 
-    def _reschedule(self, s: _JobState, now: float) -> None:
+    def _reschedule(self, s: JobState, now: float) -> None:
         """Recompute a running job's rate from the jobs on its GPUs, and its completion event."""
         self._advance(s, now)
         assert s.placement is not None
@@ -401,7 +278,7 @@ class Simulator:
             on_gpu.append(jid)
         return partners
 
-    def _release(self, s: _JobState, now: float) -> None:
+    def _release(self, s: JobState, now: float) -> None:
         """Free a running job's GPUs and speed up the jobs it shared them with."""
         assert s.placement is not None
         jid = s.base.id
@@ -426,7 +303,7 @@ class Simulator:
         self._mark(now)
 
     # ----------------------------------------------------------- decisions
-    def _check_start(self, s: _JobState, gpu_ids: tuple[int, ...], sub_batch: int) -> None:
+    def _check_start(self, s: JobState, gpu_ids: tuple[int, ...], sub_batch: int) -> None:
         job = s.base
         where = f"{self.policy.name}: start of job {job.id}"
         if job.id not in self._pending:
@@ -505,7 +382,7 @@ class Simulator:
     def _useful_from(self, changed: bool) -> float:
         """Earliest instant (s) at which a round may decide something, given the state now:
         ``-inf`` (now), a time (the horizon), or ``inf`` (not before the next arrival or
-        completion); see :data:`SKIP_RULES`."""
+        completion); see the policy's :class:`~scheduling.core.skip.SkipRule`."""
         rule = self._rule
         if rule is None:
             return -math.inf
@@ -629,46 +506,6 @@ class Simulator:
             mean_shared_slowdown=self._xi_weighted / self._xi_time if self._xi_time else math.nan,
             seed=self.config.seed,
         )
-
-
-_JOB_FIELDS = (
-    "id",
-    "tenant",
-    "model",
-    "batch_size",
-    "gpus",
-    "iterations",
-    "submit_time",
-    "iter_time_s",
-    "memory_mb",
-    "iterations_done",
-    "attained_gpu_s",
-    "queued_since",
-    "priority",
-)
-if tuple(f.name for f in fields(Job)) != _JOB_FIELDS:  # pragma: no cover - guards the contract
-    raise ImportError("scheduling.core.types.Job changed its fields: update engine.with_progress")
-
-
-def with_progress(job: Job, iterations_done: float, attained_gpu_s: float, queued_since: float | None) -> Job:
-    """``dataclasses.replace(job, iterations_done=…, attained_gpu_s=…, queued_since=…)``, written
-    out because it runs for every running job in every round and ``replace`` is ~6× slower; the
-    field list is checked against :class:`Job` at import time."""
-    return Job(
-        job.id,
-        job.tenant,
-        job.model,
-        job.batch_size,
-        job.gpus,
-        job.iterations,
-        job.submit_time,
-        job.iter_time_s,
-        job.memory_mb,
-        iterations_done,
-        attained_gpu_s,
-        queued_since,
-        job.priority,
-    )
 
 
 def _first_round_at_or_after(t: float, interval: float) -> int:

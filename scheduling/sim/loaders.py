@@ -300,12 +300,12 @@ def load_traces(
         fmt = detect_format(path)
         formats.append(fmt)
         before = sum(counts.values())
-        rows = (
+        parsed = (
             _gavel_rows(path, max_gpus, throughput, counts)
             if fmt == "gavel"
             else _csv_rows(path, fmt, max_gpus, counts)
         )
-        loaded.extend(rows)
+        loaded.extend(parsed)
         skipped = sum(counts.values()) - before
         if skipped:
             log.warning("%s: %d row(s) rejected (see INFO log for each)", path, skipped)

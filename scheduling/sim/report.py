@@ -38,13 +38,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from common.files import write_all_atomic
 from scheduling.core.fairness import usage_vs_quota, wait_stats
 from scheduling.core.metrics import binned_utilisation, jain_index, makespan_window, summarise
 from scheduling.core.profiles import ProfileError
@@ -304,37 +303,6 @@ def format_table(report: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_files(files: Mapping[Path, str]) -> None:
-    """Write each ``path → text`` (UTF-8) all-or-nothing.
-
-    Every text is first written to a temporary file beside its target; only when all of them
-    are complete are they renamed onto the targets. Raises ``OSError`` (folder missing or
-    read-only, target is a folder, disk full…); the temporary files are then removed and no
-    target has been touched unless the failure came from a rename after the first one.
-    """
-    umask = os.umask(0)
-    os.umask(umask)
-    staged: list[tuple[str, Path]] = []
-    try:
-        for path, text in files.items():
-            path = Path(path)
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-            staged.append((tmp, path))
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual mode
-        for tmp, path in staged:
-            os.replace(tmp, path)
-    except BaseException:
-        for tmp, _ in staged:
-            Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    write_files({Path(path): text})
-
-
 def json_report(report: Mapping[str, Any]) -> str:
     """The report as indented JSON text (ends with a newline)."""
     return json.dumps(report, indent=2) + "\n"
@@ -342,7 +310,7 @@ def json_report(report: Mapping[str, Any]) -> str:
 
 def write_json(path: str | Path, report: Mapping[str, Any]) -> None:
     """Write the report as indented JSON (atomic replace)."""
-    _write_atomic(Path(path), json_report(report))
+    write_all_atomic({Path(path): json_report(report)})
 
 
 def html_report(report: Mapping[str, Any], results: Mapping[str, SimResult]) -> str:
@@ -380,4 +348,4 @@ def html_report(report: Mapping[str, Any], results: Mapping[str, SimResult]) -> 
 
 def write_html(path: str | Path, report: Mapping[str, Any], results: Mapping[str, SimResult]) -> None:
     """Write :func:`html_report` to ``path`` (atomic replace)."""
-    _write_atomic(Path(path), html_report(report, results))
+    write_all_atomic({Path(path): html_report(report, results)})

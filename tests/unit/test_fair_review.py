@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from scheduling.core.policies import get_policy
-from scheduling.core.quota import reclaim_preemptions
+from scheduling.core.reclaim import reclaim_preemptions
 from scheduling.core.types import (
     GPU,
     Cluster,

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from scheduling.core.backfill import expected_free_times, shadow_time
 from scheduling.core.fairness import (
     GuaranteeMonitor,
     cap_violations,
@@ -24,9 +25,9 @@ from scheduling.core.fairness import (
     wait_stats,
 )
 from scheduling.core.metrics import JobOutcome
-from scheduling.core.placement import expected_free_times, shadow_time
 from scheduling.core.policies import POLICY_NAMES, get_policy
-from scheduling.core.quota import borrowed_jobs, normalise, usage_by_tenant, wait_s
+from scheduling.core.quota import normalise, usage_by_tenant, wait_s
+from scheduling.core.reclaim import borrowed_jobs
 from scheduling.core.types import Cluster, Placement, RunningJob, SchedulerConfig, Snapshot, TenantQuota
 from tests.unit.fakes import FakeProfile, job
 from tests.unit.test_invariants import check_round, scenarios

@@ -11,9 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduling.core.placement import CachedProfile, RoundState, SharePlan, sharing_round
 from scheduling.core.policies import POLICY_NAMES, get_policy
-from scheduling.core.policies.sjf_bsbf import BestBenefitFinder, _Memo
+from scheduling.core.policies.sjf_bsbf import BestBenefitFinder, BestBenefitMemo
+from scheduling.core.profile_cache import CachedProfile
+from scheduling.core.round_state import RoundState
+from scheduling.core.rounds import SharePlan, sharing_round
 from scheduling.core.sharing import pairwise_benefit, plan_pair
 from scheduling.core.types import (
     GPU,
@@ -205,7 +207,7 @@ class BruteForceFinder(BestBenefitFinder):
     :func:`plan_pair`, the beneficial ones sorted by ``(T_con, submit_time, id)``."""
 
     def __init__(self, state: RoundState, profile: CachedProfile) -> None:
-        super().__init__(state, _Memo(profile))
+        super().__init__(state, BestBenefitMemo(profile))
         self._state = state
 
     def find(self, job: Job, need: int) -> SharePlan | str:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from scheduling.core.placement import RoundState, start_on_idle
+from scheduling.core.placement import start_on_idle
 from scheduling.core.policies import POLICY_NAMES, get_policy
+from scheduling.core.round_state import RoundState
 from scheduling.core.types import GPU, Cluster, Job, Placement, RunningJob, SchedulerConfig, Snapshot, Start
 from tests.unit.fakes import FakeProfile, job
 

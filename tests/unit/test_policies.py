@@ -8,6 +8,7 @@ import pytest
 
 from scheduling.core.policies import POLICY_NAMES, UnknownPolicyError, get_policy
 from scheduling.core.policies.tiresias import QUEUE_THRESHOLD_GPU_S, STARVATION_FACTOR
+from scheduling.core.skip import SkipRule
 from scheduling.core.types import (
     GPU,
     Cluster,
@@ -61,6 +62,16 @@ def test_registry_has_the_six_standard_names_and_ours() -> None:
         assert policy.name == name
         # sjf-bsbf-fair preempts only borrowed work when quotas are set (docs/FAIRNESS.md)
         assert policy.preemptive is (name in ("srtf", "tiresias", "sjf-bsbf-fair"))
+
+
+def test_every_policy_declares_its_skip_rule() -> None:
+    # the capacity rule ("fewer usable GPUs than the smallest gang: nothing starts") holds only for
+    # a policy that never preempts; only the co-locating policies count GPUs holding one job
+    for name in POLICY_NAMES:
+        rule = get_policy(name).skip_rule
+        assert isinstance(rule, SkipRule) and rule.horizon is not None
+        assert rule.capacity is (name in ("fifo", "sjf", "sjf-ffs", "sjf-bsbf"))
+        assert rule.shares is (name in ("sjf-ffs", "sjf-bsbf", "sjf-bsbf-fair"))
 
 
 def test_unknown_policy_lists_valid_names() -> None:

@@ -26,7 +26,14 @@ from scheduling.core.profiles import (
     sub_batch_sizes,
 )
 from scheduling.core.types import Job
-from scheduling.profiles import DEFAULT_PROFILE_PATH, import_gavel, load_default_profile, load_profile
+from scheduling.profiles import (
+    DEFAULT_PROFILE_PATH,
+    import_gavel,
+    load_default_profile,
+    load_profile,
+    predictor_fit,
+)
+from scheduling.profiles.lucid import validate_lucid
 
 
 def job(
@@ -359,7 +366,7 @@ def test_fit_predictor_recovers_a_held_out_pair_of_an_additive_model() -> None:
     xi = _xi_from_model(types, 0.3, s, g)
     held = (types[0], types[1])
     train = {p: v for p, v in xi.items() if p not in (held, held[::-1])}
-    model = import_gavel.fit_predictor(train, ridge=1e-9, tol=1e-12, max_sweeps=20_000)
+    model = predictor_fit.fit_predictor(train, ridge=1e-9, tol=1e-12, max_sweeps=20_000)
     # truth: exp(0.3 + 0.0 + 0.0) = 1.34986; exp(0.3 + 0.2 + 0.1) = 1.82212
     assert model.predict(*held) == pytest.approx(math.exp(0.3), rel=1e-4)
     assert model.predict(*held[::-1]) == pytest.approx(math.exp(0.6), rel=1e-4)
@@ -368,7 +375,7 @@ def test_fit_predictor_recovers_a_held_out_pair_of_an_additive_model() -> None:
 def test_leave_pairs_out_is_exact_on_noise_free_data() -> None:
     types = [f"F (batch size {b})" for b in (1, 2, 4, 8, 16)]
     xi = _xi_from_model(types, 0.4, dict.fromkeys(types, 0.0), {t: 0.1 * i for i, t in enumerate(types)})
-    rows = {r.method: r for r in import_gavel.leave_pairs_out(xi, folds=5, ridge=1e-6)}
+    rows = {r.method: r for r in predictor_fit.leave_pairs_out(xi, folds=5, ridge=1e-6)}
     assert rows["predictor"].mae < 0.002
     # the constant 2.0 is off by |2 − ξ| on average, which is far from 0 here (ξ from 1.49 to 2.23)
     assert rows["conservative default (2)"].mae > 0.2
@@ -446,7 +453,7 @@ def test_validate_lucid_compares_with_gavel_measurements(shared_data: Path, tmp_
         + "2,PointNet,ShapeNet,1,32,0,0.9,DCGAN,LSUN,1,64,0,0.8\n",
         encoding="utf-8",
     )
-    text = import_gavel.validate_lucid(lucid, load_default_profile())
+    text = validate_lucid(lucid, load_default_profile())
     assert "1 fp32 pairs (2 rows skipped)" in text
     mae = (abs(xi_r18 - 2.0) + abs(xi_gan - 1.25)) / 2
     line = next(row for row in text.splitlines() if row.startswith("Gavel table + predictor"))

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from scheduling.core.placement import healthy_memory_desc, start_checker, unfit_reason
+from scheduling.core.placement import start_checker, unfit_reason
 from scheduling.core.policies import POLICY_NAMES, get_policy
-from scheduling.core.policies.sjf_bsbf_fair import fair_order, starving_head
-from scheduling.core.quota import aged_key, borrowed_jobs, normalise, reclaim_preemptions
+from scheduling.core.policies.sjf_bsbf_fair import aged_key, fair_order, starving_head
+from scheduling.core.quota import normalise
+from scheduling.core.reclaim import borrowed_jobs, reclaim_preemptions
+from scheduling.core.round_state import healthy_memory_desc
 from scheduling.core.types import (
     GPU,
     Cluster,

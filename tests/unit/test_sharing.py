@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from scheduling.core.sharing import benefit_threshold_s, gang_shares, pairwise_benefit, plan_pair, shares
+from scheduling.core.sharing import (
+    benefit_threshold_s,
+    gang_shares,
+    pairwise_benefit,
+    plan_pair,
+    shares,
+    shares_when_equal,
+)
 from tests.unit.fakes import FakeProfile, job
 
 
@@ -23,6 +30,22 @@ def test_a_ends_first_branch() -> None:
     t_seq, t_con = pairwise_benefit(20, 100, 1.5, 1.2)
     assert t_seq == pytest.approx(110)
     assert t_con == pytest.approx(67.5)
+
+
+@pytest.mark.parametrize(
+    ("xi_a", "xi_b", "verdict"),
+    [
+        # A = B: T_seq = 1.5·A; the job with the larger ξ ends last, T_con/A = 0.5 + (1 − 1/(2ξ_last))·ξ_first
+        (1.0, 1.0, True),  # 0.5 + 0.5·1 = 1.0 < 1.5
+        (2.0, 2.0, False),  # 0.5 + 0.75·2 = 2.0
+        (1.5, 1.0, True),  # 0.5 + (1 − 1/3)·1 = 1.167
+        (1.0, 1.5, True),  # the same pair seen from the other job
+        (1.6, 1.5, False),  # 0.5 + (1 − 1/3.2)·1.5 = 1.531
+    ],
+)
+def test_shares_when_equal(xi_a: float, xi_b: float, verdict: bool) -> None:
+    assert shares_when_equal(xi_a, xi_b) is verdict
+    assert shares(*pairwise_benefit(100.0, 100.0, xi_a, xi_b)) is verdict
 
 
 def test_branches_meet_where_both_end_together() -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 import pytest
 
 from scheduling.core import metrics
+from scheduling.core.skip import SkipRule, never
 from scheduling.core.types import (
     Cluster,
     Job,
@@ -76,6 +77,8 @@ class Greedy:
     job (a simple FIFO/SJF for engine tests; the real policies are tested elsewhere)."""
 
     preemptive = False
+    # no preemption, nothing that changes while time alone passes (FIFO's and SJF's rule)
+    skip_rule = SkipRule(capacity=True, shares=False, horizon=never)
 
     def __init__(self, name: str, key: Callable[[Job], tuple]) -> None:
         self.name = name
@@ -383,8 +386,8 @@ def test_tiresias_demotes_after_3200_gpu_seconds() -> None:
 
 
 def test_tiresias_horizon() -> None:
+    from scheduling.core.policies.tiresias import tiresias_horizon
     from scheduling.core.types import Placement, RunningJob, Snapshot
-    from scheduling.sim.engine import tiresias_horizon
 
     # Running: 3000 GPU-s on 2 GPUs crosses 3200 after 100 s; pending low-queue job with 4000 GPU-s
     # on 1 GPU, waiting since 500: promoted after 500 + 4000 = 4500 s. 1 µs early.

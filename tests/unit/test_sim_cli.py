@@ -136,14 +136,14 @@ def test_html_report_is_written(tiny: Path, tmp_path: Path, capsys: pytest.Captu
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--cluster", "0x8"], "impossible cluster '0x8'"),
-        (["--cluster", "abc"], "bad --cluster 'abc': expected NODESxGPUS"),
+        (["--cluster", "0x8"], "bad --cluster '0x8': a cluster needs at least one node and one GPU per node"),
+        (["--cluster", "abc"], "bad --cluster 'abc': cluster shape must look like NODESxGPUS"),
         (["--policies", "fifo,lottery"], "unknown policy 'lottery'; valid policies: fifo, sjf"),
         (["--round-interval", "0"], "round interval must be a positive"),
         (["--gpu-memory-mb", "0"], "--gpu-memory-mb must be positive"),
         # The tester's hang: 10^10 GPUs. Refused by the per-node bound (100,000 > 64).
         (["--cluster", "100000x100000"], "at most 64 GPUs per node, got 100000"),
-        (["--cluster", "1x65"], "at most 64 GPUs per node, got 65"),
+        (["--cluster", "1x65"], "--cluster '1x65' too large: at most 64 GPUs per node, got 65"),
         # 1,563 nodes x 64 GPUs = 100,032 > 100,000 in total (1,562 x 64 = 99,968 would pass).
         (["--cluster", "1563x64"], "at most 100,000 GPUs in total, got 100,032"),
         (["--quotas", "no-such-quotas.json"], "--quotas no-such-quotas.json: no such file"),
@@ -255,12 +255,10 @@ def test_write_failure_after_simulation(
     # one-line message, exit 2, and neither report nor temporary file is left behind.
     import os
 
-    from scheduling.sim import report
-
     def disk_full(src: str, dst: str) -> None:
         raise OSError(28, "No space left on device", str(dst))
 
-    monkeypatch.setattr(report.os, "replace", disk_full)
+    monkeypatch.setattr(os, "replace", disk_full)
     out_json, out_html = tmp_path / "r.json", tmp_path / "r.html"
     code, _, err = run_cli(
         [
@@ -285,13 +283,13 @@ def test_write_failure_after_simulation(
 
 
 def test_write_files_is_all_or_nothing(tmp_path: Path) -> None:
-    from scheduling.sim.report import write_files
+    from common.files import write_all_atomic
 
     good, bad = tmp_path / "a.json", tmp_path / "missing" / "b.html"
     with pytest.raises(FileNotFoundError):
-        write_files({good: "{}\n", bad: "<html>"})
+        write_all_atomic({good: "{}\n", bad: "<html>"})
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # a.json not written, no temp file left
-    write_files({good: "{}\n"})
+    write_all_atomic({good: "{}\n"})
     assert good.read_text() == "{}\n"
 
 
@@ -305,7 +303,7 @@ def test_module_entry_point(tiny: Path) -> None:
         timeout=60,
     )
     assert proc.returncode == 2
-    assert "impossible cluster '2x0'" in proc.stderr
+    assert "bad --cluster '2x0': a cluster needs at least one node" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
@@ -331,7 +329,7 @@ def test_manage_py_simulate(tiny: Path, tmp_path: Path) -> None:
     )
     assert json.loads(out_json.read_text())["policies"]["fifo"]["jobs"] == 3
     assert "fifo" in stdout.getvalue()
-    with pytest.raises(CommandError, match="impossible cluster") as info:
+    with pytest.raises(CommandError, match="bad --cluster '0x1'") as info:
         call_command(Command(), "--trace", str(tiny), "--cluster", "0x1", stdout=stdout)
     assert info.value.returncode == 2
     for flag in ("--json", "--html"):

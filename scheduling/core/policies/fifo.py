@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from scheduling.core.placement import arrival_key, exclusive_in_order
+from scheduling.core.rounds import arrival_key, exclusive_in_order
+from scheduling.core.skip import SkipRule, never
 from scheduling.core.types import Profile, RoundDecisions, Snapshot
 
 
@@ -14,11 +15,14 @@ class FifoPolicy:
     backfilling is what SJF does). A job whose gang exceeds the healthy GPUs of the cluster can
     never start; it waits with that reason and does not block the queue (otherwise one bad job
     would stall the cluster forever). Gangs go to one node when possible, else the fewest nodes
-    (:mod:`scheduling.core.placement`). Never preempts.
+    (:class:`scheduling.core.round_state.RoundState`). Never preempts.
     """
 
     name = "fifo"
     preemptive = False
+    # never preempts; looks only at queue order, gang sizes and memory, none of which changes
+    # while time alone passes
+    skip_rule = SkipRule(capacity=True, shares=False, horizon=never)
 
     def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:
         """Decisions for this round (see the class docstring); deterministic, mutates nothing."""

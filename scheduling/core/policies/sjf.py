@@ -5,7 +5,8 @@ Baselines of MODEL.md §4; the key is ``P_j = R_j · t_j(B_j)``, the remaining e
 
 from __future__ import annotations
 
-from scheduling.core.placement import exclusive_in_order, preemptive_exclusive, sjf_key
+from scheduling.core.rounds import exclusive_in_order, preemptive_exclusive, sjf_key
+from scheduling.core.skip import SkipRule, never
 from scheduling.core.types import Profile, RoundDecisions, Snapshot
 
 
@@ -16,6 +17,8 @@ class SjfPolicy:
 
     name = "sjf"
     preemptive = False
+    # never preempts; pending jobs' P_j, gang sizes and memory do not change while time alone passes
+    skip_rule = SkipRule(capacity=True, shares=False, horizon=never)
 
     def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:
         """Decisions for this round; deterministic, mutates nothing."""
@@ -31,11 +34,14 @@ class SrtfPolicy:
     Every round, the jobs to run are chosen among pending **and** running jobs by shortest
     remaining time ``P_j`` (ties: submit time, id), greedily while their gangs fit the healthy
     GPUs; running jobs not chosen are preempted and go back to the queue
-    (:func:`scheduling.core.placement.preemptive_exclusive`).
+    (:func:`scheduling.core.rounds.preemptive_exclusive`).
     """
 
     name = "srtf"
     preemptive = True
+    # preempts, so no capacity rule; pending jobs' remaining times are fixed and running jobs' only
+    # shrink, so no pending job can overtake a running one while time alone passes
+    skip_rule = SkipRule(capacity=False, shares=False, horizon=never)
 
     def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:
         """Decisions for this round; deterministic, mutates nothing."""

@@ -12,7 +12,9 @@ from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from scheduling.core.placement import CachedProfile, Resident, RoundState, SharePlan, cached, sharing_round
+from scheduling.core.profile_cache import CachedProfile, cached
+from scheduling.core.round_state import Resident, RoundState
+from scheduling.core.rounds import SharePlan, sharing_round
 from scheduling.core.sharing import (
     SubBatchOption,
     benefit_threshold_s,
@@ -21,6 +23,7 @@ from scheduling.core.sharing import (
     resident_remaining_s,
     shares,
 )
+from scheduling.core.skip import SkipRule, never
 from scheduling.core.types import Job, JobId, Profile, RoundDecisions, Snapshot
 
 _Options = tuple[tuple[int, float, float, float], ...]
@@ -37,7 +40,7 @@ class _Group:
     """Residents that look alike to every waiting job: same shape (model, batch size, GPUs,
     memory), same sub-batch and same memory room — so memory fit and ``ξ`` are shared, and only
     ``B`` differs. ``entries`` are ``(B, submit_time, id)``, sorted; ``number`` is the key's id in
-    the policy's :class:`_Memo`."""
+    the policy's :class:`BestBenefitMemo`."""
 
     key: tuple
     number: int
@@ -47,7 +50,7 @@ class _Group:
     entries: list[tuple[float, float, JobId]] = field(default_factory=list)
 
 
-class _Memo:
+class BestBenefitMemo:
     """What a policy object remembers between rounds for one profile: its :class:`CachedProfile`,
     small integer ids of job shapes and group keys, and the options of each (shape, group) pair.
     Pure caches — decisions never depend on them; dropped when the profile object changes or when
@@ -62,10 +65,10 @@ class _Memo:
         self.group_ids: dict[tuple, int] = {}
         self.fits: dict[tuple[int, int], tuple[_Fits, _Fits]] = {}
 
-    def fresh(self, profile: Profile) -> _Memo:
+    def fresh(self, profile: Profile) -> BestBenefitMemo:
         """This memo, or a new one for another profile object or when the caches grew too big."""
         size = len(self.fits) + len(self.shape_ids) + len(self.group_ids) + self.profile.size
-        return self if profile is self.source and size < self.LIMIT else _Memo(profile)
+        return self if profile is self.source and size < self.LIMIT else BestBenefitMemo(profile)
 
 
 class BestBenefitFinder:
@@ -79,7 +82,7 @@ class BestBenefitFinder:
     Speed, without changing any decision (a test compares with a brute-force search):
 
     - residents are grouped (:class:`_Group`); memory fit and ``ξ`` are computed once per
-      (job shape, group) and remembered across rounds (:class:`_Memo`);
+      (job shape, group) and remembered across rounds (:class:`BestBenefitMemo`);
     - within a group ``T_con`` grows with ``B``, and for each sub-batch sharing pays iff ``B``
       exceeds :func:`~scheduling.core.sharing.benefit_threshold_s`: a bisection skips the
       residents that cannot pay;
@@ -92,7 +95,7 @@ class BestBenefitFinder:
     - a heap merges the visited groups in ascending ``T_con``.
     """
 
-    def __init__(self, state: RoundState, memo: _Memo) -> None:
+    def __init__(self, state: RoundState, memo: BestBenefitMemo) -> None:
         self._memo = memo
         self._profile = memo.profile
         self._min_sub = state.min_sub_batch
@@ -310,14 +313,18 @@ class SjfBsbfPolicy:
 
     name = "sjf-bsbf"
     preemptive = False
+    # never preempts; a GPU holding one job is usable. Sharing with a resident pays iff its
+    # remaining time exceeds a threshold set by the incoming job (scheduling.core.sharing), and
+    # remaining times only shrink, so while time alone passes the beneficial partners only shrink
+    skip_rule = SkipRule(capacity=True, shares=True, horizon=never)
 
     def __init__(self) -> None:
-        self._memo: _Memo | None = None
+        self._memo: BestBenefitMemo | None = None
 
     def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:
         """Decisions for this round; deterministic, mutates none of its inputs (it keeps pure caches
-        of profile answers between rounds, see :class:`_Memo`)."""
-        memo = self._memo = _Memo(profile) if self._memo is None else self._memo.fresh(profile)
+        of profile answers between rounds, see :class:`BestBenefitMemo`)."""
+        memo = self._memo = BestBenefitMemo(profile) if self._memo is None else self._memo.fresh(profile)
         return sharing_round(
             snapshot,
             memo.profile,

@@ -3,9 +3,10 @@
 SJF-BSBF (Luo et al., IWQoS 2024; MODEL.md §2–3) keeps its pairwise sharing rule and partner
 choice unchanged; what changes is *who* may start and in which order (docs/FAIRNESS.md):
 
-- **quotas with borrowing** (:mod:`scheduling.core.quota`): the quota gate of every policy, and
-  lent GPUs are reclaimed by preempting borrowed work (``reclaim="preempt"``/``"both"``) or by
-  admitting borrowers only when ``P_j`` ≤ ``borrow_bound_s`` (``"bound"``/``"both"``);
+- **quotas with borrowing**: the quota gate of every policy (:mod:`scheduling.core.quota`), and
+  lent GPUs are reclaimed by preempting borrowed work (``reclaim="preempt"``/``"both"``,
+  :mod:`scheduling.core.reclaim`) or by admitting borrowers only when ``P_j`` ≤
+  ``borrow_bound_s`` (``"bound"``/``"both"``);
 - **aging**: pending jobs ordered by ``P_j / (1 + wait/aging_s)`` instead of ``P_j``;
 - **starvation bound**: of the jobs waiting at least ``starvation_bound_s``, the one waiting longest
   (the *head*) goes first and, if it cannot start for lack of GPUs, holds the round's one
@@ -21,20 +22,26 @@ choice unchanged; what changes is *who* may start and in which order (docs/FAIRN
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable
 from dataclasses import replace
 
-from scheduling.core.placement import sharing_round, start_checker
-from scheduling.core.policies.sjf_bsbf import BestBenefitFinder, _Memo
-from scheduling.core.quota import (
-    NO_QUOTA,
-    aged_key,
-    normalise,
-    reclaim_preemptions,
-    usage_by_tenant,
-    wait_s,
-)
+from scheduling.core.placement import start_checker
+from scheduling.core.policies.sjf_bsbf import BestBenefitFinder, BestBenefitMemo
+from scheduling.core.quota import NO_QUOTA, normalise, usage_by_tenant, wait_s
+from scheduling.core.reclaim import reclaim_preemptions
+from scheduling.core.rounds import sharing_round
+from scheduling.core.skip import SkipRule, never
 from scheduling.core.types import Job, Profile, RoundDecisions, Snapshot
+
+
+def aged_key(job: Job, now: float, aging_s: float) -> float:
+    """Aging priority (smaller first) **(ours)**: ``P_j / (1 + wait/aging_s)`` (s) — SJF's key,
+    shrunk as the job waits; after one ``aging_s`` of waiting a job competes as if it were half as
+    long. Raises ``ValueError`` for a non-positive ``aging_s``."""
+    if not aging_s > 0 or math.isinf(aging_s):
+        raise ValueError(f"aging_s must be a positive finite number of seconds, got {aging_s}")
+    return job.remaining_time_s / (1.0 + wait_s(job, now) / aging_s)
 
 
 def starving_head(snapshot: Snapshot, can_start: Callable[[Job], bool]) -> Job | None:
@@ -81,9 +88,9 @@ class SjfBsbfFairPolicy:
     """Quota-aware SJF-BSBF with aging and a starvation bound (module docstring).
 
     One round: (1) reclaim — preempt other tenants' borrowed jobs for owners' waiting jobs that fit
-    their unused guarantees (:func:`~scheduling.core.quota.reclaim_preemptions`; not in reclaim
+    their unused guarantees (:func:`~scheduling.core.reclaim.reclaim_preemptions`; not in reclaim
     mode ``"bound"``); when it preempts, the owners' jobs it made room for go first, so that no other
-    job takes the reclaimed GPUs; (2) the SJF-BSBF round (:func:`~scheduling.core.placement.sharing_round`
+    job takes the reclaimed GPUs; (2) the SJF-BSBF round (:func:`~scheduling.core.rounds.sharing_round`
     with :class:`~scheduling.core.policies.sjf_bsbf.BestBenefitFinder`) over the remaining running
     jobs, in :func:`fair_order`, with the quota gate (its owners-first rule keeps idle GPUs for
     owners' waiting jobs) and the starving head's reservation. Preempted jobs wait until the next
@@ -93,14 +100,21 @@ class SjfBsbfFairPolicy:
     name = "sjf-bsbf-fair"
     preemptive = True
     reclaims = True  # lent GPUs come back by preemption in reclaim modes "preempt" and "both"
+    # preempts (reclaim), so no capacity rule. After a round that decided nothing, aging and the
+    # starvation bound only reorder pending jobs that each failed against the same cluster state
+    # (none could start, none could claim GPUs by reclaim, which depends on quotas and usage, not on
+    # time), and the borrow bound compares a pending job's fixed remaining time; the one instant
+    # time alone matters, a job reaching the starvation bound with quotas, holds for every policy
+    # (scheduling.core.skip.bound_crossing_horizon)
+    skip_rule = SkipRule(capacity=False, shares=True, horizon=never)
 
     def __init__(self) -> None:
-        self._memo: _Memo | None = None
+        self._memo: BestBenefitMemo | None = None
 
     def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:
         """Decisions for this round; deterministic, mutates none of its inputs (keeps only pure
         caches of profile answers between rounds, like SJF-BSBF)."""
-        memo = self._memo = _Memo(profile) if self._memo is None else self._memo.fresh(profile)
+        memo = self._memo = BestBenefitMemo(profile) if self._memo is None else self._memo.fresh(profile)
         can_start = start_checker(snapshot, memo.profile)
         head = starving_head(snapshot, can_start)
         head_id = None if head is None else head.id

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 
-from scheduling.core.placement import CachedProfile, Resident, RoundState, SharePlan, sharing_round
+from scheduling.core.profile_cache import CachedProfile
+from scheduling.core.round_state import Resident, RoundState
+from scheduling.core.rounds import SharePlan, sharing_round
 from scheduling.core.sharing import gang_shares
+from scheduling.core.skip import SkipRule, never
 from scheduling.core.types import Job, Profile, RoundDecisions, Snapshot
 
 
@@ -72,10 +75,13 @@ class SjfFfsPolicy:
     """SJF order ``(P_j, submit_time, id)``; enough idle GPUs → exclusive start; otherwise all
     idle GPUs plus resident GPUs taken first-fit (lowest GPU id first) wherever memory fits,
     at the largest sub-batch that fits — no benefit check. At most two jobs per GPU; never
-    preempts (:func:`scheduling.core.placement.sharing_round`)."""
+    preempts (:func:`scheduling.core.rounds.sharing_round`)."""
 
     name = "sjf-ffs"
     preemptive = False
+    # never preempts; a GPU holding one job is usable (first fit); queue order, gang sizes and
+    # memory do not change while time alone passes
+    skip_rule = SkipRule(capacity=True, shares=True, horizon=never)
 
     def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:
         """Decisions for this round; deterministic, mutates nothing."""

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 
-from scheduling.core.placement import preemptive_exclusive
+from scheduling.core.rounds import preemptive_exclusive
+from scheduling.core.skip import SkipRule
 from scheduling.core.types import Job, JobId, Profile, RoundDecisions, RunningJob, Snapshot
 
 QUEUE_THRESHOLD_GPU_S = 3_200.0
@@ -103,6 +104,19 @@ def next_queue_change(snapshot: Snapshot) -> float:
     return change
 
 
+def tiresias_horizon(snapshot: Snapshot) -> float:
+    """Next instant (s) at which a Tiresias queue may change with time alone (the policy's skip
+    horizon, :class:`scheduling.core.skip.SkipRule`).
+
+    Between such instants the Tiresias ranking ``(queue, running first, submit time, id)`` is
+    constant, so a round that decided nothing is followed by rounds that decide nothing. The
+    changes (a job reaching the queue threshold, a promotion ending, a pending job starting to
+    starve) are :func:`next_queue_change`. 1 µs early, so float rounding can only make a round
+    run, never skip one that matters.
+    """
+    return next_queue_change(snapshot) - 1e-6
+
+
 class TiresiasPolicy:
     """Discretised 2D-LAS (Gu et al., NSDI'19) with two queues; constants
     :data:`QUEUE_THRESHOLD_GPU_S` = 3,200 GPU-s and :data:`STARVATION_FACTOR` = 1.0.
@@ -115,7 +129,7 @@ class TiresiasPolicy:
       entered the queue) longer than 1.0 × its executed time is promoted to the high queue, and
       once started it stays there until it has had another 3,200 GPU-s of service in that run;
     - preemptive: the top-ranked jobs that fit the healthy GPUs run, other running jobs are
-      preempted (:func:`scheduling.core.placement.preemptive_exclusive`); exclusive GPUs.
+      preempted (:func:`scheduling.core.rounds.preemptive_exclusive`); exclusive GPUs.
 
     Why (faithfulness, and no thrashing). A guard with neither rule promoted a starving job for
     one round: back in the low queue next round, it was preempted by the earlier-submitted job it
@@ -137,6 +151,8 @@ class TiresiasPolicy:
 
     name = "tiresias"
     preemptive = True
+    # preempts, so no capacity rule; its ranking changes with time alone only when a queue does
+    skip_rule = SkipRule(capacity=False, shares=False, horizon=tiresias_horizon)
 
     def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:
         """Decisions for this round; deterministic, mutates nothing."""

@@ -1,0 +1,254 @@
+"""Who holds which GPU during one scheduling round, and gang selection on idle GPUs (pure Python).
+
+A :class:`RoundState` is built from a :class:`~scheduling.core.types.Snapshot` at the start of a
+policy's ``decide`` and updated as the policy starts (or preempts) jobs within the round, so that a
+GPU is never given twice and never holds more than two jobs (MODEL.md §2, "pairs"). Only healthy
+GPUs are ever offered. Units: memory in MB, times in s, counts in GPUs.
+
+Gang selection on idle GPUs (MODEL.md §3, "prefer one node, then the fewest nodes"): a gang that
+fits on one node goes to the node with the fewest idle GPUs that still holds it (best fit, which
+keeps whole nodes free for large gangs); otherwise the nodes with the most idle GPUs are taken
+first (the fewest nodes), the last one again chosen by best fit. GPUs are always distinct
+(:meth:`RoundState.pick_idle`, :meth:`RoundState.pick_idle_with_memory`).
+
+For the sharing policies the state also keeps the *residents*: running jobs alone on their GPUs
+whose memory leaves room for a partner (:class:`Resident`).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from scheduling.core.types import GPU, Job, JobId, Profile, RunningJob, Snapshot
+
+
+def healthy_memory_desc(snapshot: Snapshot) -> list[int]:
+    """Memory (MB) of the healthy GPUs, largest first."""
+    return sorted((g.memory_mb for g in snapshot.cluster.gpus if g.healthy), reverse=True)
+
+
+@dataclass(slots=True)
+class Resident:
+    """A running job that runs alone on ``gpu_ids`` (each holding only it), which a waiting job
+    may share (MODEL.md §3, "ones holding exactly one job whose memory leaves room").
+
+    ``room_mb``: the smallest free memory over ``gpu_ids`` once the reserve is kept (MB).
+    """
+
+    job: Job
+    sub_batch: int
+    gpu_ids: tuple[int, ...]
+    room_mb: float
+
+
+class ResidentListener(Protocol):
+    """Told when a resident is offered or withdrawn (a policy's index of partners)."""
+
+    def added(self, resident: Resident) -> None: ...
+
+    def removed(self, resident: Resident) -> None: ...
+
+
+class RoundState:
+    """Who holds which GPU during one round; mutable, private to one ``decide`` call.
+
+    - idle GPUs: healthy GPUs holding no job, grouped by node;
+    - residents (only with ``track_sharing=True``): running jobs alone on healthy GPUs with memory
+      room, and jobs started alone this round; ``shareable_count`` counts their GPUs.
+
+    A running job that shares any GPU is not a resident **(ours)**: the pairwise rule assumes the
+    partner runs alone. A GPU with two jobs, or an unhealthy GPU, is never offered.
+    """
+
+    def __init__(self, snapshot: Snapshot, profile: Profile | None = None, *, track_sharing: bool = False):
+        self.gpus: tuple[GPU, ...] = snapshot.cluster.gpus
+        self.reserve_mb = snapshot.config.memory_reserve_mb
+        self.min_sub_batch = snapshot.config.min_sub_batch
+        self.can_share = track_sharing and snapshot.config.max_jobs_per_gpu >= 2
+        self.profile = profile
+        n = len(self.gpus)
+        self.load = [0] * n
+        self.node_of: list[int] = []
+        self.node_names: list[str] = []
+        ordinal: dict[str, int] = {}
+        for gpu in self.gpus:
+            if gpu.node not in ordinal:
+                ordinal[gpu.node] = len(self.node_names)
+                self.node_names.append(gpu.node)
+            self.node_of.append(ordinal[gpu.node])
+        for rj in snapshot.running:
+            for g in rj.placement.gpu_ids:
+                if 0 <= g < n:
+                    self.load[g] += 1
+        self._idle: list[dict[int, None]] = [{} for _ in self.node_names]
+        for gpu in self.gpus:
+            if gpu.healthy and self.load[gpu.id] == 0:
+                self._idle[self.node_of[gpu.id]][gpu.id] = None
+        per_node = [0] * len(self.node_names)
+        for node in self.node_of:
+            per_node[node] += 1
+        self._widest = max(per_node, default=0)
+        self._by_free: list[dict[int, None]] = [{} for _ in range(self._widest + 1)]
+        for node, idle in enumerate(self._idle):
+            self._by_free[len(idle)][node] = None
+        self.idle_count = sum(len(idle) for idle in self._idle)
+        self.healthy_count = sum(1 for g in self.gpus if g.healthy)
+        self.memory_desc_mb = healthy_memory_desc(snapshot)
+        self.largest_memory_mb = self.memory_desc_mb[0] if self.memory_desc_mb else 0
+        # every healthy GPU has the same memory: any idle set fits a job as well as any other, so
+        # the choice of idle GPUs needs no memory floor (the fast path of start_on_idle)
+        self.uniform_memory = not self.memory_desc_mb or self.memory_desc_mb[0] == self.memory_desc_mb[-1]
+        self.fits_some_gpu: dict[tuple, bool] = {}  # job shape → fits its G largest GPUs at some sub-batch
+        self.residents: dict[JobId, Resident] = {}
+        self.shareable_count = 0
+        self.listener: ResidentListener | None = None
+        if self.can_share:
+            if profile is None:
+                raise ValueError("tracking sharing needs a profile (memory of the running jobs)")
+            for rj in snapshot.running:
+                self._add_running_resident(rj)
+
+    # -- idle GPUs ------------------------------------------------------------------------------
+
+    def pick_idle(self, count: int) -> tuple[int, ...] | None:
+        """``count`` distinct idle GPU ids (sorted), one node if possible, else the fewest nodes;
+        ``None`` when fewer than ``count`` GPUs are idle. Does not take them (see :meth:`take`)."""
+        if count < 1 or count > self.idle_count:
+            return None
+        node = self._best_fit(count, ())
+        if node is not None:
+            return tuple(sorted(self._idle[node])[:count])
+        chosen: list[int] = []
+        remaining = count
+        level = self._widest
+        while remaining > 0:
+            node = self._best_fit(remaining, chosen)
+            if node is not None:
+                chosen.append(node)
+                break
+            while not any(n not in chosen for n in self._by_free[level]):
+                level -= 1
+            node = next(n for n in self._by_free[level] if n not in chosen)
+            chosen.append(node)
+            remaining -= level
+        picked: list[int] = []
+        for node in chosen:
+            picked.extend(sorted(self._idle[node])[: count - len(picked)])
+        return tuple(sorted(picked))
+
+    def pick_idle_with_memory(self, count: int, floor_mb: float) -> tuple[int, ...] | None:
+        """``count`` distinct idle GPU ids (sorted) each with at least ``floor_mb`` MB of memory,
+        chosen as :meth:`pick_idle` chooses among all idle GPUs: one node if possible (the node
+        with the fewest such GPUs that still holds the gang), else the nodes with the most such
+        GPUs first and the last one by best fit; ties go to the node listed first in the cluster,
+        and within a node the lowest GPU ids are taken. ``None`` when fewer than ``count`` idle
+        GPUs have ``floor_mb`` MB. Does not take them. O(idle GPUs + nodes · log nodes)."""
+        if count < 1 or count > self.idle_count:
+            return None
+        gpus = self.gpus
+        eligible: list[tuple[int, int, list[int]]] = []  # (number of GPUs, node ordinal, sorted ids)
+        total = 0
+        for node, idle in enumerate(self._idle):
+            ids = sorted(g for g in idle if gpus[g].memory_mb >= floor_mb)
+            if ids:
+                eligible.append((len(ids), node, ids))
+                total += len(ids)
+        if total < count:
+            return None
+        picked: list[int] = []
+        remaining = count
+        rest = sorted(eligible, key=lambda e: (-e[0], e[1]))  # most such GPUs first
+        while remaining > 0:
+            fit = min((e for e in rest if e[0] >= remaining), key=lambda e: (e[0], e[1]), default=None)
+            if fit is not None:
+                picked.extend(fit[2][:remaining])
+                break
+            first = rest.pop(0)
+            picked.extend(first[2])
+            remaining -= first[0]
+        return tuple(sorted(picked))
+
+    def idle_memory_desc(self, count: int) -> int | None:
+        """The ``count``-th largest memory (MB) among the idle GPUs — the most memory per GPU any
+        gang of ``count`` idle GPUs can offer — or ``None`` when fewer than ``count`` are idle."""
+        if count < 1 or count > self.idle_count:
+            return None
+        gpus = self.gpus
+        return heapq.nlargest(count, (gpus[g].memory_mb for idle in self._idle for g in idle))[-1]
+
+    def _best_fit(self, count: int, exclude: Iterable[int]) -> int | None:
+        """The first node (in bucket order) with the fewest idle GPUs ≥ ``count``, not excluded."""
+        for level in range(count, self._widest + 1):
+            for node in self._by_free[level]:
+                if node not in exclude:
+                    return node
+        return None
+
+    def _set_idle(self, gpu_id: int, idle: bool) -> None:
+        node = self.node_of[gpu_id]
+        bucket = self._idle[node]
+        if (gpu_id in bucket) == idle:
+            return
+        del self._by_free[len(bucket)][node]
+        if idle:
+            bucket[gpu_id] = None
+            self.idle_count += 1
+        else:
+            del bucket[gpu_id]
+            self.idle_count -= 1
+        self._by_free[len(bucket)][node] = None
+
+    def take(self, gpu_ids: Iterable[int]) -> None:
+        """Record one more job on each of ``gpu_ids`` (they stop being idle)."""
+        for g in gpu_ids:
+            self.load[g] += 1
+            self._set_idle(g, False)
+
+    def release(self, gpu_ids: Iterable[int]) -> None:
+        """Record one job fewer on each of ``gpu_ids`` (a preemption); healthy GPUs left empty
+        become idle again."""
+        for g in gpu_ids:
+            self.load[g] = max(0, self.load[g] - 1)
+            if self.load[g] == 0 and self.gpus[g].healthy:
+                self._set_idle(g, True)
+
+    # -- residents (sharing policies) -------------------------------------------------------------
+
+    def _room_mb(self, gpu_ids: Iterable[int], used_mb: float) -> float:
+        return min(self.gpus[g].memory_mb for g in gpu_ids) - used_mb - self.reserve_mb
+
+    def _add_running_resident(self, rj: RunningJob) -> None:
+        gpu_ids = rj.placement.gpu_ids
+        if any(not (0 <= g < len(self.gpus)) or self.load[g] != 1 for g in gpu_ids):
+            return  # shares a GPU (or a GPU unknown to this cluster): not alone
+        candidates = tuple(sorted(g for g in gpu_ids if self.gpus[g].healthy))
+        if candidates:
+            self.add_resident(rj.job, rj.placement.sub_batch, candidates)
+
+    def add_resident(self, job: Job, sub_batch: int, gpu_ids: tuple[int, ...]) -> Resident | None:
+        """Offer ``job`` (alone on ``gpu_ids`` at ``sub_batch``) as a sharing partner, if its memory
+        leaves room; returns the :class:`Resident` or ``None``."""
+        if not self.can_share or not gpu_ids:
+            return None
+        assert self.profile is not None
+        room = self._room_mb(gpu_ids, self.profile.memory_mb(job, sub_batch))
+        if room <= 0:
+            return None
+        resident = Resident(job, sub_batch, gpu_ids, room)
+        self.residents[job.id] = resident
+        self.shareable_count += len(gpu_ids)
+        if self.listener is not None:
+            self.listener.added(resident)
+        return resident
+
+    def remove_resident(self, job_id: JobId) -> Resident | None:
+        """Stop offering ``job_id`` as a partner (it now shares); returns what was removed."""
+        resident = self.residents.pop(job_id, None)
+        if resident is not None:
+            self.shareable_count -= len(resident.gpu_ids)
+            if self.listener is not None:
+                self.listener.removed(resident)
+        return resident
