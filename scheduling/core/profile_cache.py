@@ -18,7 +18,7 @@ class CachedProfile:
     wrapped. Raises whatever the wrapped profile raises.
     """
 
-    __slots__ = ("_inner", "_iter", "_mem", "_subs", "_xi")
+    __slots__ = ("_inner", "_iter", "_mem", "_subs", "_xi", "_known", "_pairs")
 
     def __init__(self, inner: Profile) -> None:
         self._inner = inner
@@ -26,6 +26,8 @@ class CachedProfile:
         self._mem: dict[tuple, float] = {}
         self._subs: dict[tuple, tuple[int, ...]] = {}
         self._xi: dict[tuple, tuple[float, float]] = {}
+        self._known: dict[tuple, bool] = {}
+        self._pairs: dict[tuple, bool] = {}
 
     @staticmethod
     def shape(job: Job) -> tuple:
@@ -79,6 +81,22 @@ class CachedProfile:
         if value is None:
             xi_a, xi_b = self._inner.slowdown(a, sub_a, b, sub_b)
             value = self._xi[key] = (xi_a, xi_b)
+        return value
+
+    def memory_known(self, job: Job) -> bool:
+        """Whether the job's memory is known, memoised by shape."""
+        key = (job.model, job.batch_size, job.gpus, job.memory_mb)
+        value = self._known.get(key)
+        if value is None:
+            value = self._known[key] = self._inner.memory_known(job)
+        return value
+
+    def pair_allowed(self, a: Job, sub_a: int, b: Job, sub_b: int, unknown_ok: bool = False) -> bool:
+        """Whether the pair may share at all, memoised by models and sub-batches."""
+        key = (a.model, sub_a, b.model, sub_b, unknown_ok)
+        value = self._pairs.get(key)
+        if value is None:
+            value = self._pairs[key] = self._inner.pair_allowed(a, sub_a, b, sub_b, unknown_ok)
         return value
 
 

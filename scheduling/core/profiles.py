@@ -229,6 +229,42 @@ class TableProfile:
             self._slowdown_memo[key] = pair
         return pair
 
+    def slowdown_source(self, a: Job, sub_a: int, b: Job, sub_b: int) -> str:
+        """Where ``ξ_a`` of :meth:`slowdown` comes from: ``"measured"`` (the pair was measured),
+        ``"predicted"`` (the fitted predictor), ``"default"`` (the conservative guess: a job of
+        unknown family, or a type the predictor was not fitted on)."""
+        type_a, type_b = self.job_type_for(a.model, sub_a), self.job_type_for(b.model, sub_b)
+        if type_a is None or type_b is None:
+            return "default"
+        if (
+            self.measured_slowdown(type_a, type_b) is not None
+            and self.measured_slowdown(type_b, type_a) is not None
+        ):
+            return "measured"
+        if self.predictor.predict(type_a, type_b) is None:
+            return "default"
+        return "predicted"
+
+    def memory_known(self, job: Job) -> bool:
+        """Whether ``job``'s memory is declared (``job.memory_mb``) or in the table for its model
+        or family — not the fallback guess."""
+        if job.memory_mb is not None:
+            return True
+        name = job.model
+        return (
+            split_gavel_job_type(name)[0] in self._mem_families
+            or normalise_model_name(name) in self._mem_models
+            or self.family_of(name) in self._mem_families
+        )
+
+    def pair_allowed(self, a: Job, sub_a: int, b: Job, sub_b: int, unknown_ok: bool = False) -> bool:
+        """True unless (and ``unknown_ok`` is False) either ``ξ`` is the guessed default
+        (:meth:`slowdown_source`); the shipped table knows no incompatible pair."""
+        return unknown_ok or (
+            self.slowdown_source(a, sub_a, b, sub_b) != "default"
+            and self.slowdown_source(b, sub_b, a, sub_a) != "default"
+        )
+
     # ------------------------------------------------------------- the details
     def type_slowdown(self, type_a: str | None, type_b: str | None) -> tuple[float, float]:
         """``(ξ_a, ξ_b)`` for two Gavel job types (``None``: unknown family → conservative)."""

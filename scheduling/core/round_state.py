@@ -68,6 +68,7 @@ class RoundState:
         self.reserve_mb = snapshot.config.memory_reserve_mb
         self.min_sub_batch = snapshot.config.min_sub_batch
         self.can_share = track_sharing and snapshot.config.max_jobs_per_gpu >= 2
+        self.share_unknown = snapshot.config.share_unknown
         self.profile = profile
         n = len(self.gpus)
         self.load = [0] * n
@@ -228,10 +229,21 @@ class RoundState:
         if candidates:
             self.add_resident(rj.job, rj.placement.sub_batch, candidates)
 
+    def may_share(self, job: Job) -> str | None:
+        """``None`` if ``job`` may share a GPU this round, else why not: it said ``sharing: never``,
+        or its memory is unknown (unless ``SchedulerConfig.share_unknown``; docs/LEARNING.md §3)."""
+        if not job.sharing_allowed:
+            return "it never shares a GPU (sharing: never)"
+        assert self.profile is not None
+        if not self.share_unknown and not self.profile.memory_known(job):
+            return "its memory is unknown: it runs alone until its memory is measured"
+        return None
+
     def add_resident(self, job: Job, sub_batch: int, gpu_ids: tuple[int, ...]) -> Resident | None:
-        """Offer ``job`` (alone on ``gpu_ids`` at ``sub_batch``) as a sharing partner, if its memory
-        leaves room; returns the :class:`Resident` or ``None``."""
-        if not self.can_share or not gpu_ids:
+        """Offer ``job`` (alone on ``gpu_ids`` at ``sub_batch``) as a sharing partner, if it may
+        share (:meth:`may_share`) and its memory leaves room; returns the :class:`Resident` or
+        ``None``."""
+        if not self.can_share or not gpu_ids or self.may_share(job) is not None:
             return None
         assert self.profile is not None
         room = self._room_mb(gpu_ids, self.profile.memory_mb(job, sub_batch))

@@ -314,6 +314,9 @@ def _start_or_share(
         return start_on_idle(state, job, profile, state.min_sub_batch)
     if job.gpus > state.idle_count + state.shareable_count:
         return f"needs {job.gpus} GPUs: {state.idle_count} idle and {state.shareable_count} shareable"
+    alone = state.may_share(job)
+    if alone is not None:
+        return f"needs {job.gpus} GPUs, {state.idle_count} idle; {alone}"
     plan = finder.find(job, job.gpus - state.idle_count)
     return _apply_share(state, profile, job, plan) if isinstance(plan, SharePlan) else plan
 

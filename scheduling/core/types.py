@@ -87,6 +87,8 @@ class Job:
     - ``iterations_done``: progress so far (may be fractional in the simulator).
     - ``attained_gpu_s``: GPU-seconds of service received so far (Tiresias' LAS key).
     - ``queued_since``: when the job last entered the queue (submit or preemption), s.
+    - ``sharing_allowed``: False for a job (or a tenant's default) that said ``sharing: never``:
+      it never shares a GPU, as incoming job or as resident.
     ``P_j`` = :attr:`remaining_time_s` is the SJF key (MODEL.md §1).
     """
 
@@ -103,6 +105,7 @@ class Job:
     attained_gpu_s: float = 0.0
     queued_since: float | None = None
     priority: int = 0
+    sharing_allowed: bool = True
 
     @property
     def remaining_iterations(self) -> float:
@@ -149,6 +152,9 @@ class SchedulerConfig:
     - ``memory_reserve_mb``: memory kept free on every shared GPU (MB) **(ours)**.
     - ``min_sub_batch``: smallest sub-batch size SJF-BSBF tries (MODEL.md §2 "down to a floor").
     - ``max_jobs_per_gpu``: 2, the paper's pairs.
+    - ``share_unknown``: let a job of unknown memory, or a pair whose slowdown nobody measured or
+      can predict, share anyway (off: they run alone until something is measured;
+      docs/LEARNING.md §3).
 
     Multi-tenancy **(ours, docs/FAIRNESS.md)**; read by the quota filter of every policy and by
     ``sjf-bsbf-fair``; without quotas in the snapshot only the starvation settings matter, and
@@ -169,6 +175,7 @@ class SchedulerConfig:
     memory_reserve_mb: int = 1024
     min_sub_batch: int = 1
     max_jobs_per_gpu: int = 2
+    share_unknown: bool = False
     starvation_bound_s: float = 48 * 3600.0
     aging_s: float = 3600.0
     reclaim: str = "preempt"
@@ -311,6 +318,17 @@ class Profile(Protocol):
 
     def slowdown(self, a: Job, sub_a: int, b: Job, sub_b: int) -> tuple[float, float]:
         """``(ξ_a, ξ_b)`` when ``a`` (at ``sub_a``) and ``b`` (at ``sub_b``) share GPUs."""
+        ...
+
+    def memory_known(self, job: Job) -> bool:
+        """Whether ``job``'s memory is known (declared, in the table, or measured) rather than
+        guessed: a job of unknown memory does not share (``SchedulerConfig.share_unknown``)."""
+        ...
+
+    def pair_allowed(self, a: Job, sub_a: int, b: Job, sub_b: int, unknown_ok: bool = False) -> bool:
+        """Whether ``a`` at ``sub_a`` may share a GPU with ``b`` at ``sub_b`` at all: False for a
+        pair that ran out of memory together, and (unless ``unknown_ok``) for one whose slowdown
+        is a guess (nothing measured, nothing predicted). Depends on models and sub-batches only."""
         ...
 
 

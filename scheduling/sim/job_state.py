@@ -74,6 +74,7 @@ _JOB_FIELDS = (
     "attained_gpu_s",
     "queued_since",
     "priority",
+    "sharing_allowed",
 )
 if tuple(f.name for f in fields(Job)) != _JOB_FIELDS:  # pragma: no cover - guards the contract
     raise ImportError(
@@ -99,4 +100,5 @@ def with_progress(job: Job, iterations_done: float, attained_gpu_s: float, queue
         attained_gpu_s,
         queued_since,
         job.priority,
+        job.sharing_allowed,
     )

@@ -51,6 +51,12 @@ class FakeProfile:
             subs.append(job.batch_size)
         return tuple(sorted(subs, reverse=True))
 
+    def memory_known(self, job: Job) -> bool:
+        return True
+
+    def pair_allowed(self, a: Job, sub_a: int, b: Job, sub_b: int, unknown_ok: bool = False) -> bool:
+        return True
+
     def slowdown(self, a: Job, sub_a: int, b: Job, sub_b: int) -> tuple[float, float]:
         exact = self.slowdowns.get((a.model, sub_a, b.model, sub_b))
         if exact is not None:

@@ -50,6 +50,12 @@ class FakeProfile:
     def sub_batches(self, job: Job, min_sub_batch: int = 1) -> tuple[int, ...]:
         return (job.batch_size,)
 
+    def memory_known(self, job: Job) -> bool:
+        return True
+
+    def pair_allowed(self, a: Job, sub_a: int, b: Job, sub_b: int, unknown_ok: bool = False) -> bool:
+        return True
+
     def slowdown(self, a: Job, sub_a: int, b: Job, sub_b: int) -> tuple[float, float]:
         if (a.model, b.model) in self.xi:
             return self.xi[(a.model, b.model)]

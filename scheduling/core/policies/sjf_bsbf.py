@@ -99,6 +99,7 @@ class BestBenefitFinder:
         self._memo = memo
         self._profile = memo.profile
         self._min_sub = state.min_sub_batch
+        self._unknown_ok = state.share_unknown
         self._groups: dict[tuple, _Group] = {}
         self._by_head: list[tuple[float, int, _Group]] = []  # (smallest B, number, group), sorted
         self._where: dict[JobId, tuple[Resident, _Group, float]] = {}
@@ -151,7 +152,9 @@ class BestBenefitFinder:
         every: list[tuple[int, float, float, float]] = []
         kept: list[tuple[int, float, float, float]] = []
         for sub in p.sub_batches(job, self._min_sub):
-            if p.memory_mb(job, sub) > group.room_mb:
+            if p.memory_mb(job, sub) > group.room_mb or not p.pair_allowed(
+                job, sub, group.sample, group.sub_batch, self._unknown_ok
+            ):
                 continue
             xi_a, xi_b = p.slowdown(job, sub, group.sample, group.sub_batch)
             option = (sub, xi_a, xi_b, benefit_threshold_s(1.0, xi_a, xi_b))
@@ -190,8 +193,10 @@ class BestBenefitFinder:
         """Beneficial partners for ``need`` GPUs in ascending ``T_con``, or why the job waits."""
         p = self._profile
         shape_ids = self._memo.shape_ids
-        # the options also depend on the sub-batch floor, which may change between rounds
-        shape_id = shape_ids.setdefault((CachedProfile.shape(job), self._min_sub), len(shape_ids))
+        # the options also depend on the sub-batch floor and on whether unknown pairs may share,
+        # which may change between rounds
+        shape_key = (CachedProfile.shape(job), self._min_sub, self._unknown_ok)
+        shape_id = shape_ids.setdefault(shape_key, len(shape_ids))
         subs = p.sub_batches(job, self._min_sub)
         remaining = job.remaining_iterations
         a_of = {sub: remaining * p.iter_time_s(job, sub) for sub in subs}

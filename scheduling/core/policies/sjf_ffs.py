@@ -21,6 +21,7 @@ class FirstFitFinder:
     def __init__(self, state: RoundState, profile: CachedProfile) -> None:
         self._profile = profile
         self._min_sub = state.min_sub_batch
+        self._unknown_ok = state.share_unknown
         self._order: list[tuple[int, int]] = []  # (lowest GPU id, job id), sorted
         self._residents: dict[int, Resident] = {}
         for resident in state.residents.values():
@@ -49,7 +50,9 @@ class FirstFitFinder:
             got = 0
             for _, job_id in self._order:
                 resident = self._residents[job_id]
-                if resident.room_mb >= memory:
+                if resident.room_mb >= memory and profile.pair_allowed(
+                    job, sub, resident.job, resident.sub_batch, self._unknown_ok
+                ):
                     take = resident.gpu_ids[: need - got]
                     partners.append((resident, take))
                     got += len(take)
