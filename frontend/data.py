@@ -36,7 +36,7 @@ from cluster.models import GPU, Job, JobEvent, Membership, Node, Placement, Quot
 from scheduling import figures
 from scheduling.core.metrics import jain_index
 from scheduling.models import Round
-from scheduling.services import policy_named, scheduler_config, summed_quotas
+from scheduling.service import policy_named, scheduler_config, summed_quotas
 
 HIDDEN = "another tenant's job"
 
