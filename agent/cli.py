@@ -1,8 +1,9 @@
 """Command line: ``python -m agent --node NAME --api URL --token T [--emulate] [--speedup X]``.
 
 ``--fleet NODESxGPUS`` emulates many nodes in one process (demos and tests): nodes
-``<NAME>-00``, ``<NAME>-01``… (the names of ``Cluster.uniform`` when NAME is ``node``), each
-with GPUS declared GPUs. Bad arguments print a message and exit with status 2.
+``<NAME>-00``, ``<NAME>-01``… (:func:`common.shapes.node_names`: the names of the simulator's and
+``load_cluster``'s clusters when NAME is ``node``), each with GPUS declared GPUs. Bad arguments
+print a message and exit with status 2.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from agent.executors import EmulatedExecutor, ExecutorFactory, SubprocessExecuto
 from agent.gpus import discover_gpus, nvml_gpus
 from agent.reporter import HttpTransport, Reporter
 from agent.runner import Runner
+from common.shapes import ShapeError, node_names, parse_shape
 
 log = logging.getLogger("agent")
 
-_FLEET = re.compile(r"^(\d+)x(\d+)$")
+#: Most nodes one ``--fleet`` process emulates **(ours)**.
+MAX_FLEET_NODES = 1000
 # The server's rule for node names (cluster.models.NAME_PATTERN), kept here because the agent
 # must not import Django.
 _NODE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$")
@@ -114,12 +117,6 @@ class Setup:
     broker: str
 
 
-def fleet_names(prefix: str, nodes: int) -> list[str]:
-    """``prefix-00``, ``prefix-01``… (two digits at least, like ``Cluster.uniform``)."""
-    width = max(2, len(str(nodes - 1)))
-    return [f"{prefix}-{n:0{width}d}" for n in range(nodes)]
-
-
 def node_tokens(
     path: str | None, default: str | None, names: list[str], p: argparse.ArgumentParser
 ) -> dict[str, str]:
@@ -155,15 +152,14 @@ def build(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setup:
     if not args.api.startswith(("http://", "https://")):
         p.error(f"--api must be an http:// or https:// URL, got {args.api!r}")
     if args.fleet:
-        match = _FLEET.match(args.fleet)
-        if not match or int(match[1]) < 1 or int(match[2]) < 1:
-            p.error(f"--fleet must look like 4x8 (nodes x GPUs, both >= 1), got {args.fleet!r}")
+        try:
+            nodes, per_node = parse_shape(args.fleet, max_nodes=MAX_FLEET_NODES)
+        except ShapeError as exc:
+            p.error(f"--fleet {args.fleet!r}: {exc}")
         if args.gpus is not None:
             p.error("--gpus does not apply to --fleet NODESxGPUS (the GPUs per node are in it)")
-        if int(match[1]) > 1000:
-            p.error(f"--fleet emulates at most 1000 nodes, got {match[1]}")
-        names = fleet_names(args.node or "node", int(match[1]))
-        declared: int | None = int(match[2])
+        names = node_names(nodes, args.node or "node")
+        declared: int | None = per_node
         emulate = True
     else:
         if not args.node:

@@ -24,7 +24,7 @@ from typing import Any
 
 from agent.executors import Executor, ExecutorError, ExecutorFactory, Status
 from agent.gpus import GpuInfo
-from agent.messages import EventKind, Heartbeat, JobEvent, MessageError, PlacementMessage
+from agent.messages import EventKind, Heartbeat, JobEventReport, MessageError, PlacementMessage
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ class Agent:
         self._runs: dict[int, _Run] = {}
         self._stopping: dict[int, _Run] = {}
         self._retiring: list[Executor] = []  # runs replaced by a new placement, until they exit
-        self._events: list[JobEvent] = []  # made by apply(), handed out by the next step()
+        self._events: list[JobEventReport] = []  # made by apply(), handed out by the next step()
 
     # -- placements ---------------------------------------------------------------------------
 
@@ -109,7 +109,9 @@ class Agent:
         if not isinstance(kwargs, dict) or kwargs.get("node") != self.node:
             return
         job_id, generation = kwargs.get("job_id"), kwargs.get("generation")
-        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (job_id, generation)):
+        if not isinstance(job_id, int) or not isinstance(generation, int):
+            return
+        if isinstance(job_id, bool) or isinstance(generation, bool) or job_id < 0 or generation < 0:
             return
         if not self._is_new(job_id, generation):
             return
@@ -121,7 +123,9 @@ class Agent:
             self._retiring.append(run.executor)
         self._ended[job_id] = "failed"
         self._events.append(
-            JobEvent(self.node, job_id, generation, "failed", int(done), None, f"bad placement: {reason}")
+            JobEventReport(
+                self.node, job_id, generation, "failed", int(done), None, f"bad placement: {reason}"
+            )
         )
 
     def _apply(self, message: PlacementMessage, now: float) -> bool:
@@ -186,7 +190,7 @@ class Agent:
             log.error("%s: job %d cannot start: %s", self.node, message.job_id, exc)
             self._ended[message.job_id] = "failed"
             self._events.append(
-                JobEvent(
+                JobEventReport(
                     self.node,
                     message.job_id,
                     message.generation,
@@ -202,8 +206,8 @@ class Agent:
         self._runs[message.job_id] = run
         self._event(run, "started", Status("running", message.iterations_done))
 
-    def _event(self, run: _Run, kind: EventKind, status: Status) -> JobEvent:
-        event = JobEvent(
+    def _event(self, run: _Run, kind: EventKind, status: Status) -> JobEventReport:
+        event = JobEventReport(
             self.node,
             run.message.job_id,
             run.message.generation,
@@ -217,7 +221,7 @@ class Agent:
 
     # -- time passing -------------------------------------------------------------------------
 
-    def step(self, now: float | None = None) -> list[JobEvent]:
+    def step(self, now: float | None = None) -> list[JobEventReport]:
         """Advance every job to wall time ``now`` (s; default: the clock) and return new events.
 
         Events come in the order they happened: those made by :meth:`apply` since the last

@@ -55,9 +55,10 @@ def nvml_gpus(nvml: Any | None = None) -> tuple[GpuInfo, ...] | None:
     """
     if nvml is None:
         try:
-            import pynvml as nvml  # optional dependency, guarded on purpose
+            import pynvml  # optional dependency, guarded on purpose
         except ImportError:
             return None
+        nvml = pynvml
     try:
         nvml.nvmlInit()
     except Exception as exc:  # pynvml raises NVMLError subclasses; any failure means "no NVML"

@@ -1,14 +1,17 @@
 """What travels between the server and the agent (docs/AGENT.md is the prose version).
 
 Server → agent: :class:`PlacementMessage`, the keyword arguments of the Celery task
-``sharewise.apply_placement`` on queue ``node.<NAME>``.
-Agent → server: :class:`JobEvent` and :class:`Heartbeat`, JSON bodies POSTed to the REST API.
+``sharewise.apply_placement`` on queue ``node.<NAME>``; the server builds them with
+:func:`stop_kwargs` and :func:`placement_kwargs`, the agent parses them with
+:meth:`PlacementMessage.from_kwargs`.
+Agent → server: :class:`JobEventReport` and :class:`Heartbeat`, JSON bodies POSTed to the REST API.
 """
 
 from __future__ import annotations
 
 import math
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -23,6 +26,50 @@ EventKind = Literal["started", "progress", "finished", "failed", "stopped"]
 def queue_name(node: str) -> str:
     """The Celery queue of ``node``: ``node.<NAME>``."""
     return f"node.{node}"
+
+
+def stop_kwargs(node: str, job_id: int, generation: int) -> dict[str, Any]:
+    """The task's keyword arguments telling ``node`` to stop ``job_id`` (a preemption, a cancel, or
+    a job the node should not run); what :meth:`PlacementMessage.from_kwargs` reads back."""
+    return {"node": node, "job_id": job_id, "generation": generation, "action": "stop"}
+
+
+def placement_kwargs(
+    node: str,
+    job_id: int,
+    gpu_indices: Sequence[int],
+    *,
+    generation: int,
+    action: Literal["start", "update"],
+    sub_batch: int,
+    accum_steps: int,
+    batch_size: int,
+    iterations: int,
+    iterations_done: float,
+    iter_time_s: float,
+    slowdown: float,
+    command: str,
+    model: str,
+) -> dict[str, Any]:
+    """The task's keyword arguments of a ``start`` or ``update`` of ``job_id`` on ``gpu_indices``
+    of ``node`` (fields as documented on :class:`PlacementMessage`; ``command`` as the server stores
+    it, one string, split by the agent); what :meth:`PlacementMessage.from_kwargs` reads back."""
+    return {
+        "node": node,
+        "job_id": job_id,
+        "gpu_indices": list(gpu_indices),
+        "generation": generation,
+        "action": action,
+        "sub_batch": sub_batch,
+        "accum_steps": accum_steps,
+        "batch_size": batch_size,
+        "iterations": iterations,
+        "iterations_done": iterations_done,
+        "iter_time_s": iter_time_s,
+        "slowdown": slowdown,
+        "command": command,
+        "model": model,
+    }
 
 
 class MessageError(ValueError):
@@ -173,8 +220,8 @@ class PlacementMessage:
 
 
 @dataclass(frozen=True, slots=True)
-class JobEvent:
-    """A job's event, POSTed to ``/api/v1/agent/jobs/{job_id}/events/``.
+class JobEventReport:
+    """A job's event as a node agent reports it, POSTed to ``/api/v1/agent/jobs/{job_id}/events/``.
 
     ``generation``: the highest generation the agent has applied for the job;
     ``iterations_done``: completed iterations; ``iter_time_s``: measured time of one iteration

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from agent import __version__
-from agent.messages import Heartbeat, JobEvent
+from agent.messages import Heartbeat, JobEventReport
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ class Reporter:
         self._backoff_max_s = backoff_max_s
         self._backoff_s = backoff_s
         self._retry_at = float("-inf")
-        self._outbox: deque[JobEvent] = deque()
+        self._outbox: deque[JobEventReport] = deque()
         self.dropped = 0  # events dropped because the outbox overflowed
         self.rejected = 0  # events the server refused with a 4xx
 
@@ -124,7 +124,7 @@ class Reporter:
         """When the next delivery attempt may happen (s, agent clock)."""
         return self._retry_at
 
-    def submit(self, events: Iterable[JobEvent]) -> None:
+    def submit(self, events: Iterable[JobEventReport]) -> None:
         """Queue ``events`` behind those already waiting (nothing is sent here)."""
         for event in events:
             if event.event == "progress":

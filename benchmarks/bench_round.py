@@ -6,7 +6,7 @@ temporary SQLite file), migrates it, registers 128 nodes × 8 V100s (49,140 MB) 
 and writes N pending jobs (seeded mix of models, batch sizes, gangs of 1–8 GPUs and lengths; half
 with a measured iteration time, half left to the profile's estimate). For each N it runs
 ``--rounds`` rounds from the same state (placements, events and rounds are reset between them,
-outside the timing) through ``scheduling.services.run_round`` with the policy (default SJF-BSBF),
+outside the timing) through ``scheduling.service.run_round`` with the policy (default SJF-BSBF),
 and prints the median of each phase: snapshot (read the database), policy, persist (placements,
 jobs, events and the Round record, then commit), dispatch (after commit: the in-process
 dispatcher with one no-op subscriber, or Celery to Redis with ``--dispatch celery``), and the
@@ -152,7 +152,7 @@ def backend_cpu_s() -> float | None:
 def measure(count: int, args: argparse.Namespace) -> None:
     from django.db import connection
 
-    from scheduling import services
+    from scheduling import service
 
     populate_jobs(count, args.seed)
     if connection.vendor == "postgresql":
@@ -160,10 +160,10 @@ def measure(count: int, args: argparse.Namespace) -> None:
             cursor.execute("ANALYZE")
     sent: list[int] = []
     if args.dispatch == "celery":
-        services.set_dispatcher(services.celery_dispatch)
+        service.set_dispatcher(service.celery_dispatch)
     else:
-        services.set_dispatcher(None)
-        services.subscribe(lambda message: sent.append(1))
+        service.set_dispatcher(None)
+        service.subscribe(lambda message: sent.append(1))
     phases: dict[str, list[float]] = {p: [] for p in (*PHASES, "total", "client CPU", "server CPU")}
     record = None
     for i in range(args.rounds + 1):  # the first round warms caches and is not counted
@@ -171,7 +171,7 @@ def measure(count: int, args: argparse.Namespace) -> None:
         server = backend_cpu_s()
         cpu = time.process_time()
         started = time.perf_counter()
-        record = services.run_round(policy=args.policy)
+        record = service.run_round(policy=args.policy)
         total = (time.perf_counter() - started) * 1e3
         cpu = (time.process_time() - cpu) * 1e3
         server_after = backend_cpu_s()
@@ -207,11 +207,11 @@ def profile_one(args: argparse.Namespace) -> None:
     import cProfile
     import pstats
 
-    from scheduling import services
+    from scheduling import service
 
     reset()
     profiler = cProfile.Profile()
-    profiler.runcall(services.run_round, policy=args.policy)
+    profiler.runcall(service.run_round, policy=args.policy)
     print("  top functions by cumulative time (one round):")
     stats = pstats.Stats(profiler)
     stats.sort_stats("cumulative").print_stats(18)

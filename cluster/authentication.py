@@ -47,7 +47,7 @@ class NodeTokenAuthentication(BaseAuthentication):
             raw = parts[1].decode()
         except UnicodeError:
             raise exceptions.AuthenticationFailed("Invalid node token.") from None
-        from cluster.agents import node_for_token
+        from cluster.tokens import node_for_token
 
         node = node_for_token(raw)
         if node is None:

@@ -22,6 +22,8 @@ from django.db import IntegrityError, connection, models, transaction
 from django.db.models import Max, Q, Sum
 from django.utils import timezone
 
+from common.shapes import MAX_GPUS_PER_NODE
+
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$"
 name_validator = RegexValidator(
     NAME_PATTERN, "use 1-64 lowercase letters, digits and inner hyphens (e.g. 'team-a')"
@@ -36,8 +38,7 @@ MAX_ITERATION_TIME_S = 86_400.0
 #: Largest guaranteed quota or borrowing limit a tenant may be given (GPUs) **(ours)**: far above any
 #: real cluster, far below the database's integer range.
 MAX_QUOTA_GPUS = 1_000_000
-#: GPUs per node (Node.register) and nodes per NODESxGPUS shape (load_cluster, demo).
-MAX_GPUS_PER_NODE = 64
+#: Most nodes of a NODESxGPUS shape the live cluster registers at once (load_cluster, demo) **(ours)**.
 MAX_SHAPE_NODES = 9999
 
 
@@ -47,15 +48,6 @@ def validate_name(name: str, what: str) -> None:
         name_validator(name)
     except ValidationError as exc:
         raise ValueError(f"bad {what} name {name!r}: {exc.messages[0]}") from None
-
-
-def validate_shape(nodes: int, gpus_per_node: int) -> None:
-    """Check a ``NODESxGPUS`` cluster shape: 1…``MAX_SHAPE_NODES`` nodes of 1…``MAX_GPUS_PER_NODE``
-    GPUs. Raises ``ValueError`` with a readable message otherwise."""
-    if not 1 <= nodes <= MAX_SHAPE_NODES:
-        raise ValueError(f"a cluster shape has 1 to {MAX_SHAPE_NODES} nodes, got {nodes}")
-    if not 1 <= gpus_per_node <= MAX_GPUS_PER_NODE:
-        raise ValueError(f"a node has 1 to {MAX_GPUS_PER_NODE} GPUs, got {gpus_per_node}")
 
 
 def hash_token(raw: str) -> str:

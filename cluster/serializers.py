@@ -13,8 +13,10 @@ from django.db import IntegrityError
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from agent.messages import EVENTS
 from cluster import models
 from cluster.models import GPU, Job, Node, Placement, Quota, Tenant
+from common.shapes import MAX_GPUS_PER_NODE
 
 
 class StrictIntegerField(serializers.IntegerField):
@@ -150,7 +152,7 @@ class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
         """Refuse a job that can never run: its memory per GPU at its smallest sub-batch (gradient
         accumulation, MODEL.md §1–2) exceeds the largest schedulable GPU's memory (MB).
 
-        Same memory model as a round: ``scheduling.services.load_state`` builds the core job with
+        Same memory model as a round: ``scheduling.service.load_state`` builds the core job with
         ``memory_mb`` = ``gpu_memory_mb`` (``None``: the profile's), and the placement asks
         ``largest_fitting_sub_batch`` against the largest healthy GPU.
         """
@@ -308,7 +310,7 @@ class NodeCreateSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
     """Register a node with identical GPUs; the response carries its agent token, shown once."""
 
     name = StrictCharField(max_length=64, validators=[models.name_validator])
-    gpus = StrictIntegerField(min_value=1, max_value=64, write_only=True)
+    gpus = StrictIntegerField(min_value=1, max_value=MAX_GPUS_PER_NODE, write_only=True)
     gpu_memory_mb = StrictIntegerField(min_value=1, max_value=models.MAX_GPU_MEMORY_MB, write_only=True)
     gpu_type = StrictCharField(min_length=1, max_length=32, write_only=True)
     agent_token = serializers.CharField(read_only=True)
@@ -340,7 +342,7 @@ class AgentEventSerializer(serializers.Serializer):
     send more). ``iterations_done`` ≥ 0 iterations; ``iter_time_s`` > 0 s or null."""
 
     generation = StrictIntegerField(min_value=0)
-    event = serializers.ChoiceField(choices=["started", "progress", "finished", "failed", "stopped"])
+    event = serializers.ChoiceField(choices=list(EVENTS))
     iterations_done = StrictFloatField(min_value=0, max_value=models.MAX_ITERATIONS)
     iter_time_s = StrictFloatField(
         required=False, allow_null=True, default=None, max_value=models.MAX_ITERATION_TIME_S

@@ -22,7 +22,6 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from cluster import agents
 from cluster.authentication import NodeTokenAuthentication
 from cluster.models import GPU, IdempotencyConflict, Job, Node, Placement, Quota, Tenant
 from cluster.permissions import IsNodeAgent, IsTenantMember, tenant_of
@@ -38,7 +37,7 @@ from cluster.serializers import (
     TenantSerializer,
 )
 from cluster.throttles import SubmissionThrottle
-from scheduling.tasks import request_round
+from scheduling import service
 
 #: Idempotency keys: 1-128 visible ASCII characters (a UUID fits).
 MAX_IDEMPOTENCY_KEY = 128
@@ -138,7 +137,7 @@ class JobViewSet(
         except IdempotencyConflict as exc:
             return Response({"error": str(exc)}, status=status.HTTP_422_UNPROCESSABLE_ENTITY)
         if created:
-            request_round()  # a round soon (debounced, after commit); no-op without a broker
+            service.request_round()  # a round soon (debounced, after commit); no-op without a broker
         job.active_placements = []
         serializer.instance = job  # answer with the same serializer: its fields are built once
         headers = {"Location": f"{request.path}{job.pk}/"} if created else {"Idempotent-Replayed": "true"}
@@ -154,7 +153,7 @@ class JobViewSet(
         """Cancel a pending or running job (repeating it is harmless); a finished job gives 409."""
         job = self.get_object()
         if (
-            not agents.cancel_job(job, by=f"cancelled by {request.user.get_username()}")
+            not service.cancel_job(job, by=f"cancelled by {request.user.get_username()}")
             and job.status != Job.Status.CANCELLED
         ):
             return Response({"error": f"job {job.pk} already {job.status}"}, status=status.HTTP_409_CONFLICT)
@@ -302,9 +301,9 @@ class AgentJobEventView(AgentView):
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         try:
-            event = agents.AgentEvent(**serializer.validated_data)
-            answer = agents.record_event(request.auth, int(job_id), event)
-        except agents.AgentError as exc:
+            event = service.AgentEvent(**serializer.validated_data)
+            answer = service.record_event(request.auth, int(job_id), event)
+        except service.AgentError as exc:
             return Response({"error": str(exc)}, status=exc.status)
         return Response(answer)
 
@@ -325,4 +324,4 @@ class AgentHeartbeatView(AgentView):
                 {"error": f"this token belongs to node {node.name}, not {data['node']}"},
                 status=status.HTTP_403_FORBIDDEN,
             )
-        return Response(agents.record_heartbeat(node, data["gpus"], data["running"]))
+        return Response(service.record_heartbeat(node, data["gpus"], data["running"]))

@@ -40,6 +40,8 @@ INSTALLED_APPS = [
     "cluster",
     "scheduling",
     "frontend",
+    # the live demo (`manage.py demo`): a driver of the service, like Celery and run_scheduler
+    "demo",
 ]
 
 MIDDLEWARE = [
@@ -176,7 +178,7 @@ CELERY_TASK_ROUTES = {
 # longer than any round, short enough that the lost round is soon redone.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT_S", default=300)}
 
-# --- Scheduling rounds (scheduling/services.py, scheduling/tasks.py) ---
+# --- Scheduling rounds (scheduling/service/, scheduling/tasks.py) ---
 # Policy of every round: a name of the scheduling.core.policies registry.
 SHAREWISE_POLICY = env("SHAREWISE_POLICY", default="sjf-bsbf")
 if SHAREWISE_POLICY not in _POLICY_NAMES:
@@ -192,8 +194,12 @@ SHAREWISE_HEARTBEAT_TIMEOUT_S = env.float("SHAREWISE_HEARTBEAT_TIMEOUT_S", defau
 # Seconds between an agent's heartbeats (the agent's --heartbeat-s): a job missing from two
 # heartbeats in a row, placed longer ago than this, was lost by its agent and is requeued.
 SHAREWISE_HEARTBEAT_INTERVAL_S = env.float("SHAREWISE_HEARTBEAT_INTERVAL_S", default=5.0)
-# Recorded rounds kept; older ones are deleted as new ones are written.
+# Recorded rounds kept; older ones are deleted as new ones are written (a round of 10,000
+# decisions is about 80 KB compressed in PostgreSQL).
 SHAREWISE_ROUNDS_KEPT = env.int("SHAREWISE_ROUNDS_KEPT", default=5000)
+# A round lease whose holder died is free again after this long (s): longer than any round; on
+# PostgreSQL the advisory lock frees it at once.
+SHAREWISE_ROUND_LEASE_S = env.float("SHAREWISE_ROUND_LEASE_S", default=120.0)
 # Multi-tenancy (docs/FAIRNESS.md): a job pending this long (s) is starving (sjf-bsbf-fair); 48 h.
 SHAREWISE_STARVATION_BOUND_S = env.float("SHAREWISE_STARVATION_BOUND_S", default=172800.0)
 # Aging time constant (s): sjf-bsbf-fair orders pending jobs by P_j / (1 + wait / aging).

@@ -3,7 +3,7 @@
 A :class:`Round` records one run of the policy over a snapshot of the database: when it ran,
 which policy, how long it took, and every decision with its explanation (the dashboard reads
 ``decisions``). A :class:`SchedulerLease` is one row per lease name; a round claims it with a
-conditional UPDATE (``scheduling.services.RoundLease``), the same on SQLite and PostgreSQL.
+conditional UPDATE (``scheduling.service.RoundLease``), the same on SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class SchedulerLease(models.Model):
     """A named lease: at most one holder at a time, until ``expires_at``.
 
     ``holder`` empty means free. Claimed and released only by conditional UPDATEs
-    (``scheduling.services.RoundLease``), so whichever of two claimants changes the row first wins.
+    (``scheduling.service.RoundLease``), so whichever of two claimants changes the row first wins.
     """
 
     name = models.CharField(max_length=64, unique=True)

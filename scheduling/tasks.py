@@ -1,58 +1,38 @@
-"""Celery tasks: thin wrappers around :mod:`scheduling.services`.
+"""Celery tasks: thin wrappers around :mod:`scheduling.service` (Celery autodiscovers this module).
 
-``sharewise.run_round`` runs one scheduling round. It is safe under at-least-once delivery
-(``acks_late``: a worker killed mid-round leaves the message to be delivered again): a round's
-writes are one transaction (all or nothing), the lease lets one round run at a time, and a round
-decides from the database as it is, so running it twice places nothing twice.
+``sharewise.run_round`` runs one :func:`~scheduling.service.tick`: the heartbeat check, then a
+round. It is safe under at-least-once delivery (``acks_late``: a worker killed mid-round leaves
+the message to be delivered again): a round's writes are one transaction (all or nothing), the
+lease lets one round run at a time, and a round decides from the database as it is, so running
+it twice places nothing twice. It is sent by Celery beat every ``SHAREWISE_ROUND_INTERVAL_S``
+and, debounced, after submissions and completions (:func:`scheduling.service.request_round`).
 
-:func:`request_round` asks for a round soon after a submission or a completion, debounced: one
-round per ``SHAREWISE_ROUND_DEBOUNCE_S`` seconds at most, however many jobs arrive.
+``sharewise.check_heartbeats`` runs the heartbeat check alone, every
+``SHAREWISE_HEARTBEAT_INTERVAL_S`` (Celery beat), so a silent node is noticed between rounds.
 """
 
 from __future__ import annotations
 
-import logging
-
 from celery import shared_task
-from django.core.cache import cache
-from django.db import transaction
 
-from scheduling import services
-
-log = logging.getLogger(__name__)
-
-#: Cache key present while a requested round is pending (debounce window).
-ROUND_REQUEST_KEY = "sharewise:round-requested"
-DEFAULT_DEBOUNCE_S = 2.0
+from scheduling import service
 
 
-@shared_task(name="sharewise.run_round", acks_late=True, ignore_result=True)
+@shared_task(name=service.ROUND_TASK, acks_late=True, ignore_result=True)
 def run_round(policy: str | None = None) -> int | None:
-    """Run one round (``policy``: a registry name; default setting ``SHAREWISE_POLICY``).
+    """Run one tick (``policy``: a registry name; default setting ``SHAREWISE_POLICY``).
 
     Returns the recorded round's id, or ``None`` when another round held the lease or nothing
     new was recorded (the beat schedule brings the next round anyway).
     """
     # From here on a new submission must ask for another round: this one may have read the
     # database before it.
-    cache.delete(ROUND_REQUEST_KEY)
-    record = services.run_round(policy=policy)
+    service.clear_round_request()
+    record = service.tick(policy=policy).round
     return record.pk if record is not None else None
 
 
-def request_round(delay_s: float | None = None) -> bool:
-    """Ask for a round ``delay_s`` seconds (default ``SHAREWISE_ROUND_DEBOUNCE_S``, 2 s) after the
-    current transaction commits, unless one is already requested; returns whether this call
-    asked. Without a broker (the embedded default) it does nothing and returns ``False``: rounds
-    then come from ``manage.py run_scheduler`` or the demo, never from inside a request.
-    """
-    if not services.broker_configured():
-        return False
-    delay = float(
-        delay_s if delay_s is not None else services.setting("SHAREWISE_ROUND_DEBOUNCE_S", DEFAULT_DEBOUNCE_S)
-    )
-    # cache.add is atomic (Redis SET NX): of many concurrent submissions, one enqueues the round.
-    if not cache.add(ROUND_REQUEST_KEY, 1, timeout=max(1, round(delay))):
-        return False
-    transaction.on_commit(lambda: run_round.apply_async(countdown=delay), robust=True)
-    return True
+@shared_task(name="sharewise.check_heartbeats", ignore_result=True)
+def check_heartbeats() -> dict[str, list[int]]:
+    """Mark silent nodes unhealthy and requeue their jobs; ``{node: [job ids]}`` (Celery beat)."""
+    return service.check_heartbeats()

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from scheduling.metrics import metrics_view
+from scheduling.service.prometheus import metrics_view
 
 urlpatterns = [
     path("metrics", metrics_view, name="metrics"),

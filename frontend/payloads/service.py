@@ -5,6 +5,6 @@ All three only read (settings and ``Quota`` rows already fetched); the dashboard
 from here and nowhere else, so it depends on the service in one place.
 """
 
-from scheduling.services import policy_named, scheduler_config, summed_quotas
+from scheduling.service import policy_named, scheduler_config, summed_quotas
 
 __all__ = ["policy_named", "scheduler_config", "summed_quotas"]

@@ -1,7 +1,7 @@
 """Immutable data that every scheduling policy sees and returns.
 
 This module is the contract between the two drivers of a policy (the trace-driven simulator in
-``scheduling.sim`` and the live service in ``scheduling.services``) and the policies in
+``scheduling.sim`` and the live service in ``scheduling.service``) and the policies in
 ``scheduling.core.policies``. It is pure Python: no Django, no I/O, no clock, no randomness.
 
 Units everywhere: time in seconds (s), memory in megabytes (MB), GPU counts in GPUs, progress in

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from agent.cli import build, fleet_names, node_tokens, parser
+from agent.cli import build, node_tokens, parser
 
 BASE = ["--api", "http://127.0.0.1:8000", "--token", "t", "--broker", "memory://"]
 
@@ -21,8 +21,9 @@ def setup(*argv: str):
     ("argv", "message"),
     [
         (["--emulate"], "--node NAME is required"),
-        (["--fleet", "4by8"], "--fleet must look like 4x8"),
-        (["--fleet", "0x8"], "--fleet must look like 4x8"),
+        (["--fleet", "4by8"], "--fleet '4by8': cluster shape must look like NODESxGPUS"),
+        (["--fleet", "0x8"], "--fleet '0x8': a cluster needs at least one node"),
+        (["--fleet", "1001x8"], "--fleet '1001x8': at most 1,000 nodes, got 1,001"),
         (["--fleet", "2x8", "--gpus", "4"], "--gpus does not apply to --fleet"),
         (["--node", "a", "--emulate", "--speedup", "0"], "must be > 0"),
         (["--node", "a", "--gpus", "2", "--speedup", "5"], "--speedup only applies to emulated jobs"),
@@ -74,8 +75,8 @@ def test_fleet_emulates_named_nodes_with_declared_gpus() -> None:
 
 
 def test_fleet_names_widen_past_100_nodes() -> None:
-    names = fleet_names("gpu", 101)
-    assert (names[0], names[-1]) == ("gpu-000", "gpu-100")
+    names = [a.node for a in setup("--fleet", "101x1", "--node", "gpu").agents]
+    assert (names[0], names[-1], len(names)) == ("gpu-000", "gpu-100", 101)
 
 
 def test_single_emulated_node_declares_gpus() -> None:

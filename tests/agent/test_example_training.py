@@ -20,7 +20,7 @@ import pytest
 from agent.core import Agent
 from agent.executors import SubprocessExecutor
 from agent.gpus import declared_gpus
-from agent.messages import JobEvent
+from agent.messages import JobEventReport
 
 from .conftest import NODE, placement
 from .test_subprocess import ended, step_until
@@ -39,7 +39,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "train_mnist_like.py
 
 
 @pytest.fixture(scope="module")
-def example_job() -> Iterator[tuple[Agent, list[JobEvent]]]:
+def example_job() -> Iterator[tuple[Agent, list[JobEventReport]]]:
     """The example job under an agent: 6 iterations of a global batch 16 = 4 micro-batches of 4,
     resuming after iteration 2. Yields the agent and the events stepped so far."""
     agent = Agent(
@@ -92,7 +92,9 @@ def test_gradient_accumulation_gives_the_full_batch_update() -> None:
     assert not torch.allclose(weights[0], initial)  # the step did move the weights
 
 
-def test_example_job_runs_to_completion_under_the_agent(example_job: tuple[Agent, list[JobEvent]]) -> None:
+def test_example_job_runs_to_completion_under_the_agent(
+    example_job: tuple[Agent, list[JobEventReport]],
+) -> None:
     agent, events = example_job
     events += step_until(agent, ended, timeout_s=60.0)
     assert [e.event for e in events if e.event != "progress"] == ["started", "finished"]

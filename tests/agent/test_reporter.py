@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from agent.messages import Heartbeat, JobEvent
+from agent.messages import Heartbeat, JobEventReport
 from agent.reporter import HttpTransport, Reporter, TransportError
 
 from .conftest import FakeTransport
 
 
-def event(kind: str, done: int, job_id: int = 1, generation: int = 1) -> JobEvent:
-    return JobEvent("node-00", job_id, generation, kind, done, 0.5)  # type: ignore[arg-type]
+def event(kind: str, done: int, job_id: int = 1, generation: int = 1) -> JobEventReport:
+    return JobEventReport("node-00", job_id, generation, kind, done, 0.5)  # type: ignore[arg-type]
 
 
 def test_events_wait_while_the_server_is_down_and_go_out_in_order() -> None:

@@ -12,7 +12,7 @@ import pytest
 from agent.core import Agent
 from agent.executors import SubprocessExecutor, parse_progress
 from agent.gpus import declared_gpus
-from agent.messages import JobEvent
+from agent.messages import JobEventReport
 
 from .conftest import NODE, placement
 
@@ -42,10 +42,10 @@ def agent() -> Agent:
 
 
 def step_until(
-    agent: Agent, done: Callable[[list[JobEvent]], bool], timeout_s: float = 5.0
-) -> list[JobEvent]:
+    agent: Agent, done: Callable[[list[JobEventReport]], bool], timeout_s: float = 5.0
+) -> list[JobEventReport]:
     """Step with the real clock until ``done(all events so far)``; fails after ``timeout_s``."""
-    events: list[JobEvent] = []
+    events: list[JobEventReport] = []
     deadline = time.monotonic() + timeout_s
     while not done(events):
         assert time.monotonic() < deadline, f"timed out; events so far: {events}"
@@ -54,7 +54,7 @@ def step_until(
     return events
 
 
-def ended(events: list[JobEvent]) -> bool:
+def ended(events: list[JobEventReport]) -> bool:
     return any(e.event in ("finished", "failed", "stopped") for e in events)
 
 

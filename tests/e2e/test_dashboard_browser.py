@@ -113,7 +113,7 @@ def trace_names(driver: Any, figure_id: str) -> list[str]:
 def test_dashboard_in_headless_chromium(browser: Any, live_server: Any) -> None:
     from selenium.webdriver.common.by import By
 
-    from scheduling.services import run_round
+    from scheduling.service import run_round
 
     for i in range(2):
         Node.register(f"node-0{i}", 4, 32_000, "v100")

@@ -31,7 +31,7 @@ from django.core.cache import cache
 from django.db import connection
 
 from cluster.models import Node
-from scheduling.tasks import ROUND_REQUEST_KEY
+from scheduling.service import ROUND_REQUEST_KEY
 from tests.conftest import skip_or_fail
 
 REPO = Path(__file__).resolve().parents[2]

@@ -2,7 +2,7 @@
 "Faults"): jobs submitted over REST (a live HTTP server) are placed by rounds, run by
 ``python -m agent --fleet`` subprocesses (emulated jobs, Celery consumers of ``node.<name>``) and
 reported back over HTTP until they succeed; an agent killed mid-job stops heartbeating, so
-:func:`cluster.agents.check_heartbeats` requeues its job with the progress it had reported, and a
+:func:`scheduling.service.check_heartbeats` requeues its job with the progress it had reported, and a
 new agent finishes it. Rounds are driven from the test (``run_round`` in a polling loop), not by
 Celery beat, so the order of events is the test's. The invariants of TESTING.md hold at the end.
 """
@@ -20,10 +20,10 @@ import pytest
 from django.conf import settings
 from django.core.cache import cache
 
-from cluster.agents import check_heartbeats, write_token_file
 from cluster.models import Job, JobEvent, Node, Placement, Tenant
-from scheduling.demo import post_json
-from scheduling.services import run_round
+from cluster.tokens import write_token_file
+from demo.live import post_json
+from scheduling.service import check_heartbeats, run_round
 from tests.integration.conftest import Subprocesses, integration_redis_url, wait_for
 from tests.service.invariants import assert_invariants
 
@@ -88,7 +88,7 @@ def node(redis_client: Any) -> tuple[Node, str]:
 def agents(node: tuple[Node, str], live_server: Any, redis_client: Any, tmp_path: Path) -> Iterator[Agents]:
     """Agent processes for ``node`` (fleet prefix = its name less ``-00``); killed at the end,
     before ``redis_client`` empties the test's Redis database. The cache is emptied at the end:
-    a job that finishes asks for a round (``tasks.request_round``), whose debounce key would
+    a job that finishes asks for a round (``scheduling.service.request_round``), whose debounce key would
     otherwise swallow the next test's first round request for up to 2 s."""
     registered, token = node
     token_file = tmp_path / "tokens.json"

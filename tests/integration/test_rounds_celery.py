@@ -13,7 +13,7 @@ import pytest
 from django.db import connection
 
 from cluster.models import Job, JobEvent, Node, Placement, Tenant
-from scheduling import services, tasks
+from scheduling import service, tasks
 from scheduling.core import types as core
 from scheduling.models import Round, SchedulerLease
 from tests.api.conftest import JOBS_URL, job_body, token_client
@@ -41,7 +41,7 @@ def test_jobs_submitted_over_rest_get_placed(nodes: list[Node], workers: Workers
         ids.append(response.json()["id"])
     workers.start()
     # the view asks for a round after a submission; asking again is a no-op inside the window
-    tasks.request_round(delay_s=0)
+    service.request_round(delay_s=0)
     jobs = list(Job.objects.filter(pk__in=ids))
     wait_for(lambda: all_running(jobs), 60, f"jobs {ids} running\n{workers.logs()}")
     assert_invariants()
@@ -68,7 +68,7 @@ def test_a_worker_killed_mid_round_leaves_no_partial_round(
     wait_for(pause.exists, 180, f"the round to write its placements\n{workers.logs()}")
     # written but not committed: nothing of the round is visible
     assert not Placement.objects.exists() and not Round.objects.exists()
-    assert SchedulerLease.objects.get(name=services.ROUND_LEASE).holder != ""
+    assert SchedulerLease.objects.get(name=service.ROUND_LEASE).holder != ""
     workers.kill(doomed)
     assert not Placement.objects.exists() and not Round.objects.exists()
     assert all(j.status == Job.Status.PENDING for j in Job.objects.all())
@@ -123,7 +123,7 @@ def test_two_rounds_started_at_once_one_runs(postgres: None, nodes: list[Node]) 
 
     def run(label: str, policy: Any) -> None:
         try:
-            results[label] = services.run_round(policy=policy)
+            results[label] = service.run_round(policy=policy)
         finally:
             connection.close()  # each thread has its own PostgreSQL connection
 

@@ -27,7 +27,7 @@ def main() -> None:
 
     django.setup()
     from config.celery import app
-    from scheduling import services
+    from scheduling.service import rounds
 
     visibility = os.environ.get("SHAREWISE_TEST_VISIBILITY_S")
     if visibility:
@@ -40,7 +40,7 @@ def main() -> None:
         }
     pause_file = os.environ.get("SHAREWISE_TEST_PAUSE_FILE")
     if pause_file:
-        persist = services._persist
+        persist = rounds.persist_round
 
         def persist_then_pause(*args: Any, **kwargs: Any) -> Any:
             plan = persist(*args, **kwargs)
@@ -48,7 +48,7 @@ def main() -> None:
             time.sleep(600)
             return plan
 
-        services._persist = persist_then_pause
+        rounds.persist_round = persist_then_pause
     app.worker_main(
         [
             "worker",

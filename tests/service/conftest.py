@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from scheduling import services
+from scheduling import service
 from tests.api.conftest import (  # noqa: F401 - pytest finds fixtures by name in this module
     _fresh_cache,
     alice,
@@ -23,6 +23,6 @@ def sent(django_capture_on_commit_callbacks: Callable) -> Iterator[list[dict[str
     """Messages dispatched in-process; on-commit callbacks run when the round's transaction ends
     (the test runs them itself, with ``django_capture_on_commit_callbacks``)."""
     messages: list[dict[str, Any]] = []
-    services.set_dispatcher(messages.extend)
+    service.set_dispatcher(messages.extend)
     yield messages
-    services.set_dispatcher(None)
+    service.set_dispatcher(None)

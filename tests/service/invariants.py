@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from cluster.models import Job, Placement
-from scheduling import services
+from scheduling import service
 from scheduling.profiles import load_default_profile
 
 
@@ -18,7 +18,7 @@ def assert_invariants() -> None:
        GPUs; 5. release: a job that is not running holds none; 9. every job is in a known status.
     """
     profile = load_default_profile()
-    state = services.load_state()
+    state = service.load_state()
     by_gpu: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
     by_job: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for job_id, gpu_id, slot, sub in Placement.objects.filter(active=True).values_list(

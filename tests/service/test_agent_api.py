@@ -16,9 +16,8 @@ from django.test import override_settings
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from cluster import agents
 from cluster.models import GPU, Job, JobEvent, Node, Placement, Tenant
-from scheduling import services
+from scheduling import service
 
 HEARTBEAT_URL = "/api/v1/agent/heartbeat/"
 
@@ -56,7 +55,7 @@ def place(tenant: Tenant, capture: Callable, name: str = "job", **fields: Any) -
     values.update(fields)
     job = Job.objects.create(tenant=tenant, name=name, **values)
     with capture(execute=True):
-        services.run_round(policy="fifo")
+        service.run_round(policy="fifo")
     job.refresh_from_db()
     assert job.status == Job.Status.RUNNING
     return job
@@ -242,7 +241,7 @@ def test_agent_shutdown_puts_the_job_back_with_its_progress(
     # the next start resumes there
     sent.clear()
     with capture(execute=True):
-        services.run_round(policy="fifo")
+        service.run_round(policy="fifo")
     start = [m for m in sent if m["action"] == "start"]
     assert len(start) == 1 and start[0]["iterations_done"] == 450 and start[0]["generation"] == 3
 
@@ -339,9 +338,9 @@ def test_heartbeat_timeout_requeues_with_progress_kept(
     sent.clear()
     with override_settings(SHAREWISE_HEARTBEAT_TIMEOUT_S=15.0):
         with capture(execute=True):
-            assert agents.check_heartbeats(t0 + timedelta(seconds=14)) == {}
+            assert service.check_heartbeats(t0 + timedelta(seconds=14)) == {}
         with capture(execute=True):
-            assert agents.check_heartbeats(t0 + timedelta(seconds=16)) == {"node-00": [job.pk]}
+            assert service.check_heartbeats(t0 + timedelta(seconds=16)) == {"node-00": [job.pk]}
     node.refresh_from_db()
     job.refresh_from_db()
     assert node.status == Node.Status.UNHEALTHY
@@ -351,7 +350,7 @@ def test_heartbeat_timeout_requeues_with_progress_kept(
     # the silent node gets no new work: the next round places the job on node-01 from 340
     sent.clear()
     with capture(execute=True):
-        services.run_round(policy="fifo")
+        service.run_round(policy="fifo")
     assert [(m["node"], m["iterations_done"]) for m in sent] == [("node-01", 340)]
     # node-00 comes back: ready again; what it still runs is stopped (generation above 3)
     late = [{"job_id": job.pk, "generation": 1, "iterations_done": 360}]

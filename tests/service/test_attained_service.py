@@ -15,9 +15,8 @@ import pytest
 from django.db import IntegrityError, transaction
 from django.test import override_settings
 
-from cluster import agents
 from cluster.models import Job, JobEvent, Node, Placement, Tenant
-from scheduling import services
+from scheduling import service
 from scheduling.core import types as core
 from scheduling.core.policies.tiresias import QUEUE_THRESHOLD_GPU_S
 from tests.service.test_rounds import FixedPolicy, make_job, round_now
@@ -46,7 +45,7 @@ def preempt(capture: Callable, job: Job, seconds: float) -> None:
 
 def snapshot_job(seconds: float, job: Job) -> core.Job:
     """``job`` as the snapshot at ``T0 + seconds`` sees it (pending or running)."""
-    return services.load_state(at(seconds)).jobs[job.pk]
+    return service.load_state(at(seconds)).jobs[job.pk]
 
 
 def stored(job: Job) -> float:
@@ -72,7 +71,7 @@ def test_service_of_a_preempted_run_is_kept_and_the_next_run_adds_to_it(
     job.refresh_from_db()
     assert job.started_at == at(0)  # the first start ever: not the current run's
     # second run from T0+130: 200 + 2 × (180 − 130) = 300 GPU-s (not 2 × 180 = 360 from started_at)
-    (running,) = services.load_state(at(180)).snapshot.running
+    (running,) = service.load_state(at(180)).snapshot.running
     assert running.job.id == job.pk and running.placement.start_time == pytest.approx(at(130).timestamp())
     assert running.job.attained_gpu_s == pytest.approx(300.0)
     preempt(capture, job, 180)
@@ -109,7 +108,7 @@ def test_heartbeat_timeout_requeue_adds_the_run(
     Node.objects.filter(pk=node0.pk).update(last_heartbeat=at(20))
     with override_settings(SHAREWISE_HEARTBEAT_TIMEOUT_S=15.0), capture(execute=True):
         # silent 40 − 20 = 20 s > 15 s: requeued at T0+40
-        assert agents.check_heartbeats(at(40)) == {"node-00": [job.pk]}
+        assert service.check_heartbeats(at(40)) == {"node-00": [job.pk]}
     job.refresh_from_db()
     assert job.status == Job.Status.PENDING
     assert JobEvent.objects.filter(job=job, kind=JobEvent.Kind.REQUEUED).count() == 1
@@ -126,8 +125,8 @@ def test_agent_stopped_event_requeue_adds_the_run_but_a_finish_does_not(
     job = make_job(tenant_a, "stopped", gpus=1, iteration_time_s=0.1, submitted_at=at(-60))
     start(capture, job, (2,), 5)
     with capture(execute=True):
-        answer = agents.record_event(
-            node0, job.pk, agents.AgentEvent(1, "stopped", 40, reason="shutdown"), now=at(50)
+        answer = service.record_event(
+            node0, job.pk, service.AgentEvent(1, "stopped", 40, reason="shutdown"), now=at(50)
         )
     assert answer["status"] == Job.Status.PENDING
     # 1 GPU × (50 − 5) s = 45 GPU-s; progress is kept beside it
@@ -138,7 +137,7 @@ def test_agent_stopped_event_requeue_adds_the_run_but_a_finish_does_not(
     start(capture, job, (3,), 60)
     generation = Placement.objects.filter(job=job, active=True).get().generation
     with capture(execute=True):
-        agents.record_event(node0, job.pk, agents.AgentEvent(generation, "finished", 1000), now=at(90))
+        service.record_event(node0, job.pk, service.AgentEvent(generation, "finished", 1000), now=at(90))
     job.refresh_from_db()
     assert job.status == Job.Status.SUCCEEDED and job.attained_gpu_s == pytest.approx(45.0)
 
@@ -181,5 +180,5 @@ def test_a_run_starting_after_now_adds_nothing(
     # a clock behind the placement's creation (skew): max(0, 90 − 100) = 0 s counted, no negative
     assert snapshot_job(90, job).attained_gpu_s == pytest.approx(100.0)
     with transaction.atomic():
-        Job.objects.filter(pk=job.pk).update(attained_gpu_s=services.attained_after_run(at(90)))
+        Job.objects.filter(pk=job.pk).update(attained_gpu_s=service.attained_after_run(at(90)))
     assert stored(job) == pytest.approx(100.0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from io import StringIO
@@ -13,8 +14,8 @@ from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
-from cluster.management.commands.load_cluster import parse_shape
-from cluster.models import GPU, Membership, Node, Quota, Tenant
+from cluster.models import GPU, MAX_SHAPE_NODES, Membership, Node, Quota, Tenant
+from common.shapes import parse_shape
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -99,15 +100,18 @@ def test_load_cluster_names_nodes_like_the_simulator(db: None) -> None:
     assert Node.objects.count() == 3
 
 
-@pytest.mark.parametrize("shape", ["4y8", "0x8", "4x0", "4x65", "x8", "4x", "", "4x8x2", "-1x8"])
+@pytest.mark.parametrize("shape", ["4y8", "0x8", "4x0", "4x65", "x8", "4x", "", "4x8x2", "-1x8", "10000x1"])
 def test_bad_shapes(shape: str) -> None:
-    with pytest.raises(ValueError, match="NODESxGPUS|1 to 64 GPUs"):
-        parse_shape(shape)
+    """The shapes load_cluster refuses (the live cluster's bounds: at most 9,999 nodes)."""
+    with pytest.raises(
+        ValueError, match="NODESxGPUS|at least one node and one GPU|at most 64 GPUs|at most 9,999"
+    ):
+        parse_shape(shape, max_nodes=MAX_SHAPE_NODES)
 
 
 def test_parse_shape() -> None:
-    assert parse_shape("4x8") == (4, 8)
-    assert parse_shape(" 16X4 ") == (16, 4)
+    assert parse_shape("4x8", max_nodes=MAX_SHAPE_NODES) == (4, 8)
+    assert parse_shape(" 16X4 ", max_nodes=MAX_SHAPE_NODES) == (16, 4)
 
 
 def test_cli_errors_are_one_line_without_traceback(tmp_path: Path) -> None:
@@ -121,7 +125,7 @@ def test_cli_errors_are_one_line_without_traceback(tmp_path: Path) -> None:
         text=True,
     )
     assert result.returncode == 1
-    expected = "cluster shape must look like NODESxGPUS, e.g. 4x8 (1-9999 nodes, 1-64 GPUs), got 'lots'"
+    expected = "cluster shape must look like NODESxGPUS, e.g. 4x8; got 'lots'"
     assert result.stderr.strip() == f"CommandError: {expected}"
 
 
@@ -139,17 +143,18 @@ def test_load_cluster_token_file_failure_leaves_no_tokens_behind(
     db: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A folder at PATH: the rename fails. A full disk: the write fails. Either way a clear error,
-    no ``PATH.tmp`` holding node tokens, and no node registered (one transaction)."""
+    no temporary file holding node tokens, and no node registered (one transaction)."""
     folder = tmp_path / "tokens"
     folder.mkdir()
     with pytest.raises(CommandError, match=f"cannot write --token-file {folder}: Is a directory"):
         run("load_cluster", "1x2", "--token-file", str(folder))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tokens"] and not Node.objects.exists()
 
-    def disk_full(*args: object, **kwargs: object) -> None:
+    def disk_full(fd: int, *args: object, **kwargs: object) -> None:
+        os.close(fd)
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("cluster.agents.json.dump", disk_full)
+    monkeypatch.setattr("common.files.os.fdopen", disk_full)
     path = tmp_path / "node-tokens.json"
     with pytest.raises(CommandError, match="No space left on device"):
         run("load_cluster", "1x2", "--token-file", str(path))

@@ -15,7 +15,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from cluster.models import GPU, Job, JobEvent, Node, Placement, Tenant
-from scheduling import services
+from scheduling import service
 from scheduling.core import types as core
 from scheduling.models import Round, SchedulerLease
 from scheduling.profiles import load_default_profile
@@ -34,7 +34,7 @@ def make_job(tenant: Tenant, name: str = "job", **fields: Any) -> Job:
 def round_now(capture: Callable, **kwargs: Any) -> Round | None:
     """Run a round and its after-commit dispatch (the test's transaction never commits)."""
     with capture(execute=True):
-        return services.run_round(**kwargs)
+        return service.run_round(**kwargs)
 
 
 @dataclass
@@ -75,7 +75,7 @@ def test_snapshot_maps_gpus_jobs_and_quotas(cluster: list[Node], tenant_a: Tenan
     timed = make_job(tenant_a, "timed", iteration_time_s=0.5, gpu_memory_mb=8000, gpus=2)
     estimated = make_job(tenant_c, "estimated", batch_size=256, gpus=2)
     with override_settings(SHAREWISE_HEARTBEAT_TIMEOUT_S=15):
-        state = services.load_state(now)
+        state = service.load_state(now)
     snap = state.snapshot
     # dense ids in (node name, index) order
     assert [(g.id, g.node, g.index) for g in snap.cluster.gpus] == [
@@ -102,15 +102,15 @@ def test_snapshot_maps_gpus_jobs_and_quotas(cluster: list[Node], tenant_a: Tenan
 def test_estimate_matches_the_profile_throughput() -> None:
     profile = load_default_profile()
     # ResNet-50 (batch size 128) on 2 GPUs: 4.223 steps/s → one iteration of batch 128 = 1/4.223 s
-    assert services.estimate_iter_time_s(profile, "resnet50", 128, 2) == pytest.approx(1 / 4.223)
-    unknown = services.estimate_iter_time_s(profile, "no-such-model", 64, 1)
-    assert unknown == services.UNKNOWN_MODEL_ITER_TIME_S
+    assert service.estimate_iter_time_s(profile, "resnet50", 128, 2) == pytest.approx(1 / 4.223)
+    unknown = service.estimate_iter_time_s(profile, "no-such-model", 64, 1)
+    assert unknown == service.UNKNOWN_MODEL_ITER_TIME_S
 
 
 def test_draining_and_unhealthy_nodes_take_no_new_job(cluster: list[Node], tenant_a: Tenant) -> None:
     Node.objects.filter(pk=cluster[0].pk).update(status=Node.Status.DRAINING)
     Node.objects.filter(pk=cluster[1].pk).update(status=Node.Status.UNHEALTHY)
-    assert services.build_snapshot().cluster.healthy_gpus == 0
+    assert service.build_snapshot().cluster.healthy_gpus == 0
 
 
 # --------------------------------------------------------------------------------------- rounds
@@ -225,7 +225,7 @@ def test_a_gang_is_placed_whole_or_not_at_all(
         )
     )
     record = round_now(django_capture_on_commit_callbacks, policy=policy)
-    gpu0 = services.load_state().gpu_pks[0]
+    gpu0 = service.load_state().gpu_pks[0]
     assert sorted(Placement.objects.filter(gpu_id=gpu0, active=True).values_list("slot", flat=True)) == [0, 1]
     assert not Placement.objects.filter(job=gang).exists()
     assert Job.objects.get(pk=gang.pk).status == Job.Status.PENDING
@@ -324,7 +324,7 @@ def test_running_jobs_appear_in_the_next_snapshot(
 ) -> None:
     job = make_job(tenant_a, "runner", gpus=2, iteration_time_s=0.1)
     place(django_capture_on_commit_callbacks, job, (2, 3), sub_batch=64)
-    (running,) = services.build_snapshot().running
+    (running,) = service.build_snapshot().running
     assert running.job.id == job.pk and running.placement.gpu_ids == (2, 3)
     assert running.placement.sub_batch == 64
 
@@ -353,22 +353,22 @@ def test_a_second_round_while_one_runs_returns_none(
 
     class Reentrant(FixedPolicy):
         def decide(self, snapshot: core.Snapshot, profile: core.Profile, *, explain: bool = True):
-            inner.append(services.run_round(policy=FixedPolicy()))  # as if another worker started one
+            inner.append(service.run_round(policy=FixedPolicy()))  # as if another worker started one
             return super().decide(snapshot, profile, explain=explain)
 
     outer = round_now(django_capture_on_commit_callbacks, policy=Reentrant())
     assert inner == [None] and outer is not None
-    assert SchedulerLease.objects.get(name=services.ROUND_LEASE).holder == ""  # released
+    assert SchedulerLease.objects.get(name=service.ROUND_LEASE).holder == ""  # released
     assert round_now(django_capture_on_commit_callbacks, policy=FixedPolicy()) is not None
 
 
 def test_an_expired_lease_is_taken_over(db: None) -> None:
     expired = timezone.now() - timedelta(seconds=1)
     SchedulerLease.objects.create(name="t", holder="dead-worker", expires_at=expired)
-    lease = services.RoundLease("t")
+    lease = service.RoundLease("t")
     assert lease.acquire()
     assert SchedulerLease.objects.get(name="t").holder == lease.holder
-    assert not services.RoundLease("t").acquire()
+    assert not service.RoundLease("t").acquire()
     lease.release()
     assert SchedulerLease.objects.get(name="t").holder == ""
 
@@ -415,11 +415,11 @@ def test_a_cancelled_job_is_stopped_with_a_newer_generation(
     place(django_capture_on_commit_callbacks, job, (2, 3, 4, 5, 6, 7))  # node-00:2,3 and node-01:0-3
     assert job.cancel(by="alice")
     with django_capture_on_commit_callbacks(execute=True):
-        messages = services.stop_job(job.pk)
+        messages = service.stop_job(job.pk)
     expected = [
         {"node": "node-00", "job_id": job.pk, "generation": 2, "action": "stop"},
         {"node": "node-01", "job_id": job.pk, "generation": 2, "action": "stop"},
     ]
     assert messages == expected and sent[2:] == expected
     assert set(Placement.objects.filter(job=job).values_list("generation", "active")) == {(2, False)}
-    assert services.stop_job(make_job(tenant_a, "never-ran").pk) == []
+    assert service.stop_job(make_job(tenant_a, "never-ran").pk) == []

@@ -17,7 +17,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from cluster.models import Job, Node, Placement, Quota, Tenant
-from scheduling import services
+from scheduling import service
 from scheduling.core import types as core
 from scheduling.models import Round
 from tests.service.test_rounds import make_job
@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 def round_at(capture: Callable, seconds: float) -> Round:
     """A round ``seconds`` from now, under the configured policy, with its after-commit dispatch."""
     with capture(execute=True):
-        record = services.run_round(now=timezone.now() + timedelta(seconds=seconds))
+        record = service.run_round(now=timezone.now() + timedelta(seconds=seconds))
     assert record is not None
     return record
 
@@ -74,7 +74,7 @@ def test_owner_reclaims_borrowed_gpus_by_preemption(
     freed = set(Placement.objects.filter(job=borrowed, active=False).values_list("gpu_id", flat=True))
     assert set(Placement.objects.filter(job=owner, active=True).values_list("gpu_id", flat=True)) == freed
     # back in the queue: its wait (aging, starvation bound) counts from the preemption, not the submit
-    waiting = {j.id: j for j in services.build_snapshot().pending}
+    waiting = {j.id: j for j in service.build_snapshot().pending}
     assert set(waiting) == {borrowed.pk}
     assert waiting[borrowed.pk].queued_since == pytest.approx(third.started_at.timestamp())
     assert waiting[borrowed.pk].waiting_since > waiting[borrowed.pk].submit_time
@@ -105,7 +105,7 @@ def test_quota_rows_are_summed_over_gpu_types(two_tenants: tuple[Tenant, Tenant]
     Quota.objects.create(tenant=a, guaranteed_gpus=2, borrow_limit=3, gpu_type="a100")
     Quota.objects.create(tenant=b, guaranteed_gpus=1, borrow_limit=2, gpu_type="a100")
     # A: 4 + 2 = 6 guaranteed, 1 + 3 = 4 borrowable; B: 4 + 1 = 5, one row unlimited → unlimited
-    assert services.tenant_quotas() == {
+    assert service.tenant_quotas() == {
         "team-qa": core.TenantQuota(6, 4),
         "team-qb": core.TenantQuota(5, None),
     }
@@ -118,7 +118,7 @@ def test_quota_rows_are_summed_over_gpu_types(two_tenants: tuple[Tenant, Tenant]
     SHAREWISE_BORROW_BOUND_S=900.0,
 )
 def test_settings_reach_the_snapshot(cluster: list[Node]) -> None:
-    config = services.build_snapshot().config
+    config = service.build_snapshot().config
     assert (config.starvation_bound_s, config.aging_s, config.reclaim, config.borrow_bound_s) == (
         7200.0,
         600.0,
@@ -128,7 +128,7 @@ def test_settings_reach_the_snapshot(cluster: list[Node]) -> None:
 
 
 def test_default_settings_are_the_documented_ones(cluster: list[Node]) -> None:
-    config = services.build_snapshot().config
+    config = service.build_snapshot().config
     # FAIRNESS.md: 48 h = 172,800 s bound, 1 h aging, reclaim by preemption, 1 h borrow bound
     assert (config.starvation_bound_s, config.aging_s, config.reclaim, config.borrow_bound_s) == (
         172800.0,
@@ -142,7 +142,7 @@ def test_default_settings_are_the_documented_ones(cluster: list[Node]) -> None:
 def test_bad_scheduler_setting_is_improperly_configured(name: str, value: object) -> None:
     field = name.split("_", 1)[1].lower()  # SHAREWISE_AGING_S → the core's aging_s
     with override_settings(**{name: value}), pytest.raises(ImproperlyConfigured, match=field):
-        services.scheduler_config()
+        service.scheduler_config()
 
 
 def test_settings_module_rejects_an_unknown_reclaim_mode() -> None:

@@ -13,10 +13,11 @@ from django.test import RequestFactory, override_settings
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from cluster.models import Job, Node, Tenant
-from scheduling import metrics, tasks
+from cluster.models import Job, JobEvent, Node, Placement, Tenant
+from scheduling import service, tasks
 from scheduling.core import types as core
 from scheduling.models import Round
+from scheduling.service import prometheus, trigger
 from tests.service.test_rounds import FixedPolicy, make_job, round_now
 
 WITH_BROKER = {"CELERY_BROKER_URL": "redis://broker.invalid:6379/0", "CELERY_TASK_ALWAYS_EAGER": False}
@@ -24,27 +25,27 @@ WITH_BROKER = {"CELERY_BROKER_URL": "redis://broker.invalid:6379/0", "CELERY_TAS
 
 def test_no_round_is_requested_without_a_broker(db: None, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[Any] = []
-    monkeypatch.setattr(tasks.run_round, "apply_async", lambda **kw: calls.append(kw))
+    monkeypatch.setattr(trigger, "send_round_task", lambda countdown_s: calls.append(countdown_s))
     with override_settings(CELERY_BROKER_URL="memory://", CELERY_TASK_ALWAYS_EAGER=True):
-        assert tasks.request_round() is False and calls == []
+        assert service.request_round() is False and calls == []
 
 
 def test_requests_are_debounced_and_sent_after_commit(
     db: None, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Callable
 ) -> None:
-    calls: list[dict[str, Any]] = []
-    monkeypatch.setattr(tasks.run_round, "apply_async", lambda **kw: calls.append(kw))
+    calls: list[float] = []
+    monkeypatch.setattr(trigger, "send_round_task", lambda countdown_s: calls.append(countdown_s))
     with override_settings(**WITH_BROKER, SHAREWISE_ROUND_DEBOUNCE_S=3):
         with django_capture_on_commit_callbacks(execute=True) as callbacks:
-            assert tasks.request_round() is True
-            assert tasks.request_round() is False  # within the window: the same round serves both
+            assert service.request_round() is True
+            assert service.request_round() is False  # within the window: the same round serves both
             assert calls == []  # nothing is enqueued before the transaction commits
-        assert len(callbacks) == 1 and calls == [{"countdown": 3.0}]
+        assert len(callbacks) == 1 and calls == [3.0]
         # the round task clears the window as it starts, so a later submission asks again
-        monkeypatch.setattr(tasks.services, "run_round", lambda policy=None: None)
+        monkeypatch.setattr(tasks.service, "tick", lambda policy=None: service.Tick())
         assert tasks.run_round.run() is None
         with django_capture_on_commit_callbacks(execute=True):
-            assert tasks.request_round() is True
+            assert service.request_round() is True
     assert len(calls) == 2
 
 
@@ -64,12 +65,12 @@ def test_submitting_over_the_api_requests_a_round(
 ) -> None:
     from tests.api.conftest import JOBS_URL, job_body, token_client
 
-    calls: list[Any] = []
-    monkeypatch.setattr(tasks.run_round, "apply_async", lambda **kw: calls.append(kw))
+    calls: list[float] = []
+    monkeypatch.setattr(trigger, "send_round_task", lambda countdown_s: calls.append(countdown_s))
     with override_settings(**WITH_BROKER), django_capture_on_commit_callbacks(execute=True):
         response = token_client(alice).post(JOBS_URL, job_body(), format="json")
     assert response.status_code == 201
-    assert calls == [{"countdown": 2.0}]
+    assert calls == [2.0]
 
 
 # ------------------------------------------------------------------------------------ run_scheduler
@@ -83,6 +84,33 @@ def test_run_scheduler_once_prints_one_line(cluster: list[Node], tenant_a: Tenan
     record = Round.objects.get()
     assert out.getvalue().splitlines() == [
         f"round {record.pk} sjf: 1 started, 1 waiting, 0 preempted in {record.duration_ms:.1f} ms"
+    ]
+
+
+def test_run_scheduler_checks_the_heartbeats_before_its_round(cluster: list[Node], tenant_a: Tenant) -> None:
+    """One ``run_scheduler --once`` is one tick: a node silent for longer than
+    ``SHAREWISE_HEARTBEAT_TIMEOUT_S`` (15 s here, silent 60 s) is marked unhealthy and its job
+    requeued with its progress; the same step's round then places the job on the other node."""
+    job = make_job(tenant_a, "a", iteration_time_s=0.1)
+    call_command("run_scheduler", "--once", "--policy", "fifo", stdout=StringIO())
+    silent = Placement.objects.get(job=job, active=True).gpu.node
+    (other,) = [n for n in cluster if n.pk != silent.pk]
+    Node.objects.filter(pk=silent.pk).update(last_heartbeat=timezone.now() - timedelta(seconds=60))
+    Job.objects.filter(pk=job.pk).update(iterations_done=250)
+    out = StringIO()
+    with override_settings(SHAREWISE_HEARTBEAT_TIMEOUT_S=15.0):
+        call_command("run_scheduler", "--once", "--policy", "fifo", stdout=out)
+    silent.refresh_from_db()
+    job.refresh_from_db()
+    assert silent.status == Node.Status.UNHEALTHY
+    requeued = JobEvent.objects.get(job=job, kind=JobEvent.Kind.REQUEUED)
+    assert f"node {silent.name} silent for 60 s (heartbeat timeout)" == requeued.message
+    assert job.status == Job.Status.RUNNING and job.iterations_done == 250
+    assert Placement.objects.get(job=job, active=True).gpu.node_id == other.pk
+    record = Round.objects.order_by("-id").first()
+    assert out.getvalue().splitlines() == [
+        f"node {silent.name} marked unhealthy (heartbeat timeout); requeued jobs: {job.pk}",
+        f"round {record.pk} fifo: 1 started, 0 waiting, 0 preempted in {record.duration_ms:.1f} ms",
     ]
 
 
@@ -116,7 +144,7 @@ def test_run_scheduler_stops_cleanly_on_ctrl_c(db: None, monkeypatch: pytest.Mon
 
 
 def scrape() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    response = metrics.metrics_view(RequestFactory().get("/metrics"))
+    response = prometheus.metrics_view(RequestFactory().get("/metrics"))
     assert response.status_code == 200 and response["Content-Type"].startswith("text/plain")
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value

@@ -2,28 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from cluster.agents import write_token_file
-from cluster.models import Node, validate_shape
-
-SHAPE = re.compile(r"^([1-9][0-9]{0,3})x([1-9][0-9]?)$")
-
-
-def parse_shape(text: str) -> tuple[int, int]:
-    """``"4x8"`` → ``(4, 8)`` (nodes, GPUs per node). Raises ``ValueError`` with a readable message."""
-    match = SHAPE.match(text.strip().lower())
-    if not match:
-        raise ValueError(
-            f"cluster shape must look like NODESxGPUS, e.g. 4x8 (1-9999 nodes, 1-64 GPUs), got {text!r}"
-        )
-    nodes, gpus = int(match[1]), int(match[2])
-    validate_shape(nodes, gpus)
-    return nodes, gpus
+from cluster.models import MAX_SHAPE_NODES, Node
+from cluster.tokens import write_token_file
+from common.shapes import node_names, parse_shape
 
 
 class Command(BaseCommand):
@@ -33,7 +19,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("shape", help="NODESxGPUS, e.g. 4x8")
+        parser.add_argument("shape", help=f"NODESxGPUS, e.g. 4x8 (at most {MAX_SHAPE_NODES} nodes)")
         parser.add_argument("--gpu-memory-mb", type=int, default=49_140, help="memory per GPU, MB")
         parser.add_argument("--gpu-type", default="v100", help="GPU type")
         parser.add_argument("--prefix", default="node", help="node name prefix (default node)")
@@ -46,10 +32,9 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            nodes, gpus = parse_shape(options["shape"])
-            # Same naming as scheduling.core.types.Cluster.uniform, so simulated and live clusters match.
-            width = max(2, len(str(nodes - 1)))
-            names = [f"{options['prefix']}-{n:0{width}d}" for n in range(nodes)]
+            nodes, gpus = parse_shape(options["shape"], max_nodes=MAX_SHAPE_NODES)
+            # The names of the simulator's clusters, so simulated and live clusters match.
+            names = node_names(nodes, options["prefix"])
             clash = list(Node.objects.filter(name__in=names).values_list("name", flat=True)[:5])
             if clash:
                 raise ValueError(f"nodes already exist: {', '.join(clash)}; choose another --prefix")

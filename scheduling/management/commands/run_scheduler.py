@@ -1,4 +1,5 @@
-"""``manage.py run_scheduler [--interval S] [--once] [--policy NAME]``: the round loop without Celery."""
+"""``manage.py run_scheduler [--interval S] [--once] [--policy NAME]``: the scheduler loop without
+Celery; each step is one :func:`scheduling.service.tick` (heartbeat check, then a round)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ import math
 import time
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from scheduling import services
+from scheduling import service
 from scheduling.core.policies import POLICY_NAMES, UnknownPolicyError
 from scheduling.models import Round
 
@@ -24,10 +26,17 @@ def describe(record: Round | None) -> str:
     )
 
 
+def describe_unhealthy(node: str, requeued: list[int]) -> str:
+    """One line about a node the heartbeat check marked unhealthy."""
+    jobs = ", ".join(map(str, requeued)) or "none"
+    return f"node {node} marked unhealthy (heartbeat timeout); requeued jobs: {jobs}"
+
+
 class Command(BaseCommand):
     help = (
-        "Run scheduling rounds in a loop (the embedded default's scheduler; production uses "
-        "Celery beat). Prints one line per round; Ctrl-C stops it cleanly."
+        "Run the scheduler in a loop (the embedded default's scheduler; production uses Celery "
+        "beat): each step checks the heartbeats, then runs a round. Prints one line per round "
+        "(and per node marked unhealthy); Ctrl-C stops it cleanly."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -35,9 +44,9 @@ class Command(BaseCommand):
             "--interval",
             type=float,
             default=None,
-            help="seconds between round starts (default: SHAREWISE_ROUND_INTERVAL_S, 10)",
+            help="seconds between round starts (default: SHAREWISE_ROUND_INTERVAL_S)",
         )
-        parser.add_argument("--once", action="store_true", help="run one round and exit")
+        parser.add_argument("--once", action="store_true", help="run one step and exit")
         parser.add_argument(
             "--policy", default=None, help=f"policy ({', '.join(POLICY_NAMES)}; default SHAREWISE_POLICY)"
         )
@@ -45,23 +54,26 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         interval = options["interval"]
         if interval is None:
-            interval = float(services.setting("SHAREWISE_ROUND_INTERVAL_S", 10.0))
+            interval = float(settings.SHAREWISE_ROUND_INTERVAL_S)
         if not (math.isfinite(interval) and interval > 0):
             raise CommandError(f"--interval must be a positive number of seconds, got {interval}")
         try:
-            policy = services.policy_named(options["policy"])
+            policy = service.policy_named(options["policy"])
         except UnknownPolicyError as exc:
             raise CommandError(str(exc)) from None
         try:
             while True:
                 started = time.monotonic()
-                self.stdout.write(describe(self.step(policy)))
+                done = self.step(policy)
+                for node, requeued in done.unhealthy.items():
+                    self.stdout.write(describe_unhealthy(node, requeued))
+                self.stdout.write(describe(done.round))
                 if options["once"]:
                     return
                 time.sleep(max(0.0, interval - (time.monotonic() - started)))
         except KeyboardInterrupt:
             self.stdout.write("stopped")
 
-    def step(self, policy: Any) -> Round | None:
-        """One round (a separate method so a test can call one step)."""
-        return services.run_round(policy=policy)
+    def step(self, policy: Any) -> service.Tick:
+        """One tick (a separate method so a test can call one step)."""
+        return service.tick(policy=policy)

@@ -1,4 +1,4 @@
-"""Prometheus metrics of the scheduler, read from the database at scrape time.
+"""Prometheus metrics of the scheduler (``GET /metrics``), read from the database at scrape time.
 
 Rounds run in Celery workers or ``run_scheduler`` while ``/metrics`` is served by the web
 processes, so in-process counters would show only the scraping process. The
@@ -35,8 +35,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric, SummaryMetricFamil
 from prometheus_client.registry import Collector
 
 from cluster.models import GPU, Job, Node, Placement, Tenant
-from scheduling import services
 from scheduling.models import Round
+from scheduling.service.snapshot import heartbeat_timeout_s, node_takes_jobs
 
 
 class SchedulerCollector(Collector):
@@ -116,7 +116,7 @@ class SchedulerCollector(Collector):
 
     def _nodes(self) -> Iterator[Metric]:
         now = timezone.now()
-        timeout_s = services.heartbeat_timeout_s()
+        timeout_s = heartbeat_timeout_s()
         age = GaugeMetricFamily(
             "sharewise_node_heartbeat_age_seconds",
             "Seconds since the node's agent last sent a heartbeat",
@@ -128,7 +128,7 @@ class SchedulerCollector(Collector):
         ):
             if heartbeat is not None:
                 age.add_metric([name], max(0.0, (now - heartbeat).total_seconds()))
-            up.add_metric([name], 1 if services.node_takes_jobs(status, heartbeat, now, timeout_s) else 0)
+            up.add_metric([name], 1 if node_takes_jobs(status, heartbeat, now, timeout_s) else 0)
         yield age
         yield up
 

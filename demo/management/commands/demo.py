@@ -1,5 +1,5 @@
 """``manage.py demo``: replay a trace through the REST API on an emulated cluster, time-compressed,
-with the dashboard live, then compare with the simulator (see :mod:`scheduling.demo`)."""
+with the dashboard live, then compare with the simulator (see :mod:`demo`)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,16 @@ from typing import Any
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from cluster.models import MAX_GPU_MEMORY_MB, validate_shape
-from scheduling import demo
+from cluster.models import MAX_GPU_MEMORY_MB, MAX_SHAPE_NODES
+from common.shapes import ShapeError, parse_shape
+from demo.options import (
+    DEFAULT_ROUND_INTERVAL_S,
+    DEFAULT_SPEEDUP,
+    STOPPED_BY_CTRL_C,
+    DemoConfig,
+    DemoError,
+)
+from demo.run import run_demo
 
 
 class Command(BaseCommand):
@@ -35,13 +43,13 @@ class Command(BaseCommand):
         parser.add_argument(
             "--speedup",
             type=float,
-            default=demo.DEFAULT_SPEEDUP,
-            help=f"trace seconds per wall second ({demo.DEFAULT_SPEEDUP:g})",
+            default=DEFAULT_SPEEDUP,
+            help=f"trace seconds per wall second ({DEFAULT_SPEEDUP:g})",
         )
         parser.add_argument(
             "--round-interval",
             type=float,
-            default=demo.DEFAULT_ROUND_INTERVAL_S,
+            default=DEFAULT_ROUND_INTERVAL_S,
             help="seconds of trace time between rounds (60, the simulator's default)",
         )
         parser.add_argument("--policy", default="sjf-bsbf", help="scheduling policy (sjf-bsbf)")
@@ -74,15 +82,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from scheduling.sim.cli import CliError, parse_cluster
-
-        try:
-            nodes, per_node = parse_cluster(options["cluster"])
-        except CliError as exc:
-            raise CommandError(str(exc)) from None
-        try:
-            validate_shape(nodes, per_node)  # the live cluster's limits, checked before anything is written
-        except ValueError as exc:
+        try:  # the live cluster's limits, checked before anything is written
+            nodes, per_node = parse_shape(options["cluster"], max_nodes=MAX_SHAPE_NODES)
+        except ShapeError as exc:
             raise CommandError(f"bad --cluster {options['cluster']!r}: {exc}") from None
         if not 1 <= options["gpu_memory_mb"] <= MAX_GPU_MEMORY_MB:
             raise CommandError(
@@ -92,7 +94,7 @@ class Command(BaseCommand):
             raise CommandError(f"trace not found: {options['trace']}")
         if not 0 <= options["port"] <= 65535:
             raise CommandError(f"--port must be 0 to 65535, got {options['port']}")
-        config = demo.DemoConfig(
+        config = DemoConfig(
             trace=options["trace"],
             synthetic_jobs=options["synthetic_jobs"],
             nodes=nodes,
@@ -116,11 +118,11 @@ class Command(BaseCommand):
             call_command("flush", interactive=False, verbosity=0)
         logging.getLogger("agent").setLevel(logging.ERROR)  # refused stale reports are expected
         try:
-            code = demo.run_demo(config, lambda line: self.stdout.write(line))
-        except demo.DemoError as exc:
+            code = run_demo(config, lambda line: self.stdout.write(line))
+        except DemoError as exc:
             raise CommandError(str(exc)) from None
         except KeyboardInterrupt:  # Ctrl-C while setting up, or a second one while shutting down
-            self.stdout.write(demo.STOPPED_BY_CTRL_C)
+            self.stdout.write(STOPPED_BY_CTRL_C)
             raise SystemExit(130) from None
         if code == 130:  # Ctrl-C: run_demo said "stopped by Ctrl-C"; the shell's status, no more words
             raise SystemExit(130)

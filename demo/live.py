@@ -1,0 +1,215 @@
+"""The live run's threads: the web service, the replay through the REST API, and the scheduler's
+ticks on the compressed clock; waiting for the jobs to end.
+
+Units: seconds (s) of trace time unless named wall.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import close_old_connections, connection
+
+from cluster.models import Job
+from demo.database import Setup
+from demo.options import DemoConfig, DemoError
+from demo.workload import Workload
+from scheduling import service
+
+log = logging.getLogger(__name__)
+
+#: Longest wait (wall s) of a demo round for the round lease while a partner update holds it
+#: **(ours)**: the round then still runs at its trace time, as the simulator's does.
+ROUND_LEASE_WAIT_S = 2.0
+
+
+class Clock:
+    """Trace time ↔ wall time: ``T = base + (monotonic() − t0) × speedup``."""
+
+    def __init__(self, base: float, speedup: float) -> None:
+        self.base = base
+        self.speedup = speedup
+        self.t0 = time.monotonic()
+        self.epoch0 = time.time()
+
+    def trace_now(self) -> float:
+        """The trace time now (s)."""
+        return self.base + (time.monotonic() - self.t0) * self.speedup
+
+    def wait_until(self, trace_t: float, stop: threading.Event) -> bool:
+        """Sleep until trace time ``trace_t``; ``False`` if ``stop`` was set meanwhile."""
+        wall = self.t0 + (trace_t - self.base) / self.speedup
+        return not stop.wait(max(0.0, wall - time.monotonic()))
+
+    def of(self, when: datetime) -> float:
+        """A database timestamp as trace time (s)."""
+        return self.base + (when.timestamp() - self.epoch0) * self.speedup
+
+
+def post_json(url: str, body: dict[str, Any], headers: dict[str, str], timeout_s: float = 30.0) -> Any:
+    """POST ``body`` as JSON; the decoded answer. Raises ``urllib.error.HTTPError`` for 4xx/5xx."""
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json", **headers},
+    )
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        return json.loads(response.read() or b"null")
+
+
+@dataclass(slots=True)
+class LiveRun:
+    """The threads of a live run and what they share."""
+
+    config: DemoConfig
+    workload: Workload
+    setup: Setup
+    base_url: str
+    clock: Clock
+    stop: threading.Event = field(default_factory=threading.Event)
+    job_ids: dict[int, int] = field(default_factory=dict)  # database pk → trace job id
+    errors: list[str] = field(default_factory=list)
+    rounds: int = 0
+
+    def replay(self) -> None:
+        """POST every job at its (compressed) submit time, through the REST API."""
+        try:
+            for job in self.workload.jobs:
+                if not self.clock.wait_until(job.submit_time, self.stop):
+                    return
+                body: dict[str, Any] = {
+                    "name": f"job-{job.id}",
+                    "model": job.model,
+                    "batch_size": job.batch_size,
+                    "iterations": job.iterations,
+                    "gpus": job.gpus,
+                    "iteration_time_s": job.iter_time_s,
+                }
+                if job.memory_mb is not None:
+                    body["gpu_memory_mb"] = math.ceil(job.memory_mb)
+                headers = {
+                    "Authorization": f"Token {self.setup.tenant_tokens[job.tenant]}",
+                    "Idempotency-Key": f"demo-{job.id}",
+                }
+                try:
+                    answer = post_json(f"{self.base_url}/api/v1/jobs/", body, headers)
+                except urllib.error.HTTPError as exc:
+                    self.errors.append(f"job {job.id} refused: HTTP {exc.code} {exc.read(300).decode()}")
+                    continue
+                self.job_ids[int(answer["id"])] = job.id
+        except Exception as exc:  # the main thread reports it and stops
+            log.exception("replay failed")
+            self.errors.append(f"replay failed: {exc}")
+            self.stop.set()
+        finally:
+            connection.close()
+
+    def schedule(self) -> None:
+        """One tick (heartbeat check, then a round) at every multiple of the round interval
+        (trace time)."""
+        interval = self.config.round_interval_s
+        k = math.ceil(self.clock.base / interval)
+        try:
+            while self.clock.wait_until(k * interval, self.stop):
+                # the lease may be busy with a partner update for a moment: wait for it
+                done = service.tick(policy=self.config.policy, lease_wait_s=ROUND_LEASE_WAIT_S)
+                if done.round is not None:
+                    self.rounds += 1
+                close_old_connections()
+                k += 1
+        except Exception as exc:
+            log.exception("round failed")
+            self.errors.append(f"round failed: {exc}")
+            self.stop.set()
+        finally:
+            connection.close()
+
+
+def serve(host: str, port: int) -> tuple[Any, threading.Thread]:
+    """Start the web service (Django's threaded WSGI server, static files served) in a thread.
+    Returns the server (``server.server_address`` has the port) and its thread. Raises
+    :class:`DemoError` when the address is taken."""
+    from django.contrib.staticfiles.handlers import StaticFilesHandler
+    from django.core.servers.basehttp import ThreadedWSGIServer, WSGIRequestHandler
+    from django.core.wsgi import get_wsgi_application
+
+    class QuietHandler(WSGIRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+            pass
+
+    try:
+        server = ThreadedWSGIServer((host, port), QuietHandler, ipv6=":" in host)
+    except OSError as exc:
+        raise DemoError(f"cannot listen on {host}:{port} ({exc.strerror}); pass --port N") from None
+    server.daemon_threads = True
+    server.set_app(StaticFilesHandler(get_wsgi_application()))
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="demo-web", daemon=True
+    )
+    thread.start()
+    return server, thread
+
+
+class QuietAgentConflicts(logging.Filter):
+    """Drops ``django.request``'s "Conflict: /api/v1/agent/..." warnings (a 409 to a node agent's
+    report, refused because its job was stopped or requeued meanwhile) while the demo shuts down."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        request = getattr(record, "request", None)
+        path = getattr(request, "path", "")
+        return not (getattr(record, "status_code", None) == 409 and path.startswith("/api/v1/agent/"))
+
+
+def wait_until_ready(base_url: str, timeout_s: float = 120.0) -> None:
+    """Poll ``base_url/readyz`` until it answers 200; raises :class:`DemoError` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base_url}/readyz", timeout=5) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        if time.monotonic() > deadline:
+            raise DemoError(f"the web service at {base_url} did not answer /readyz within {timeout_s:g} s")
+        time.sleep(1.0)
+
+
+def wait_for_jobs(run: LiveRun, replay: threading.Thread) -> bool:
+    """Block until every job of the workload has ended (progress bar of finished jobs), the run
+    failed, or ``config.timeout_s`` wall seconds passed; whether all of them finished."""
+    from tqdm import tqdm  # only the demo needs it; slow to import
+
+    total = len(run.workload.jobs)
+    deadline = None if run.config.timeout_s is None else time.monotonic() + run.config.timeout_s
+    ended = (Job.Status.SUCCEEDED, Job.Status.FAILED, Job.Status.CANCELLED)
+    with tqdm(
+        total=total, unit="job", desc="finished", disable=not run.config.progress, dynamic_ncols=True
+    ) as bar:
+        try:
+            while not run.stop.is_set():
+                done = Job.objects.filter(pk__in=list(run.job_ids), status__in=ended).count()
+                bar.n = done
+                bar.set_postfix_str(
+                    f"submitted {len(run.job_ids)}, trace time {run.clock.trace_now():,.0f} s", refresh=False
+                )
+                bar.refresh()
+                if not replay.is_alive() and done >= len(run.job_ids):
+                    break
+                if deadline is not None and time.monotonic() > deadline:
+                    run.errors.append(f"gave up after {run.config.timeout_s:g} s (--timeout)")
+                    break
+                run.stop.wait(0.25)
+        finally:
+            connection.close()
+    return not run.errors and len(run.job_ids) == total and done == total

@@ -1,0 +1,132 @@
+"""The demo's driver: set up, start the threads, wait, compare with the simulator, shut down."""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Callable
+
+from cluster.tokens import write_token_file
+from demo.database import prepare_database, tune_sqlite
+from demo.fleet import start_agents
+from demo.live import Clock, LiveRun, QuietAgentConflicts, serve, wait_for_jobs, wait_until_ready
+from demo.options import STOPPED_BY_CTRL_C, DemoConfig, DemoError
+from demo.report import fidelity, live_result
+from demo.workload import load_workload
+from scheduling import service
+from scheduling.core import types as core
+from scheduling.core.policies import UnknownPolicyError, get_policy
+from scheduling.profiles import load_default_profile
+from scheduling.sim.engine import SimConfig, simulate
+from scheduling.sim.report import build_report, format_table
+
+
+def run_demo(config: DemoConfig, say: Callable[[str], None]) -> int:
+    """The whole demo (see the module docstring); returns the exit code: 0 when every job
+    finished (also when Ctrl-C ends the serving afterwards), 1 otherwise, 130 when Ctrl-C stops it
+    before the end (one line, :data:`STOPPED_BY_CTRL_C`, is said either way). Raises
+    :class:`DemoError` for bad input (before anything runs)."""
+    if not (math.isfinite(config.speedup) and config.speedup > 0):
+        raise DemoError(f"--speedup must be a positive number, got {config.speedup}")
+    if not (math.isfinite(config.round_interval_s) and config.round_interval_s > 0):
+        raise DemoError(
+            f"--round-interval must be a positive number of seconds, got {config.round_interval_s}"
+        )
+    try:
+        policy = get_policy(config.policy)
+    except UnknownPolicyError as exc:
+        raise DemoError(str(exc)) from None
+    profile = load_default_profile()
+    workload = load_workload(config, profile, say)
+    tune_sqlite()
+    setup = prepare_database(config, sorted({j.tenant for j in workload.jobs}))
+    cluster = core.Cluster.uniform(config.nodes, config.gpus_per_node, config.gpu_memory_mb)
+    sim_config = SimConfig(round_interval_s=config.round_interval_s, tenant_quotas=dict(setup.quotas))
+    simulated = simulate(workload.jobs, cluster, policy, profile, sim_config)
+
+    if config.token_file is not None:
+        try:
+            write_token_file(config.token_file, setup.node_tokens)
+        except OSError as exc:
+            raise DemoError(f"cannot write --token-file {config.token_file}: {exc.strerror}") from None
+    server = web = deliver = None
+    if config.api is None:
+        server, web = serve(config.host, config.port)
+        base_url = f"http://{config.host}:{server.server_address[1]}"
+    else:
+        base_url = config.api.rstrip("/")
+        wait_until_ready(base_url)
+    first = min(j.submit_time for j in workload.jobs)
+    clock = Clock(math.floor(first / config.round_interval_s) * config.round_interval_s, config.speedup)
+    run = LiveRun(config, workload, setup, base_url, clock)
+    threads = [threading.Thread(target=run.replay, name="demo-replay", daemon=True)]
+    if config.api is None:
+        agents_thread, deliver = start_agents(run)
+        service.set_dispatcher(service.local_dispatch)
+        service.subscribe(deliver)
+        threads += [agents_thread, threading.Thread(target=run.schedule, name="demo-rounds", daemon=True)]
+    for thread in threads:
+        thread.start()
+    quotas = ", ".join(f"{t} {q} GPUs" for t, q in setup.quotas.items())
+    say(
+        f"cluster {config.nodes}x{config.gpus_per_node} GPUs of {config.gpu_memory_mb:,} MB; "
+        f"tenants: {quotas}"
+    )
+    say(
+        f"replaying {len(workload.jobs)} jobs of {workload.trace.name} through the REST API, "
+        f"{config.speedup:g}x faster than real time; {config.policy} rounds every "
+        f"{config.round_interval_s:g} s of trace time "
+        f"({config.round_interval_s / config.speedup:.2f} s wall)"
+    )
+    say(
+        f"dashboard: {base_url}/dashboard/  (login: {setup.admin_user} / {setup.admin_password}); "
+        f"API docs: {base_url}/api/docs/"
+    )
+    code: int | None = None
+    try:
+        finished = wait_for_jobs(run, threads[0])
+        live = live_result(run, config.policy)
+        report = build_report(
+            workload.trace,
+            cluster,
+            sim_config,
+            {live.policy: live, f"{config.policy} (simulator)": simulated},
+        )
+        say("")
+        say(format_table(report))
+        names = list(report["policies"])
+        ratio = fidelity(report["policies"][names[0]], report["policies"][names[1]])
+        say(
+            f"fidelity: live average JCT / simulated average JCT = {ratio:.3f} "
+            f"({abs(ratio - 1):.1%} apart; target within 10 %)"
+        )
+        for error in run.errors[:10]:
+            say(f"error: {error}")
+        code = 0 if finished else 1
+        if not config.exit_when_done and not run.stop.is_set():
+            say(f"the dashboard stays live at {base_url}/dashboard/ ; Ctrl-C stops")
+            while not run.stop.wait(1.0):
+                pass
+    except KeyboardInterrupt:
+        say(STOPPED_BY_CTRL_C)
+        if code is None:  # before the comparison: the run is incomplete
+            code = 130
+    finally:
+        quiet = QuietAgentConflicts()
+        request_log = logging.getLogger("django.request")
+        request_log.addFilter(quiet)  # agents' last reports of stopped jobs are refused (409): expected
+        run.stop.set()
+        try:
+            for thread in threads:
+                thread.join(timeout=20)
+            if deliver is not None:
+                service.unsubscribe(deliver)
+                service.set_dispatcher(None)
+            if server is not None and web is not None:
+                server.shutdown()
+                server.server_close()
+                web.join(timeout=5)
+        finally:
+            request_log.removeFilter(quiet)
+    return code

@@ -1,0 +1,110 @@
+"""The live driver: where the database meets the scheduling core.
+
+Every scheduler step is one :func:`tick`: the heartbeat check, then a round. Celery's
+``sharewise.run_round`` task (``scheduling.tasks``), ``manage.py run_scheduler`` and the demo
+(``demo/``) all call it. A round (ARCHITECTURE.md, "Data flow of a round"):
+
+1. :class:`RoundLease` (``lease``) — only one round at a time, across processes and machines.
+2. :func:`load_state` / :func:`build_snapshot` (``snapshot``) — GPUs, running placements,
+   pending jobs and quotas as a :class:`~scheduling.core.types.Snapshot`; :class:`ClusterState`
+   maps the core's dense GPU ids back to ``GPU`` rows. Iteration-time estimates and attained
+   service come from ``estimates``, quotas and the fairness settings from ``fairness``.
+3. The configured policy (setting ``SHAREWISE_POLICY``, :func:`policy_named`) decides.
+4. :func:`run_round` (``rounds``) writes, in one transaction (``persist``): placements, the jobs'
+   status, ``JobEvent`` rows and the :class:`~scheduling.models.Round` record.
+5. After commit, one ``sharewise.apply_placement`` message per (job, node) change goes to the
+   dispatcher (``dispatch``): Celery to queue ``node.<name>`` with a broker, else the
+   in-process subscribers (:func:`subscribe`). Messages are built with the wire protocol of
+   :mod:`agent.messages`; their generations follow ``generations`` (AGENT.md §1–2).
+
+Between rounds, the node agents report (docs/AGENT.md §2–3): :func:`record_event`
+(``agent_events``), :func:`record_heartbeat` and :func:`check_heartbeats` (``heartbeats``). A job
+that leaves its GPUs outside a round (``jobs``: :func:`release`, :func:`requeue`,
+:func:`cancel_job`, :func:`stop_job`) tells its agents, sends its GPU partners their new slowdown
+(:func:`refresh_partners`) and asks for a round (:func:`request_round`, ``trigger``, debounced).
+``GET /metrics`` is :func:`scheduling.service.prometheus.metrics_view`.
+
+Callers outside this package use only the names below (the web views, the Celery tasks, the
+management commands, the demo, the dashboard).
+
+Units: seconds (s), MB, GPUs, iterations. Times given to the core are POSIX timestamps (s).
+"""
+
+from scheduling.service.agent_events import AgentError, AgentEvent, record_event
+from scheduling.service.dispatch import (
+    Dispatcher,
+    Message,
+    broker_configured,
+    celery_dispatch,
+    get_dispatcher,
+    local_dispatch,
+    set_dispatcher,
+    slowdown_of,
+    subscribe,
+    unsubscribe,
+)
+from scheduling.service.estimates import UNKNOWN_MODEL_ITER_TIME_S, attained_after_run, estimate_iter_time_s
+from scheduling.service.fairness import scheduler_config, summed_quotas, tenant_quotas
+from scheduling.service.generations import generation_window, next_generations
+from scheduling.service.heartbeats import check_heartbeats, heartbeat_interval_s, record_heartbeat
+from scheduling.service.jobs import cancel_job, refresh_partners, release, requeue, stop_job
+from scheduling.service.lease import ROUND_LEASE, RoundLease
+from scheduling.service.persist import insert_rows
+from scheduling.service.rounds import policy_named, run_round
+from scheduling.service.snapshot import (
+    ClusterState,
+    build_snapshot,
+    heartbeat_timeout_s,
+    load_state,
+    node_takes_jobs,
+)
+from scheduling.service.tick import Tick, tick
+from scheduling.service.trigger import ROUND_REQUEST_KEY, ROUND_TASK, clear_round_request, request_round
+
+__all__ = [
+    "ROUND_LEASE",
+    "ROUND_REQUEST_KEY",
+    "ROUND_TASK",
+    "UNKNOWN_MODEL_ITER_TIME_S",
+    "AgentError",
+    "AgentEvent",
+    "ClusterState",
+    "Dispatcher",
+    "Message",
+    "RoundLease",
+    "Tick",
+    "attained_after_run",
+    "broker_configured",
+    "build_snapshot",
+    "cancel_job",
+    "celery_dispatch",
+    "check_heartbeats",
+    "clear_round_request",
+    "estimate_iter_time_s",
+    "generation_window",
+    "get_dispatcher",
+    "heartbeat_interval_s",
+    "heartbeat_timeout_s",
+    "insert_rows",
+    "load_state",
+    "local_dispatch",
+    "next_generations",
+    "node_takes_jobs",
+    "policy_named",
+    "record_event",
+    "record_heartbeat",
+    "refresh_partners",
+    "release",
+    "request_round",
+    "requeue",
+    "run_round",
+    "scheduler_config",
+    "set_dispatcher",
+    "slowdown_of",
+    "stop_job",
+    "subscribe",
+    "summed_quotas",
+    "tenant_quotas",
+    "tick",
+    "unsubscribe",
+]

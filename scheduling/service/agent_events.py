@@ -1,0 +1,184 @@
+"""Job events reported by the node agents (docs/AGENT.md §2): ``started``, ``progress``,
+``finished``, ``failed`` and ``stopped`` of one job from one node.
+
+An event is accepted iff ``floor ≤ generation ≤ latest``
+(:func:`~scheduling.service.generations.generation_window`), and applying it is idempotent under
+at-least-once delivery. Errors: :class:`AgentError` carries the HTTP status.
+
+Units: seconds (s), iterations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from agent.messages import EventKind
+from cluster.models import Job, JobEvent, Node, Placement
+from scheduling.service.generations import generation_window
+from scheduling.service.jobs import TERMINAL, advance_progress, after_release, job_nodes, release
+
+
+class AgentError(Exception):
+    """A report the server refuses; ``status`` is the HTTP status (403, 404, 409)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True, slots=True)
+class AgentEvent:
+    """One job event as validated by the API (AGENT.md §2): ``iterations_done`` (iterations),
+    ``iter_time_s`` (s, measured, ``None`` before the first measurement)."""
+
+    generation: int
+    event: EventKind
+    iterations_done: float
+    iter_time_s: float | None = None
+    reason: str = ""
+
+
+def _reported_by_node(job_id: int, floor: int, event: str | None = None) -> dict[str, float]:
+    """Per node: the largest ``iterations_done`` the job's agent events of generation ≥ ``floor``
+    reported (only events of kind ``event`` when given)."""
+    best: dict[str, float] = {}
+    for data in JobEvent.objects.filter(
+        job_id=job_id, data__generation__gte=floor, data__has_key="node"
+    ).values_list("data", flat=True):
+        if event is not None and data.get("event") != event:
+            continue
+        node = data["node"]
+        best[node] = max(best.get(node, 0.0), float(data.get("iterations_done") or 0.0))
+    return best
+
+
+def record_event(node: Node, job_id: int, event: AgentEvent, now: datetime | None = None) -> dict[str, Any]:
+    """Apply one agent event for job ``job_id`` reported by ``node`` (AGENT.md §2).
+
+    Returns ``{"job_id", "status", "accepted"}`` (``accepted`` False: a harmless repeat, 200).
+    Raises :class:`AgentError`: 404 unknown job; 403 the job was never placed on ``node`` (a node
+    reports only its own jobs); 409 ``stale generation`` outside ``[floor, latest]``.
+
+    What an accepted event does (a gang spanning nodes counts per node): ``progress`` and
+    ``started`` keep the largest ``iterations_done`` (a gang: the smallest over its nodes) and the
+    measured iteration time; ``finished`` from the last node of the gang → ``succeeded``;
+    ``failed`` → ``failed`` and a ``stop`` to the gang's other nodes; ``stopped`` while the job
+    still holds this node's GPUs (the agent shut down) → back to ``pending`` with its progress.
+    A job leaving its GPUs frees them for the next round, which is requested.
+    """
+    now = now or timezone.now()
+    partners: set[int] = set()
+    with transaction.atomic():
+        job = Job.objects.select_for_update().filter(pk=job_id).first()
+        if job is None:
+            raise AgentError(404, f"job {job_id} does not exist")
+        if not Placement.objects.filter(job_id=job_id, gpu__node=node).exists():
+            raise AgentError(403, f"job {job_id} was never placed on node {node.name}")
+        window = generation_window(job_id)
+        assert window is not None  # the job has placement rows (checked above)
+        floor, latest = window
+        if event.generation > latest or (
+            event.generation < floor and not (job.status in TERMINAL and event.event != "progress")
+        ):
+            raise AgentError(409, "stale generation")
+        data = {
+            "node": node.name,
+            "generation": event.generation,
+            "event": event.event,
+            "iterations_done": event.iterations_done,
+            "iter_time_s": event.iter_time_s,
+        }
+        if job.status in TERMINAL:
+            return _answer(job, accepted=False)
+        if event.iter_time_s is not None:
+            job.measured_iteration_time_s = event.iter_time_s
+        if job.status == Job.Status.PENDING or node.name not in job_nodes(job_id):
+            # The job was preempted or requeued, and this is the agent's acknowledgment (or a
+            # late report): keep the progress, change nothing else.
+            advance_progress(job, event.iterations_done)
+            job.save(update_fields=["iterations_done", "measured_iteration_time_s"])
+            return _answer(job, accepted=event.event == "stopped")
+        accepted = True
+        if event.event in ("started", "progress"):
+            accepted = _progress(job, node, event, floor, data, now)
+        elif event.event == "finished":
+            accepted, partners = _finished(job, node, event, floor, data, now)
+        elif event.event == "failed":
+            if len(job_nodes(job_id)) <= 1:
+                advance_progress(job, event.iterations_done)
+            partners = release(
+                job,
+                now,
+                Job.Status.FAILED,
+                JobEvent.Kind.FAILED,
+                event.reason or f"failed on node {node.name}",
+                data,
+            )
+        else:  # stopped by the agent itself: it shut down, or lost the GPUs
+            if len(job_nodes(job_id)) <= 1:
+                advance_progress(job, event.iterations_done)
+            partners = release(
+                job,
+                now,
+                Job.Status.PENDING,
+                JobEvent.Kind.REQUEUED,
+                f"stopped on node {node.name}: {event.reason or 'no reason given'}",
+                data,
+            )
+        if job.status != Job.Status.RUNNING:
+            after_release(partners)
+    return _answer(job, accepted=accepted)
+
+
+def _answer(job: Job, accepted: bool) -> dict[str, Any]:
+    return {"job_id": job.pk, "status": job.status, "accepted": accepted}
+
+
+def _progress(
+    job: Job, node: Node, event: AgentEvent, floor: int, data: dict[str, Any], now: datetime
+) -> bool:
+    if (
+        event.event == "started"
+        and JobEvent.objects.filter(
+            job=job, kind=JobEvent.Kind.STARTED, data__node=node.name, data__generation=event.generation
+        ).exists()
+    ):
+        return False  # a repeated started (a re-sent start re-confirms it): nothing new
+    kind = JobEvent.Kind.STARTED if event.event == "started" else JobEvent.Kind.PROGRESS
+    JobEvent.objects.create(job=job, kind=kind, at=now, data=data)
+    nodes = job_nodes(job.pk)
+    if len(nodes) <= 1:
+        advance_progress(job, event.iterations_done)
+    else:  # a gang's progress is that of its slowest node (AGENT.md §1, "Gangs across nodes")
+        reported = _reported_by_node(job.pk, floor)
+        if nodes <= reported.keys():
+            advance_progress(job, min(reported[n] for n in nodes))
+    job.save(update_fields=["iterations_done", "measured_iteration_time_s"])
+    return True
+
+
+def _finished(
+    job: Job, node: Node, event: AgentEvent, floor: int, data: dict[str, Any], now: datetime
+) -> tuple[bool, set[int]]:
+    nodes = job_nodes(job.pk)
+    if len(nodes) > 1:
+        done = set(_reported_by_node(job.pk, floor, "finished"))
+        if node.name in done:
+            return False, set()
+        if not nodes <= done | {node.name}:  # other nodes of the gang are still running
+            JobEvent.objects.create(
+                job=job,
+                kind=JobEvent.Kind.PROGRESS,
+                at=now,
+                data=data,
+                message=f"finished on node {node.name}",
+            )
+            job.save(update_fields=["measured_iteration_time_s"])
+            return True, set()
+    job.iterations_done = float(job.iterations)
+    return True, release(job, now, Job.Status.SUCCEEDED, JobEvent.Kind.SUCCEEDED, "", data)

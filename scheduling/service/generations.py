@@ -1,0 +1,62 @@
+"""Generations of the messages sent about a job (docs/AGENT.md §1–2).
+
+Every change sent for a job gets ``1 +`` the highest generation any ``Placement`` row of that job
+ever carried. A placement row's ``generation`` is the latest one sent about the job on that GPU:
+an ``update`` (the partner changed) raises it on the active rows, and a ``stop`` (preemption)
+writes it on the rows it deactivates, so the next ``start`` is always higher. Each message of a
+round is also recorded in a ``JobEvent``'s ``data["generation"]`` (``placed`` for a start,
+``preempted`` for a stop; updates are not job events), so the *floor* of AGENT.md §2 (the last
+start or stop sent) is the ``placed`` generation while the job holds GPUs, else the highest
+generation of its rows. An agent's report is accepted iff ``floor ≤ generation ≤ latest``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.db.models import Max
+
+from cluster.models import JobEvent, Placement
+
+
+def next_generations(job_ids: Iterable[int]) -> dict[int, int]:
+    """``1 +`` the highest generation any placement row of each job carries (1 for a new job)."""
+    ids = list(job_ids)
+    if not ids:
+        return {}
+    highest = dict(
+        Placement.objects.filter(job_id__in=ids)
+        .order_by()
+        .values("job_id")
+        .annotate(g=Max("generation"))
+        .values_list("job_id", "g")
+    )
+    return {pk: highest.get(pk, 0) + 1 for pk in ids}
+
+
+def latest_generation(job_id: int) -> int | None:
+    """The highest generation of any placement row of the job (``None``: never placed)."""
+    return Placement.objects.filter(job_id=job_id).aggregate(g=Max("generation"))["g"]
+
+
+def generation_window(job_id: int) -> tuple[int, int] | None:
+    """``(floor, latest)`` of AGENT.md §2 for a job, ``None`` if no message was ever sent for it.
+
+    ``latest``: the highest generation of any of its placement rows (every message sent raises
+    it). ``floor``: the last ``start`` or ``stop`` sent — while the job holds GPUs, the generation
+    of its latest ``placed`` event (updates do not raise the floor); otherwise ``latest`` (its
+    rows carry the stop's generation, or the last one sent before it ended).
+    """
+    latest = latest_generation(job_id)
+    if latest is None:
+        return None
+    if not Placement.objects.filter(job_id=job_id, active=True).exists():
+        return latest, latest
+    placed = (
+        JobEvent.objects.filter(job_id=job_id, kind=JobEvent.Kind.PLACED)
+        .order_by("-id")
+        .values_list("data", flat=True)
+        .first()
+    ) or {}
+    floor = placed.get("generation", latest) if isinstance(placed, dict) else latest
+    return min(int(floor), latest), latest

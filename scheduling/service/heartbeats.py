@@ -1,0 +1,189 @@
+"""Heartbeats of the node agents (docs/AGENT.md §3) and the heartbeat timeout.
+
+- :func:`record_heartbeat` — the node's time, its GPUs' health and memory, and the
+  reconciliation of what it runs against what the database places on it.
+- :func:`check_heartbeats` — nodes silent for longer than ``SHAREWISE_HEARTBEAT_TIMEOUT_S`` become
+  ``unhealthy`` and their jobs go back to pending with the progress last reported
+  (ARCHITECTURE.md, data flow step 8; TESTING.md invariants 6 and 9). Every
+  :func:`~scheduling.service.tick.tick` runs it before its round.
+
+Units: seconds (s), MB, iterations.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from cluster.models import GPU, Job, Node, Placement
+from scheduling.service.dispatch import Message, dispatch_after_commit, stop_messages
+from scheduling.service.generations import generation_window, latest_generation
+from scheduling.service.jobs import advance_progress, job_nodes, requeue
+from scheduling.service.snapshot import heartbeat_timeout_s
+
+log = logging.getLogger(__name__)
+
+
+def heartbeat_interval_s() -> float:
+    """Seconds between heartbeats of an agent (setting ``SHAREWISE_HEARTBEAT_INTERVAL_S``; the
+    agent's ``--heartbeat-s``)."""
+    return float(settings.SHAREWISE_HEARTBEAT_INTERVAL_S)
+
+
+def check_heartbeats(now: datetime | None = None) -> dict[str, list[int]]:
+    """Mark ``ready`` nodes whose last heartbeat is older than ``SHAREWISE_HEARTBEAT_TIMEOUT_S``
+    as ``unhealthy`` (no new work) and requeue their running jobs, progress kept.
+
+    Nodes never heard from are left alone (an admin registered them; the embedded mode may
+    never send heartbeats). Returns ``{node name: [requeued job ids]}`` for the nodes marked
+    now. Called before each round by :func:`~scheduling.service.tick.tick` (Celery's round task,
+    ``run_scheduler``, the demo) and between rounds by Celery beat (``sharewise.check_heartbeats``).
+    """
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=heartbeat_timeout_s())
+    marked: dict[str, list[int]] = {}
+    for node in Node.objects.filter(status=Node.Status.READY, last_heartbeat__lt=cutoff):
+        with transaction.atomic():
+            changed = Node.objects.filter(
+                pk=node.pk, status=Node.Status.READY, last_heartbeat__lt=cutoff
+            ).update(status=Node.Status.UNHEALTHY)
+            if not changed:
+                continue
+            silent = (now - node.last_heartbeat).total_seconds()
+            jobs = set(Placement.objects.filter(active=True, gpu__node=node).values_list("job_id", flat=True))
+            marked[node.name] = requeue(
+                sorted(jobs), now, f"node {node.name} silent for {silent:.0f} s (heartbeat timeout)"
+            )
+        log.warning(
+            "node %s marked unhealthy (no heartbeat for %.0f s); requeued jobs %s",
+            node.name,
+            silent,
+            marked[node.name],
+        )
+    return marked
+
+
+def record_heartbeat(
+    node: Node, gpus: Sequence[dict[str, Any]], running: Sequence[dict[str, Any]], now: datetime | None = None
+) -> dict[str, Any]:
+    """Apply one heartbeat of ``node`` (AGENT.md §3): record the time (an ``unhealthy`` node is
+    ``ready`` again), update its GPUs, reconcile.
+
+    ``gpus``: ``[{"index", "uuid", "memory_mb", "healthy"}]`` — a GPU absent from it, or reported
+    unhealthy, takes no new work (a blip to zero GPUs does not stop running jobs); ``memory_mb``
+    and an NVML uuid (``GPU-…``) replace the stored ones. ``running``: ``[{"job_id",
+    "generation", "iterations_done"}]``. Reconciliation: a job placed here more than one heartbeat
+    interval ago but missing from the heartbeats for at least one interval is requeued with its
+    progress (the agent lost it); a reported job the database does not place here gets a
+    ``stop`` with a new generation; progress keeps the maximum. Returns ``{"stopped": [job ids],
+    "requeued": [job ids]}``.
+    """
+    now = now or timezone.now()
+    stops: list[Message] = []
+    with transaction.atomic():
+        Node.objects.filter(pk=node.pk).update(last_heartbeat=now)
+        Node.objects.filter(pk=node.pk, status=Node.Status.UNHEALTHY).update(status=Node.Status.READY)
+        _update_gpus(node, gpus)
+        reported = {int(r["job_id"]): r for r in running}
+        expected: dict[int, datetime] = {}
+        placed_here = Placement.objects.filter(active=True, gpu__node=node, job__status=Job.Status.RUNNING)
+        for job_id, created in placed_here.values_list("job_id", "created_at"):
+            expected[job_id] = max(created, expected.get(job_id, created))
+        missing = _missing_twice(
+            node,
+            [
+                j
+                for j, placed in expected.items()
+                if j not in reported and (now - placed).total_seconds() > heartbeat_interval_s()
+            ],
+            now,
+        )
+        requeued = requeue(missing, now, f"node {node.name} no longer runs it (agent restarted or lost it)")
+        for job_id, row in reported.items():
+            if job_id in expected:
+                _heartbeat_progress(job_id, row)
+            else:
+                stops.append(_stop_message(node, job_id, int(row.get("generation", 0))))
+        dispatch_after_commit(stops)
+    return {"stopped": [m["job_id"] for m in stops], "requeued": requeued}
+
+
+def _update_gpus(node: Node, reported: Sequence[dict[str, Any]]) -> None:
+    by_index = {int(g["index"]): g for g in reported}
+    for gpu in GPU.objects.filter(node=node):
+        info = by_index.get(gpu.index)
+        healthy = bool(info and info.get("healthy"))
+        fields = []
+        if gpu.healthy != healthy:
+            gpu.healthy = healthy
+            fields.append("healthy")
+        nvml = info is not None and str(info.get("uuid", "")).startswith("GPU-")
+        if info and healthy and nvml and int(info.get("memory_mb") or 0) > 0:
+            if gpu.memory_mb != int(info["memory_mb"]):
+                gpu.memory_mb = int(info["memory_mb"])
+                fields.append("memory_mb")
+            if gpu.uuid != info["uuid"]:
+                gpu.uuid = info["uuid"]
+                fields.append("uuid")
+        if fields:
+            try:
+                with transaction.atomic():
+                    gpu.save(update_fields=fields)
+            except IntegrityError:  # a uuid another GPU row already has: keep ours
+                log.warning(
+                    "node %s GPU %d reports uuid %s, already taken; kept %s",
+                    node.name,
+                    gpu.index,
+                    info and info.get("uuid"),
+                    gpu.uuid,
+                )
+
+
+def _missing_twice(node: Node, job_ids: list[int], now: datetime) -> list[int]:
+    """Of the jobs a heartbeat did not list, those missing from every heartbeat for at least one
+    heartbeat interval (and from two heartbeats at least).
+
+    One miss is not enough: the agent sends its heartbeat before delivering the ``finished`` of a
+    job that has just ended, and a delivery that failed is retried after a backoff while
+    heartbeats go on (docs/AGENT.md §2–3). The first miss is remembered in the cache for three
+    intervals (with several web processes the cache must be shared, e.g. Redis via
+    ``CACHE_URL``, or a miss seen by another process is counted later).
+    """
+    key = f"sharewise:missing:{node.pk}"
+    before: dict[int, float] = cache.get(key) or {}
+    now_s = now.timestamp()
+    first = {j: before.get(j, now_s) for j in job_ids}
+    interval = heartbeat_interval_s()
+    cache.set(key, first, timeout=max(1, round(3 * interval)))
+    return [j for j in job_ids if j in before and now_s - first[j] >= interval]
+
+
+def _heartbeat_progress(job_id: int, row: dict[str, Any]) -> None:
+    window = generation_window(job_id)
+    if window is None or int(row.get("generation", -1)) < window[0] or len(job_nodes(job_id)) > 1:
+        return  # an old run's count, or a gang (its progress comes from events, per node)
+    done = float(row.get("iterations_done") or 0.0)
+    job = Job.objects.get(pk=job_id)
+    if done > job.iterations_done:
+        advance_progress(job, done)
+        job.save(update_fields=["iterations_done"])
+
+
+def _stop_message(node: Node, job_id: int, reported_generation: int) -> Message:
+    """A ``stop`` for a job ``node`` runs but should not, with a generation above both the
+    agent's and every one the server sent for the job (written on this node's rows of the job)."""
+    latest = latest_generation(job_id) or 0
+    generation = max(latest, reported_generation) + 1
+    here = Placement.objects.filter(job_id=job_id, gpu__node=node, active=False)
+    newest = here.aggregate(g=Max("generation"))["g"]
+    if newest is not None:
+        here.filter(generation=newest).update(generation=generation)
+    return stop_messages([node.name], job_id, generation)[0]

@@ -1,0 +1,278 @@
+"""What a round writes, in its transaction: preemptions, starts and partner updates as
+``Placement`` rows (slot 0 or 1, so the database's "at most two active jobs per GPU" constraint
+holds), the jobs' status and ``JobEvent`` rows, and the decision records of the
+:class:`~scheduling.models.Round`; the messages to send after commit come back in a
+:class:`RoundPlan`. Generations: :mod:`scheduling.service.generations`.
+
+Units: seconds (s), GPUs, iterations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import connection
+from django.db.models import F, Model, Value
+from django.db.models.functions import Coalesce
+
+from cluster.models import Job, JobEvent, Placement
+from scheduling.core import types as core
+from scheduling.service.dispatch import Message, Occupancy, placement_messages
+from scheduling.service.estimates import attained_after_run
+from scheduling.service.generations import next_generations
+from scheduling.service.snapshot import ClusterState
+
+
+@dataclass(slots=True)
+class RoundPlan:
+    """What one round wrote (filled by :func:`persist_round`): the ``Round.decisions`` entries,
+    the messages to dispatch after commit, and the counts of the ``Round`` record."""
+
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
+    n_started: int = 0
+    n_waiting: int = 0
+    n_preempted: int = 0
+
+
+def persist_round(
+    state: ClusterState, decisions: core.RoundDecisions, profile: core.Profile, now: datetime
+) -> RoundPlan:
+    """Write one round's preemptions, starts and partner updates; return the decisions and the
+    messages to send after commit. Preemptions first (a start may use the GPUs they free)."""
+    plan = RoundPlan()
+    occupied, job_gpus = state.occupancy()
+    starting = [s.job_id for s in decisions.starts]
+    touched = [p.job_id for p in decisions.preemptions] + starting
+    generation = next_generations(touched)
+    changed_partners: set[int] = set()
+
+    # -- preemptions: the job goes back to the queue; its partners get an update
+    preempted = set(
+        Job.objects.filter(
+            pk__in=[p.job_id for p in decisions.preemptions], status=Job.Status.RUNNING
+        ).values_list("pk", flat=True)
+    )
+    if preempted:  # back to the queue, the run's service added (before its placements end)
+        Job.objects.filter(pk__in=preempted, status=Job.Status.RUNNING).update(
+            status=Job.Status.PENDING, attained_gpu_s=attained_after_run(now)
+        )
+    events: list[JobEvent] = []
+    for p in decisions.preemptions:
+        if p.job_id not in preempted:
+            reason = f"not preempted: no longer running ({p.reason})"
+            plan.decisions.append(decision_entry(p.job_id, "wait", reason))
+            continue
+        gen = generation[p.job_id]
+        gpu_ids = sorted(job_gpus.pop(p.job_id, []))
+        for g in gpu_ids:
+            slots = occupied[g]
+            for slot, (job, _) in list(slots.items()):
+                if job == p.job_id:
+                    del slots[slot]
+            changed_partners.update(job for job, _ in slots.values())
+        Placement.objects.filter(job_id=p.job_id, active=True).update(
+            active=False, ended_at=now, generation=gen
+        )
+        plan.messages.extend(placement_messages(state, profile, occupied, p.job_id, gpu_ids, gen, "stop"))
+        events.append(
+            JobEvent(
+                job_id=p.job_id,
+                kind=JobEvent.Kind.PREEMPTED,
+                at=now,
+                message=p.reason,
+                data={"generation": gen},
+            )
+        )
+        plan.decisions.append(decision_entry(p.job_id, "preempt", p.reason, state, gpu_ids))
+        plan.n_preempted += 1
+
+    # -- starts: only jobs still pending (a cancel may have won the race); gangs all or nothing
+    still_pending = (
+        set(
+            Job.objects.select_for_update()
+            .filter(pk__in=starting, status=Job.Status.PENDING)
+            .values_list("pk", flat=True)
+        )
+        if starting
+        else set()
+    )
+    new_rows: list[Placement] = []
+    started: list[core.Start] = []
+    for s in decisions.starts:
+        reason = None if s.job_id in still_pending else "no longer pending when the round wrote placements"
+        slots_for: list[int] = []
+        if reason is None:
+            for g in s.gpu_ids:
+                free = [slot for slot in (0, 1) if slot not in occupied.get(g, {})]
+                if not free:
+                    reason = f"GPU {state.gpu_labels[g]} already holds two jobs"
+                    break
+                slots_for.append(free[0])
+        if reason is not None:
+            plan.decisions.append(decision_entry(s.job_id, "wait", reason))
+            plan.n_waiting += 1
+            continue
+        gen = generation[s.job_id]
+        for g, slot in zip(s.gpu_ids, slots_for, strict=True):
+            changed_partners.update(job for job, _ in occupied.get(g, {}).values())
+            occupied.setdefault(g, {})[slot] = (s.job_id, s.sub_batch)
+            new_rows.append(
+                Placement(
+                    job_id=s.job_id,
+                    gpu_id=state.gpu_pks[g],
+                    generation=gen,
+                    sub_batch=s.sub_batch,
+                    slot=slot,
+                    created_at=now,
+                )
+            )
+        job_gpus[s.job_id] = list(s.gpu_ids)
+        started.append(s)
+    insert_rows(
+        Placement, new_rows, ("job", "gpu", "generation", "sub_batch", "slot", "active", "created_at")
+    )
+    started_ids = [s.job_id for s in started]
+    if started_ids:
+        Job.objects.filter(pk__in=started_ids, status=Job.Status.PENDING).update(
+            status=Job.Status.RUNNING, started_at=Coalesce(F("started_at"), Value(now))
+        )
+        commands = dict(Job.objects.filter(pk__in=started_ids).values_list("pk", "command"))
+    for s in started:
+        decision = decision_entry(s.job_id, "start", s.reason, state, s.gpu_ids, s)
+        plan.decisions.append(decision)
+        events.append(
+            JobEvent(
+                job_id=s.job_id,
+                kind=JobEvent.Kind.PLACED,
+                at=now,
+                message=s.reason,
+                data={
+                    "generation": generation[s.job_id],
+                    "gpus": decision["gpus"],
+                    "sub_batch": s.sub_batch,
+                    "accum_steps": s.accum_steps,
+                },
+            )
+        )
+        plan.messages.extend(
+            placement_messages(
+                state,
+                profile,
+                occupied,
+                s.job_id,
+                s.gpu_ids,
+                generation[s.job_id],
+                "start",
+                commands[s.job_id],
+            )
+        )
+        plan.n_started += 1
+
+    # -- updates: running jobs whose GPU partner started or left get their new slowdown
+    partners = sorted(changed_partners - set(started_ids) - preempted)
+    plan.messages.extend(partner_updates(state, profile, occupied, job_gpus, partners))
+    insert_rows(JobEvent, events, ("job", "kind", "at", "message", "data"))
+
+    for w in decisions.waits:
+        plan.decisions.append(decision_entry(w.job_id, "wait", w.reason))
+        plan.n_waiting += 1
+    return plan
+
+
+def partner_updates(
+    state: ClusterState,
+    profile: core.Profile,
+    occupied: Occupancy,
+    job_gpus: dict[int, list[int]],
+    job_ids: Sequence[int],
+) -> list[Message]:
+    """An ``update`` for each running job of ``job_ids`` (each must hold GPUs in ``job_gpus``)
+    with its slowdown ξ on ``occupied`` (its GPU partner started or left; AGENT.md §1, MODEL.md
+    §2), under a new generation written on its active rows. Returns the messages to send after
+    commit."""
+    if not job_ids:
+        return []
+    generations = next_generations(job_ids)
+    commands = dict(Job.objects.filter(pk__in=job_ids).values_list("pk", "command"))
+    messages: list[Message] = []
+    for job_pk in job_ids:
+        gen = generations[job_pk]
+        Placement.objects.filter(job_id=job_pk, active=True).update(generation=gen)
+        messages.extend(
+            placement_messages(
+                state,
+                profile,
+                occupied,
+                job_pk,
+                sorted(job_gpus[job_pk]),
+                gen,
+                "update",
+                commands.get(job_pk, ""),
+            )
+        )
+    return messages
+
+
+def insert_rows(model: type[Model], objects: Sequence[Model], fields: Sequence[str]) -> None:
+    """Insert ``objects`` (unsaved, their primary keys are not read back) setting ``fields``:
+    ``COPY … FROM STDIN`` on PostgreSQL (psycopg 3; several times faster than a multi-row INSERT
+    for a thousand rows, most of whose cost is building the SQL), ``bulk_create`` elsewhere."""
+    if not objects:
+        return
+    if connection.vendor != "postgresql":
+        model.objects.bulk_create(objects, batch_size=2000)
+        return
+    columns = [model._meta.get_field(name) for name in fields]
+    quote = connection.ops.quote_name
+    sql = f"COPY {quote(model._meta.db_table)} ({', '.join(quote(c.column) for c in columns)}) FROM STDIN"
+    from psycopg.types.json import Jsonb
+
+    # Raw attribute values: psycopg adapts ints, strings and aware datetimes itself, and Django's
+    # per-field preparation would cost more than the COPY (only JSON needs wrapping).
+    attnames = [c.attname for c in columns]
+    is_json = [c.get_internal_type() == "JSONField" for c in columns]
+    with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
+        for obj in objects:
+            copy.write_row(
+                [
+                    Jsonb(v) if j else v
+                    for v, j in zip([getattr(obj, a) for a in attnames], is_json, strict=True)
+                ]
+            )
+
+
+def decision_entry(
+    job_id: int,
+    action: str,
+    reason: str,
+    state: ClusterState | None = None,
+    gpu_ids: Sequence[int] = (),
+    start: core.Start | None = None,
+) -> dict[str, Any]:
+    """One entry of ``Round.decisions`` (the shape documented on :class:`~scheduling.models.Round`)."""
+    return {
+        "job_id": job_id,
+        "action": action,
+        "gpu_ids": [state.gpu_pks[g] for g in gpu_ids] if state else [],
+        "gpus": [state.gpu_labels[g] for g in gpu_ids] if state else [],
+        "sub_batch": start.sub_batch if start else None,
+        "accum_steps": start.accum_steps if start else None,
+        "shares": [
+            {
+                "partner_id": sh.partner_id,
+                "gpu_ids": [state.gpu_pks[g] for g in sh.gpu_ids],
+                "xi_self": sh.xi_self,
+                "xi_partner": sh.xi_partner,
+                "t_seq_s": sh.t_seq_s,
+                "t_con_s": sh.t_con_s,
+            }
+            for sh in start.shares
+        ]
+        if start and state
+        else [],
+        "reason": reason,
+    }
