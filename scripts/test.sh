@@ -6,8 +6,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh requirements-dev.txt
-echo "==> ruff"
+echo "==> ruff (lint and format)"
 .venv/bin/ruff check .
+.venv/bin/ruff format --check --quiet . || { echo "files above differ from ruff format: run .venv/bin/ruff format ." >&2; exit 1; }
+echo "==> mypy (the core, the simulator, the agent, common/)"
+.venv/bin/mypy
+echo "==> import contracts (.importlinter)"
+.venv/bin/lint-imports --no-cache --no-logo
 echo "==> migrations are up to date"
 .venv/bin/python manage.py makemigrations --check --dry-run >/dev/null
 echo "==> pytest (database: ${DATABASE_URL:-SQLite})"
