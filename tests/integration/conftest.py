@@ -36,8 +36,9 @@ from tests.conftest import skip_or_fail
 
 REPO = Path(__file__).resolve().parents[2]
 #: Redis database the integration tests use (on the server of ``REDIS_URL``); the neighbour below
-#: it when ``REDIS_URL`` itself names this one. The agent tests use 15 by default.
-INTEGRATION_REDIS_DB = 14
+#: it when ``REDIS_URL`` itself names this one. The agent tests use 15 by default. Environment
+#: variable ``SHAREWISE_TEST_REDIS_DB`` chooses another (two test runs sharing one Redis server).
+INTEGRATION_REDIS_DB = int(os.environ.get("SHAREWISE_TEST_REDIS_DB", "14"))
 
 
 def wait_for(condition: Callable[[], Any], timeout_s: float, what: str) -> Any:
