@@ -20,7 +20,7 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import cache
 from django.db import IntegrityError, transaction
-from django.db.models import Max
+from django.db.models import Max, Q
 from django.utils import timezone
 
 from cluster.models import GPU, Job, Node, Placement
@@ -42,32 +42,33 @@ def check_heartbeats(now: datetime | None = None) -> dict[str, list[int]]:
     """Mark ``ready`` nodes whose last heartbeat is older than ``SHAREWISE_HEARTBEAT_TIMEOUT_S``
     as ``unhealthy`` (no new work) and requeue their running jobs, progress kept.
 
-    Nodes never heard from are left alone (an admin registered them; the embedded mode may
-    never send heartbeats). Returns ``{node name: [requeued job ids]}`` for the nodes marked
-    now. Called before each round by :func:`~scheduling.service.tick.tick` (Celery's round task,
+    A node never heard from gets the same deadline from its registration (``created_at``): an
+    agent that never starts must not hold jobs forever (:func:`~scheduling.service.snapshot.
+    node_takes_jobs` gives it no new ones after that either). Its first heartbeat makes it
+    ``ready`` again. Returns ``{node name: [requeued job ids]}`` for the nodes marked now. Called
+    before each round by :func:`~scheduling.service.tick.tick` (Celery's round task,
     ``run_scheduler``, the demo) and between rounds by Celery beat (``sharewise.check_heartbeats``).
     """
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=heartbeat_timeout_s())
+    silent_since = Q(last_heartbeat__lt=cutoff) | Q(last_heartbeat__isnull=True, created_at__lt=cutoff)
     marked: dict[str, list[int]] = {}
-    for node in Node.objects.filter(status=Node.Status.READY, last_heartbeat__lt=cutoff):
+    for node in Node.objects.filter(silent_since, status=Node.Status.READY):
         with transaction.atomic():
-            changed = Node.objects.filter(
-                pk=node.pk, status=Node.Status.READY, last_heartbeat__lt=cutoff
-            ).update(status=Node.Status.UNHEALTHY)
+            changed = Node.objects.filter(silent_since, pk=node.pk, status=Node.Status.READY).update(
+                status=Node.Status.UNHEALTHY
+            )
             if not changed:
                 continue
-            silent = (now - node.last_heartbeat).total_seconds()
+            if node.last_heartbeat is None:
+                deadline = heartbeat_timeout_s()
+                why = f"node {node.name} sent no heartbeat within {deadline:.0f} s of its registration"
+            else:
+                silent = (now - node.last_heartbeat).total_seconds()
+                why = f"node {node.name} silent for {silent:.0f} s (heartbeat timeout)"
             jobs = set(Placement.objects.filter(active=True, gpu__node=node).values_list("job_id", flat=True))
-            marked[node.name] = requeue(
-                sorted(jobs), now, f"node {node.name} silent for {silent:.0f} s (heartbeat timeout)"
-            )
-        log.warning(
-            "node %s marked unhealthy (no heartbeat for %.0f s); requeued jobs %s",
-            node.name,
-            silent,
-            marked[node.name],
-        )
+            marked[node.name] = requeue(sorted(jobs), now, why)
+        log.warning("%s: marked unhealthy; requeued jobs %s", why, marked[node.name])
     return marked
 
 

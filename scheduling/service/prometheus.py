@@ -123,12 +123,12 @@ class SchedulerCollector(Collector):
             labels=["node"],
         )
         up = GaugeMetricFamily("sharewise_node_up", "1 if the node takes new jobs", labels=["node"])
-        for name, status, heartbeat in Node.objects.order_by("name").values_list(
-            "name", "status", "last_heartbeat"
+        for name, status, heartbeat, registered in Node.objects.order_by("name").values_list(
+            "name", "status", "last_heartbeat", "created_at"
         ):
             if heartbeat is not None:
                 age.add_metric([name], max(0.0, (now - heartbeat).total_seconds()))
-            up.add_metric([name], 1 if node_takes_jobs(status, heartbeat, now, timeout_s) else 0)
+            up.add_metric([name], 1 if node_takes_jobs(status, heartbeat, now, timeout_s, registered) else 0)
         yield age
         yield up
 

@@ -67,13 +67,17 @@ class ClusterState:
         return occupied, job_gpus
 
 
-def node_takes_jobs(status: str, last_heartbeat: datetime | None, now: datetime, timeout_s: float) -> bool:
-    """Whether a node takes new jobs: ``ready``, and heard from within ``timeout_s`` — or never
-    heard from yet (a node an admin registered is trusted until it has sent a first heartbeat;
-    embedded emulated agents may never send one)."""
+def node_takes_jobs(
+    status: str, last_heartbeat: datetime | None, now: datetime, timeout_s: float, registered_at: datetime
+) -> bool:
+    """Whether a node takes new jobs: ``ready``, and heard from within ``timeout_s`` seconds of
+    ``now``. A node never heard from is given the same deadline from its registration
+    (``registered_at``, ``Node.created_at``): its agent must send a first heartbeat within one
+    timeout, or the node takes nothing (an agent that never starts must not be handed jobs)."""
     if status != Node.Status.READY:
         return False
-    return last_heartbeat is None or (now - last_heartbeat).total_seconds() <= timeout_s
+    heard = last_heartbeat if last_heartbeat is not None else registered_at
+    return (now - heard).total_seconds() <= timeout_s
 
 
 def load_state(now: datetime | None = None, profile: core.Profile | None = None) -> ClusterState:
@@ -81,7 +85,8 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
 
     - GPUs: every registered GPU, ordered by node name and index; ``healthy`` is False for an
       unhealthy GPU and for every GPU of a node that is not ``ready`` (unhealthy, draining) or
-      whose last heartbeat is older than ``SHAREWISE_HEARTBEAT_TIMEOUT_S`` (unreachable).
+      whose last heartbeat (never heard from: its registration) is older than
+      ``SHAREWISE_HEARTBEAT_TIMEOUT_S`` (unreachable, :func:`node_takes_jobs`).
     - Pending jobs (status ``pending``) and running jobs (status ``running`` with active
       placements; their ``Placement`` carries the GPUs, the sub-batch and the first placement's
       creation time). ``iter_time_s`` is the job's ``iteration_time_s`` or
@@ -106,12 +111,13 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
         "node__name",
         "node__status",
         "node__last_heartbeat",
+        "node__created_at",
     )
     gpus: list[core.GPU] = []
     gpu_pks: list[int] = []
     labels: list[str] = []
-    for i, (pk, index, memory, gpu_type, healthy, node, status, heartbeat) in enumerate(gpu_rows):
-        ok = healthy and node_takes_jobs(status, heartbeat, now, timeout_s)
+    for i, (pk, index, memory, gpu_type, healthy, node, status, heartbeat, registered) in enumerate(gpu_rows):
+        ok = healthy and node_takes_jobs(status, heartbeat, now, timeout_s, registered)
         gpus.append(core.GPU(i, node, index, memory, gpu_type, ok))
         gpu_pks.append(pk)
         labels.append(f"{node}:{index}")

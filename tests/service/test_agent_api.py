@@ -335,6 +335,8 @@ def test_heartbeat_timeout_requeues_with_progress_kept(
     beat(token, "node-00", capture, running=[{"job_id": job.pk, "generation": 1, "iterations_done": 340}])
     node.refresh_from_db()
     t0 = node.last_heartbeat
+    # node-01 is alive: heard from 10 s later (a node never heard from has a deadline too)
+    Node.objects.filter(name="node-01").update(last_heartbeat=t0 + timedelta(seconds=10))
     sent.clear()
     with override_settings(SHAREWISE_HEARTBEAT_TIMEOUT_S=15.0):
         with capture(execute=True):

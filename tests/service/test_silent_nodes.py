@@ -1,0 +1,61 @@
+"""A node whose agent never starts (TESTING.md "Faults": register a node whose agent never
+starts): it is trusted for one heartbeat timeout after its registration, then it takes no new
+job, the heartbeat check marks it unhealthy and requeues what it held, and ``/metrics`` says it
+is down. Its first heartbeat makes it ready again."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+from django.test import override_settings
+from django.utils import timezone
+
+from cluster.models import Job, JobEvent, Node, Placement, Tenant
+from scheduling import service
+from scheduling.service.prometheus import registry
+from tests.service.test_agent_api import beat, fleet, place, tenant  # noqa: F401 - fixtures
+
+TIMEOUT_S = 15.0
+
+
+def node_up(name: str) -> float | None:
+    return registry.get_sample_value("sharewise_node_up", {"node": name})
+
+
+@override_settings(SHAREWISE_HEARTBEAT_TIMEOUT_S=TIMEOUT_S)
+def test_a_node_never_heard_from_gets_a_deadline_from_its_registration(
+    fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable
+) -> None:
+    capture = django_capture_on_commit_callbacks
+    node, token = fleet["node-00"]
+    registered = timezone.now() - timedelta(seconds=5)
+    Node.objects.update(created_at=registered)  # both nodes registered 5 s ago, never heard from
+    # within the deadline a new node is trusted: a round places on it
+    job = place(tenant, capture)
+    assert {m["node"] for m in sent} == {"node-00"}
+    assert node_up("node-00") == 1.0
+    within = registered + timedelta(seconds=TIMEOUT_S - 1)
+    assert all(g.healthy for g in service.load_state(within).snapshot.cluster.gpus)
+    assert service.check_heartbeats(within) == {}
+
+    # one timeout after registration without a heartbeat: no new job, and what it holds goes back
+    late = registered + timedelta(seconds=TIMEOUT_S + 1)
+    assert not any(g.healthy for g in service.load_state(late).snapshot.cluster.gpus)
+    sent.clear()
+    with capture(execute=True):
+        assert service.check_heartbeats(late) == {"node-00": [job.pk], "node-01": []}
+    node.refresh_from_db()
+    job.refresh_from_db()
+    assert node.status == Node.Status.UNHEALTHY
+    assert job.status == Job.Status.PENDING
+    assert not Placement.objects.filter(job=job, active=True).exists()
+    reason = JobEvent.objects.filter(job=job, kind=JobEvent.Kind.REQUEUED).get().message
+    assert reason == "node node-00 sent no heartbeat within 15 s of its registration"
+    assert sent == [{"node": "node-00", "job_id": job.pk, "generation": 2, "action": "stop"}]
+    assert node_up("node-00") == 0.0
+
+    # its agent starts after all: the first heartbeat makes it ready and schedulable again
+    assert beat(token, "node-00", capture).status_code == 200
+    node.refresh_from_db()
+    assert node.status == Node.Status.READY and node_up("node-00") == 1.0
