@@ -54,6 +54,7 @@ from scheduling.service.rounds import policy_named, run_round
 from scheduling.service.snapshot import (
     ClusterState,
     build_snapshot,
+    consistent_view,
     heartbeat_timeout_s,
     load_state,
     node_takes_jobs,
@@ -80,6 +81,7 @@ __all__ = [
     "celery_dispatch",
     "check_heartbeats",
     "clear_round_request",
+    "consistent_view",
     "estimate_iter_time_s",
     "generation_window",
     "get_dispatcher",

@@ -28,7 +28,7 @@ from scheduling.service.estimates import attained_after_run
 from scheduling.service.generations import latest_generation
 from scheduling.service.lease import RoundLease
 from scheduling.service.persist import partner_updates
-from scheduling.service.snapshot import load_state
+from scheduling.service.snapshot import consistent_view, load_state
 from scheduling.service.trigger import request_round
 
 log = logging.getLogger(__name__)
@@ -145,9 +145,10 @@ def refresh_partners(job_ids: Sequence[int]) -> int:
         log.warning("partner update of jobs %s skipped: the round lease stayed busy", list(job_ids))
         return 0
     try:
-        with transaction.atomic():
-            profile = load_default_profile()
+        profile = load_default_profile()
+        with consistent_view():
             state = load_state(profile=profile)
+        with transaction.atomic():
             occupied, job_gpus = state.occupancy()
             ids = [j for j in job_ids if j in job_gpus and j in state.jobs]
             messages = partner_updates(state, profile, occupied, job_gpus, ids)

@@ -2,9 +2,10 @@
 (ARCHITECTURE.md, "Data flow of a round").
 
 1. :class:`~scheduling.service.lease.RoundLease`: only one round at a time.
-2. :func:`~scheduling.service.snapshot.load_state`: the database as the core's snapshot.
+2. :func:`~scheduling.service.snapshot.load_state`: the database as the core's snapshot, read
+   as one view (:func:`~scheduling.service.snapshot.consistent_view`).
 3. The configured policy (setting ``SHAREWISE_POLICY``) decides.
-4. :func:`~scheduling.service.persist.persist_round` writes, in one transaction, the placements,
+4. :func:`~scheduling.service.persist.persist_round` writes, in one (second) transaction, the placements,
    the jobs' status, their events and the :class:`~scheduling.models.Round` record with every
    decision and its reason.
 5. After commit, the messages go to the dispatcher (:mod:`scheduling.service.dispatch`).
@@ -32,7 +33,7 @@ from scheduling.profiles import load_default_profile
 from scheduling.service.dispatch import Message, get_dispatcher
 from scheduling.service.lease import RoundLease
 from scheduling.service.persist import persist_round
-from scheduling.service.snapshot import load_state
+from scheduling.service.snapshot import consistent_view, load_state
 
 log = logging.getLogger(__name__)
 
@@ -83,11 +84,14 @@ def run_round(
 
 def _locked_round(now: datetime, policy: core.Policy, profile: core.Profile) -> Round:
     t0 = time.perf_counter()
-    with transaction.atomic():
+    # The snapshot is read as one view (its own read-only transaction); the writes come in a
+    # second transaction that re-checks every job it changes (still pending, still running).
+    with consistent_view():
         state = load_state(now, profile)
-        t1 = time.perf_counter()
-        decisions = policy.decide(state.snapshot, profile, explain=True)
-        t2 = time.perf_counter()
+    t1 = time.perf_counter()
+    decisions = policy.decide(state.snapshot, profile, explain=True)
+    t2 = time.perf_counter()
+    with transaction.atomic():
         plan = persist_round(state, decisions, profile, now)
         record = Round(
             started_at=now,

@@ -12,11 +12,13 @@ Units: seconds (s), MB, GPUs, iterations. Times given to the core are POSIX time
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
@@ -67,6 +69,27 @@ class ClusterState:
         return occupied, job_gpus
 
 
+@contextmanager
+def consistent_view() -> Iterator[None]:
+    """A read-only transaction in which every query sees the database as of one moment
+    (TESTING.md invariant 12), for reading a snapshot with :func:`load_state`.
+
+    On PostgreSQL: ``REPEATABLE READ READ ONLY``, so the placements, jobs, events and quotas read
+    by separate statements agree (under READ COMMITTED a job that finished between two of them
+    was a GPU resident without a job, and the round crashed). On SQLite a transaction's reads are
+    already one view. Inside an outer transaction (a test's, or a caller's) the isolation cannot
+    change any more: the reads then share the outer transaction, whatever its level. Writes belong
+    in a separate, later transaction (READ COMMITTED: a REPEATABLE READ writer would fail on
+    every row an agent updated meanwhile), which re-checks what it changes.
+    """
+    outer = connection.in_atomic_block
+    with transaction.atomic():
+        if not outer and connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        yield
+
+
 def node_takes_jobs(
     status: str, last_heartbeat: datetime | None, now: datetime, timeout_s: float, registered_at: datetime
 ) -> bool:
@@ -81,7 +104,8 @@ def node_takes_jobs(
 
 
 def load_state(now: datetime | None = None, profile: core.Profile | None = None) -> ClusterState:
-    """Read the cluster from the database as a :class:`ClusterState` (6 queries).
+    """Read the cluster from the database as a :class:`ClusterState` (6 queries); call it inside
+    :func:`consistent_view` so that they see one moment.
 
     - GPUs: every registered GPU, ordered by node name and index; ``healthy`` is False for an
       unhealthy GPU and for every GPU of a node that is not ``ready`` (unhealthy, draining) or
