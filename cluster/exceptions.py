@@ -2,11 +2,13 @@
 
 A body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is 413. Deleting a row still referenced (a GPU with
 placements) is 409. Validation errors add ``"fields"`` (field name → list of messages);
-throttling adds ``"retry_after"`` (s). Anything DRF does not handle stays a 500 (and is logged).
+throttling adds ``"retry_after"`` (s). The cache, the broker or the database unreachable is 503
+(with ``"retry_after"``). Anything else DRF does not handle stays a 500 (and is logged).
 """
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from typing import Any
 
@@ -17,6 +19,11 @@ from django.db.models import ProtectedError, RestrictedError
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
+
+log = logging.getLogger(__name__)
+
+#: Seconds a client is asked to wait after a 503 for an unreachable service **(ours)**.
+OUTAGE_RETRY_AFTER_S = 5
 
 
 def _first_message(data: Any) -> str:
@@ -48,7 +55,18 @@ def in_use_message(exc: ProtectedError | RestrictedError) -> str:
 
 
 def api_exception_handler(exc: Exception, context: dict) -> Response | None:
-    """DRF ``EXCEPTION_HANDLER``: the standard handling, reshaped to ``{"error": ...}``."""
+    """DRF ``EXCEPTION_HANDLER``: the standard handling, reshaped to ``{"error": ...}``; a service
+    this process cannot reach (cache, broker, database: ``scheduling.service.OUTAGE_ERRORS``) is
+    503 with ``retry_after`` and ``Retry-After``, never a 500."""
+    from scheduling.service import OUTAGE_ERRORS, outage_message
+
+    if isinstance(exc, OUTAGE_ERRORS):
+        log.warning("503 for %s: %s", context.get("request") and context["request"].path, exc)
+        return Response(
+            {"error": outage_message(exc), "retry_after": OUTAGE_RETRY_AFTER_S},
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": str(OUTAGE_RETRY_AFTER_S)},
+        )
     if isinstance(exc, DjangoValidationError):
         exc = exceptions.ValidationError(exc.messages)
     elif isinstance(exc, RequestDataTooBig):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db import DatabaseError, connection, transaction
+from django.db import transaction
 from django.db.models import Prefetch, QuerySet
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -254,14 +254,10 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 
 def readyz(request: HttpRequest) -> JsonResponse:
-    """Readiness: the database answers ``SELECT 1``; 503 with the reason otherwise."""
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-            cursor.fetchone()
-    except DatabaseError as exc:
-        return JsonResponse({"status": "unavailable", "error": f"database unreachable: {exc}"}, status=503)
-    return JsonResponse({"status": "ok", "database": connection.vendor})
+    """Readiness: the database answers, and so do the shared cache and the broker when they are
+    configured (:func:`scheduling.service.readiness`); 503 with the reason otherwise."""
+    ready, body = service.readiness()
+    return JsonResponse(body, status=200 if ready else 503)
 
 
 # ------------------------------------------------------------------ node agents (docs/AGENT.md)

@@ -84,6 +84,13 @@ DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("CONN_HEALTH_CHECKS", defa
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://sharewise")}
+# A shared cache (Redis) that stops answering fails a request within this many seconds (the API
+# answers 503) instead of holding a web thread; set `?socket_timeout=` on CACHE_URL to override.
+CACHE_SOCKET_TIMEOUT_S = env.float("CACHE_SOCKET_TIMEOUT_S", default=2.0)
+if str(CACHES["default"]["BACKEND"]).endswith("RedisCache"):
+    _cache_options = CACHES["default"].setdefault("OPTIONS", {})
+    _cache_options.setdefault("socket_connect_timeout", CACHE_SOCKET_TIMEOUT_S)
+    _cache_options.setdefault("socket_timeout", CACHE_SOCKET_TIMEOUT_S)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -174,6 +181,9 @@ CELERY_TASK_ROUTES = {
     "sharewise.run_round": {"queue": "scheduler"},
     "sharewise.check_heartbeats": {"queue": "scheduler"},
 }
+# Seconds to wait for a broker connection (a send retries a few times): a web process that lost
+# Redis fails a send in seconds, logged, rather than hold the request.
+CELERY_BROKER_CONNECTION_TIMEOUT = env.float("CELERY_BROKER_CONNECTION_TIMEOUT_S", default=2.0)
 # Redis redelivers a message not acknowledged within this many seconds (a killed worker's round):
 # longer than any round, short enough that the lost round is soon redone.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT_S", default=300)}

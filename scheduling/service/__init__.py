@@ -46,6 +46,7 @@ from scheduling.service.dispatch import (
 from scheduling.service.estimates import UNKNOWN_MODEL_ITER_TIME_S, attained_after_run, estimate_iter_time_s
 from scheduling.service.fairness import scheduler_config, summed_quotas, tenant_quotas
 from scheduling.service.generations import generation_window, next_generations
+from scheduling.service.health import CACHE_ERRORS, OUTAGE_ERRORS, outage_message, readiness
 from scheduling.service.heartbeats import check_heartbeats, heartbeat_interval_s, record_heartbeat
 from scheduling.service.jobs import cancel_job, refresh_partners, release, requeue, stop_job
 from scheduling.service.lease import ROUND_LEASE, RoundLease
@@ -63,6 +64,8 @@ from scheduling.service.tick import Tick, tick
 from scheduling.service.trigger import ROUND_REQUEST_KEY, ROUND_TASK, clear_round_request, request_round
 
 __all__ = [
+    "CACHE_ERRORS",
+    "OUTAGE_ERRORS",
     "ROUND_LEASE",
     "ROUND_REQUEST_KEY",
     "ROUND_TASK",
@@ -92,7 +95,9 @@ __all__ = [
     "local_dispatch",
     "next_generations",
     "node_takes_jobs",
+    "outage_message",
     "policy_named",
+    "readiness",
     "record_event",
     "record_heartbeat",
     "refresh_partners",

@@ -26,6 +26,7 @@ from django.utils import timezone
 from cluster.models import GPU, Job, Node, Placement
 from scheduling.service.dispatch import Message, dispatch_after_commit, stop_messages
 from scheduling.service.generations import generation_window, latest_generation
+from scheduling.service.health import CACHE_ERRORS
 from scheduling.service.jobs import advance_progress, job_nodes, requeue
 from scheduling.service.snapshot import heartbeat_timeout_s
 
@@ -156,14 +157,22 @@ def _missing_twice(node: Node, job_ids: list[int], now: datetime) -> list[int]:
     job that has just ended, and a delivery that failed is retried after a backoff while
     heartbeats go on (docs/AGENT.md §2–3). The first miss is remembered in the cache for three
     intervals (with several web processes the cache must be shared, e.g. Redis via
-    ``CACHE_URL``, or a miss seen by another process is counted later).
+    ``CACHE_URL``, or a miss seen by another process is counted later). With the cache
+    unreachable, none (logged).
     """
     key = f"sharewise:missing:{node.pk}"
-    before: dict[int, float] = cache.get(key) or {}
     now_s = now.timestamp()
-    first = {j: before.get(j, now_s) for j in job_ids}
     interval = heartbeat_interval_s()
-    cache.set(key, first, timeout=max(1, round(3 * interval)))
+    try:
+        before: dict[int, float] = cache.get(key) or {}
+        first = {j: before.get(j, now_s) for j in job_ids}
+        cache.set(key, first, timeout=max(1, round(3 * interval)))
+    except CACHE_ERRORS as exc:
+        # Without the cache no miss can be confirmed: requeue nothing now (a later heartbeat, or
+        # another web process, will), rather than let the whole heartbeat fail and the node look
+        # silent.
+        log.warning("node %s: missing jobs %s not checked, cache unreachable (%s)", node.name, job_ids, exc)
+        return []
     return [j for j in job_ids if j in before and now_s - first[j] >= interval]
 
 
