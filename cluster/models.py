@@ -40,6 +40,12 @@ MAX_ITERATION_TIME_S = 86_400.0
 MAX_QUOTA_GPUS = 1_000_000
 #: Most nodes of a NODESxGPUS shape the live cluster registers at once (load_cluster, demo) **(ours)**.
 MAX_SHAPE_NODES = 9999
+#: Largest generation an agent may report (AGENT.md §1–2): a placement's generation column holds
+#: at most 2**31 - 1 (``PositiveIntegerField`` on every database), and a ``stop`` for a job a node
+#: should not run goes out one above the generation it reported.
+MAX_REPORTED_GENERATION = 2**31 - 2
+#: Largest id a request may name in its body (64-bit primary keys).
+MAX_ID = 2**63 - 1
 
 
 def validate_name(name: str, what: str) -> None:

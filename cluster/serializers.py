@@ -10,13 +10,14 @@ import math
 from typing import Any
 
 from django.db import IntegrityError
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agent.messages import EVENTS
 from cluster import models
 from cluster.models import GPU, Job, Node, Placement, Quota, Tenant
-from common.shapes import MAX_GPUS_PER_NODE
+from common.shapes import MAX_GPUS_PER_NODE, MAX_TOTAL_GPUS
 
 
 class StrictIntegerField(serializers.IntegerField):
@@ -34,6 +35,59 @@ class StrictFloatField(serializers.FloatField):
     def to_internal_value(self, data: Any) -> float:
         if isinstance(data, bool) or not isinstance(data, int | float) or not math.isfinite(data):
             self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class PositiveFloatField(StrictFloatField):
+    """A finite JSON number strictly greater than 0 (and at most ``max_value``); the schema says
+    ``exclusiveMinimum`` (:class:`PositiveFloatFieldSchema`), so a client never sends a 0 that the
+    server then refuses."""
+
+    default_error_messages = {"not_positive": "must be greater than 0"}
+
+    def to_internal_value(self, data: Any) -> float:
+        value = super().to_internal_value(data)
+        if value <= 0:
+            self.fail("not_positive")
+        return value
+
+
+class PositiveFloatFieldSchema(OpenApiSerializerFieldExtension):
+    """OpenAPI of :class:`PositiveFloatField`: ``minimum: 0, exclusiveMinimum: true`` (OpenAPI 3.0)."""
+
+    target_class = "cluster.serializers.PositiveFloatField"
+
+    def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        schema: dict[str, Any] = {
+            "type": "number",
+            "format": "double",
+            "minimum": 0,
+            "exclusiveMinimum": True,
+        }
+        if self.target.max_value is not None:
+            schema["maximum"] = self.target.max_value
+        return schema
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """A JSON ``true`` or ``false`` (not ``1``, ``"yes"`` or ``"true"``)."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
+@extend_schema_field({"type": "integer", "minimum": 1, "maximum": models.MAX_ID})
+class StrictPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
+    """The id of an existing row, as a JSON integer: ``1.5``, ``true`` or ``"1"`` are refused (not
+    read as row 1), and so is an id outside the 64-bit range of the keys."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("incorrect_type", data_type=type(data).__name__)
+        if not 1 <= data <= models.MAX_ID:
+            self.fail("does_not_exist", pk_value=data)
         return super().to_internal_value(data)
 
 
@@ -104,7 +158,11 @@ class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
     iterations = StrictIntegerField(
         min_value=1, max_value=models.MAX_ITERATIONS, help_text="Training iterations."
     )
-    gpus = StrictIntegerField(min_value=1, help_text="GPUs of the gang (at most the cluster's healthy GPUs).")
+    gpus = StrictIntegerField(
+        min_value=1,
+        max_value=MAX_TOTAL_GPUS,
+        help_text="GPUs of the gang (at most the cluster's healthy GPUs).",
+    )
     gpu_memory_mb = StrictIntegerField(
         min_value=1,
         max_value=models.MAX_GPU_MEMORY_MB,
@@ -112,8 +170,7 @@ class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
         allow_null=True,
         help_text="Memory per GPU at the full batch (MB); default from the profile.",
     )
-    iteration_time_s = StrictFloatField(
-        min_value=0.0,
+    iteration_time_s = PositiveFloatField(
         max_value=models.MAX_ITERATION_TIME_S,
         required=False,
         allow_null=True,
@@ -140,12 +197,6 @@ class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
             raise serializers.ValidationError(
                 f"at most {largest} GPUs (the healthy GPUs of the cluster), got {value}"
             )
-        return value
-
-    def validate_iteration_time_s(self, value: float | None) -> float | None:
-        """Iteration time must be strictly positive."""
-        if value is not None and value <= 0:
-            raise serializers.ValidationError("must be greater than 0 s")
         return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -262,8 +313,11 @@ class AdminTenantSerializer(RejectUnknownFieldsMixin, serializers.ModelSerialize
 class AdminQuotaSerializer(RejectUnknownFieldsMixin, serializers.ModelSerializer):
     """A quota as admins manage it (non-negative GPU counts; one quota per tenant and GPU type)."""
 
-    guaranteed_gpus = StrictIntegerField(min_value=0, max_value=1_000_000)
-    borrow_limit = StrictIntegerField(min_value=0, max_value=1_000_000, required=False, allow_null=True)
+    tenant = StrictPrimaryKeyRelatedField(queryset=Tenant.objects.all())
+    guaranteed_gpus = StrictIntegerField(min_value=0, max_value=models.MAX_QUOTA_GPUS)
+    borrow_limit = StrictIntegerField(
+        min_value=0, max_value=models.MAX_QUOTA_GPUS, required=False, allow_null=True
+    )
     gpu_type = StrictCharField(max_length=32, required=False, allow_blank=True)
 
     class Meta:
@@ -288,6 +342,7 @@ class GPUSerializer(RejectUnknownFieldsMixin, serializers.ModelSerializer):
     """A GPU as admins see it; only ``healthy`` may be changed."""
 
     node = serializers.CharField(source="node.name", read_only=True)
+    healthy = StrictBooleanField(required=False)
 
     class Meta:
         model = GPU
@@ -341,18 +396,13 @@ class AgentEventSerializer(serializers.Serializer):
     """A job event from a node agent (AGENT.md §2). Unknown fields are ignored (a newer agent may
     send more). ``iterations_done`` ≥ 0 iterations; ``iter_time_s`` > 0 s or null."""
 
-    generation = StrictIntegerField(min_value=0)
+    generation = StrictIntegerField(min_value=0, max_value=models.MAX_REPORTED_GENERATION)
     event = serializers.ChoiceField(choices=list(EVENTS))
     iterations_done = StrictFloatField(min_value=0, max_value=models.MAX_ITERATIONS)
-    iter_time_s = StrictFloatField(
+    iter_time_s = PositiveFloatField(
         required=False, allow_null=True, default=None, max_value=models.MAX_ITERATION_TIME_S
     )
     reason = StrictCharField(required=False, allow_blank=True, default="", max_length=2000)
-
-    def validate_iter_time_s(self, value: float | None) -> float | None:
-        if value is not None and value <= 0:
-            raise serializers.ValidationError("must be a positive number of seconds or null")
-        return value
 
 
 class AgentGPUSerializer(serializers.Serializer):
@@ -361,15 +411,17 @@ class AgentGPUSerializer(serializers.Serializer):
     index = StrictIntegerField(min_value=0, max_value=1023)
     uuid = StrictCharField(max_length=64, allow_blank=True, required=False, default="")
     memory_mb = StrictIntegerField(min_value=0, max_value=models.MAX_GPU_MEMORY_MB, required=False, default=0)
-    healthy = serializers.BooleanField()
+    healthy = StrictBooleanField()
 
 
 class AgentRunningSerializer(serializers.Serializer):
     """One job a heartbeat says the node runs."""
 
-    job_id = StrictIntegerField(min_value=0)
-    generation = StrictIntegerField(min_value=0)
-    iterations_done = StrictFloatField(min_value=0, required=False, default=0)
+    job_id = StrictIntegerField(min_value=0, max_value=models.MAX_ID)
+    generation = StrictIntegerField(min_value=0, max_value=models.MAX_REPORTED_GENERATION)
+    iterations_done = StrictFloatField(
+        min_value=0, max_value=models.MAX_ITERATIONS, required=False, default=0
+    )
 
 
 class HeartbeatSerializer(serializers.Serializer):

@@ -1,8 +1,9 @@
 """URLs of the REST API, mounted at ``/api/v1/``.
 
 Any other path ending in ``/`` under it (an id that is not a number, a number over 18 digits, a
-typo) answers the API's JSON 404 ``{"error": "not found"}``, not Django's HTML page; a path
-without the slash still gets ``APPEND_SLASH``'s redirect first.
+newline, a typo) answers the API's JSON 404 ``{"error": "not found"}``, not Django's HTML page; a
+path without the slash still gets ``APPEND_SLASH``'s redirect first, and whatever else Django
+itself finds nowhere under ``/api/`` gets the same JSON (``config.urls.handler404``).
 """
 
 from django.urls import path, re_path
@@ -21,7 +22,12 @@ router.register("admin/gpus", views.AdminGPUViewSet, basename="admin-gpu")
 urlpatterns = [
     path("tenant/", views.TenantView.as_view(), name="tenant"),
     path("agent/heartbeat/", views.AgentHeartbeatView.as_view(), name="agent-heartbeat"),
-    path("agent/jobs/<int:job_id>/events/", views.AgentJobEventView.as_view(), name="agent-job-events"),
+    re_path(
+        rf"^agent/jobs/(?P<job_id>{views.ID_PATTERN})/events/$",
+        views.AgentJobEventView.as_view(),
+        name="agent-job-events",
+    ),
     *router.urls,
-    re_path(r"^.*/$", views.api_not_found, name="api-not-found"),  # last: only what nothing else took
+    # last: only what nothing else took; [\s\S], not ".", so that a newline (%0A) matches too
+    re_path(r"^[\s\S]*/$", views.api_not_found, name="api-not-found"),
 ]

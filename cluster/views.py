@@ -12,8 +12,9 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Prefetch, QuerySet
-from django.http import HttpRequest, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
+from django.views.defaults import page_not_found
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import generics, mixins, permissions, serializers, status, viewsets
@@ -117,7 +118,7 @@ class JobViewSet(
         parameters=[
             OpenApiParameter(
                 "Idempotency-Key",
-                OpenApiTypes.STR,
+                {"type": "string", "minLength": 1, "maxLength": MAX_IDEMPOTENCY_KEY, "pattern": "^[!-~]+$"},
                 OpenApiParameter.HEADER,
                 description="Same key and body: the same job (200). Same key, other body: 422.",
             )
@@ -231,6 +232,34 @@ class AdminNodeViewSet(viewsets.ModelViewSet):
     def get_serializer_class(self) -> type[serializers.BaseSerializer]:
         return NodeCreateSerializer if self.action == "create" else NodeSerializer
 
+    @extend_schema(responses={204: None, **_errors(401, 403, 404, 409)})
+    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Delete a node with its GPUs and their placement history (the jobs keep their own
+        records and events); 409 while a job holds one of its GPUs: drain it and wait.
+
+        The history goes with the node because each placement row names its GPU; the jobs'
+        generations stay above what any remaining agent applied (each node's rows carry its own).
+        """
+        node = self.get_object()
+        with transaction.atomic():
+            busy = sorted(
+                set(
+                    Placement.objects.filter(gpu__node=node, active=True).values_list("job_id", flat=True)[:6]
+                )
+            )
+            if busy:
+                shown = ", ".join(map(str, busy[:5])) + (", ..." if len(busy) > 5 else "")
+                return Response(
+                    {
+                        "error": f"node {node.name} still runs jobs ({shown}); drain it (status draining) "
+                        "and wait until they stop before deleting it"
+                    },
+                    status=status.HTTP_409_CONFLICT,
+                )
+            Placement.objects.filter(gpu__node=node, active=False).delete()
+            node.delete()  # a round placing on it meanwhile makes this a ProtectedError: 409
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
 
 class AdminGPUViewSet(mixins.UpdateModelMixin, viewsets.ReadOnlyModelViewSet):
     """Admins: list GPUs and mark them healthy or not."""
@@ -246,6 +275,13 @@ class AdminGPUViewSet(mixins.UpdateModelMixin, viewsets.ReadOnlyModelViewSet):
 def api_not_found(request: HttpRequest) -> JsonResponse:
     """``404 {"error": "not found"}`` for any path under ``/api/v1/`` that names nothing, any method."""
     return JsonResponse({"error": "not found"}, status=404)
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """Django's ``handler404``: the API's JSON 404 for paths under ``/api/``, Django's page elsewhere."""
+    if request.path.startswith("/api/"):
+        return api_not_found(request)
+    return page_not_found(request, exception or Http404())
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

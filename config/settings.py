@@ -126,7 +126,8 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PARSER_CLASSES": ["cluster.parsers.StrictJSONParser"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "cluster.parsers.StrictContentNegotiation",
+    "DEFAULT_RENDERER_CLASSES": ["cluster.renderers.SafeJSONRenderer"],
     "DEFAULT_PAGINATION_CLASS": "cluster.pagination.JobPagination",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "cluster.exceptions.api_exception_handler",
@@ -146,6 +147,11 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     # Separate request/response components, so read-only fields never appear in request bodies.
     "COMPONENT_SPLIT_REQUEST": True,
+    # Every operation documents the error statuses it may answer (cluster/schema.py).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "cluster.schema.document_errors",
+    ],
     "ENUM_NAME_OVERRIDES": {
         "JobStatusEnum": "cluster.models.Job.Status",
         "NodeStatusEnum": "cluster.models.Node.Status",

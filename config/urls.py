@@ -8,6 +8,9 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from cluster import views as cluster_views
 
+# Django's own 404 (a path no pattern takes): JSON under /api/, the HTML page elsewhere.
+handler404 = "cluster.views.not_found"
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("cluster.urls")),

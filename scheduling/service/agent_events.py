@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from agent.messages import EventKind
 from cluster.models import Job, JobEvent, Node, Placement
-from scheduling.service.generations import generation_window
+from scheduling.service.generations import generation_window, latest_placement_nodes
 from scheduling.service.jobs import TERMINAL, advance_progress, after_release, job_nodes, release
 
 
@@ -99,7 +99,10 @@ def record_event(node: Node, job_id: int, event: AgentEvent, now: datetime | Non
             job.measured_iteration_time_s = event.iter_time_s
         if job.status == Job.Status.PENDING or node.name not in job_nodes(job_id):
             # The job was preempted or requeued, and this is the agent's acknowledgment (or a
-            # late report): keep the progress, change nothing else.
+            # late report): a node of its latest placement may still tell how far it got (the
+            # job resumes there); a node it has moved away from changes nothing.
+            if job.status != Job.Status.PENDING or node.name not in latest_placement_nodes(job_id):
+                return _answer(job, accepted=False)
             advance_progress(job, event.iterations_done)
             job.save(update_fields=["iterations_done", "measured_iteration_time_s"])
             return _answer(job, accepted=event.event == "stopped")

@@ -39,6 +39,16 @@ def latest_generation(job_id: int) -> int | None:
     return Placement.objects.filter(job_id=job_id).aggregate(g=Max("generation"))["g"]
 
 
+def latest_placement_nodes(job_id: int) -> set[str]:
+    """Names of the nodes of the job's latest placement: those whose rows carry its highest
+    generation (the nodes it last ran on, or was last told to stop on)."""
+    latest = latest_generation(job_id)
+    if latest is None:
+        return set()
+    rows = Placement.objects.filter(job_id=job_id, generation=latest)
+    return set(rows.values_list("gpu__node__name", flat=True))
+
+
 def generation_window(job_id: int) -> tuple[int, int] | None:
     """``(floor, latest)`` of AGENT.md §2 for a job, ``None`` if no message was ever sent for it.
 

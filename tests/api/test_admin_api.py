@@ -89,7 +89,10 @@ def test_deleting_a_node_with_placements_is_409(staff_api: APIClient, tenant_a: 
     response = staff_api.delete(f"/api/v1/admin/nodes/{node.pk}/")
     assert response.status_code == 409
     error = response.json()["error"]
-    assert error == f"still in use, cannot delete: 1 placement (job {job.pk}) refers to it", error
+    assert error == (
+        f"node node-00 still runs jobs ({job.pk}); drain it (status draining) "
+        "and wait until they stop before deleting it"
+    ), error
     assert Node.objects.filter(pk=node.pk).exists() and GPU.objects.filter(node=node).count() == 4
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from cluster.models import Node, Tenant
 from scheduling import service
 from tests.api.conftest import (  # noqa: F401 - pytest finds fixtures by name in this module
     _fresh_cache,
@@ -26,3 +27,14 @@ def sent(django_capture_on_commit_callbacks: Callable) -> Iterator[list[dict[str
     service.set_dispatcher(messages.extend)
     yield messages
     service.set_dispatcher(None)
+
+
+@pytest.fixture
+def fleet(db: None) -> dict[str, tuple[Node, str]]:
+    """node-00 and node-01 (4 GPUs each) → (node, raw agent token)."""
+    return {f"node-0{i}": Node.register(f"node-0{i}", 4, 16_000, "v100") for i in range(2)}
+
+
+@pytest.fixture
+def tenant(db: None) -> Tenant:
+    return Tenant.create_with_owner("team-a", quota_gpus=8)[0]

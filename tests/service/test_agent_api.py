@@ -11,7 +11,6 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-import pytest
 from django.test import override_settings
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -20,21 +19,11 @@ from cluster.models import GPU, Job, JobEvent, Node, Placement, Tenant
 from scheduling import service
 
 HEARTBEAT_URL = "/api/v1/agent/heartbeat/"
+# fixtures ``fleet`` (node-00 and node-01 with their agent tokens) and ``tenant``: tests/service/conftest.py
 
 
 def events_url(job_id: int) -> str:
     return f"/api/v1/agent/jobs/{job_id}/events/"
-
-
-@pytest.fixture
-def fleet(db: None) -> dict[str, tuple[Node, str]]:
-    """node-00 and node-01 (4 GPUs each) → (node, raw agent token)."""
-    return {f"node-0{i}": Node.register(f"node-0{i}", 4, 16_000, "v100") for i in range(2)}
-
-
-@pytest.fixture
-def tenant(db: None) -> Tenant:
-    return Tenant.create_with_owner("team-a", quota_gpus=8)[0]
 
 
 def agent(token: str) -> APIClient:

@@ -69,7 +69,8 @@ def test_a_submission_without_the_cache_is_503_with_a_clear_error(alice: Any, cl
     answer = token_client(alice).post(JOBS_URL, job_body(), format="json")
     assert answer.status_code == 503
     assert answer.json() == {
-        "error": "service unavailable: the shared cache (CACHE_URL) is unreachable from this server; retry later",
+        "error": "service unavailable: the shared cache (CACHE_URL) is unreachable from this server; "
+        "retry later",
         "retry_after": 5,
     }
     assert answer["Retry-After"] == "5"

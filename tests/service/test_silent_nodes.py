@@ -14,7 +14,7 @@ from django.utils import timezone
 from cluster.models import Job, JobEvent, Node, Placement, Tenant
 from scheduling import service
 from scheduling.service.prometheus import registry
-from tests.service.test_agent_api import beat, fleet, place, tenant  # noqa: F401 - fixtures
+from tests.service.test_agent_api import beat, place
 
 TIMEOUT_S = 15.0
 

@@ -1,0 +1,166 @@
+"""Input that used to earn a 500, or a silent misreading (TESTING.md "Bad input at the API"): each
+is now a 4xx with a JSON ``error``, and the schema states the bounds the server holds to."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from cluster.models import MAX_REPORTED_GENERATION, Job, JobEvent, Node, Placement, Quota, Tenant
+from tests.api.conftest import JOBS_URL, job_body
+
+SURROGATE_KEY_BODY = '{"\\udc00": 1, "name": "x"}'
+
+
+def post_raw(client: APIClient, url: str, raw: str, content_type: str = "application/json") -> Any:
+    return client.generic("POST", url, raw, content_type=content_type)
+
+
+@pytest.mark.parametrize("url", [JOBS_URL, "/api/v1/admin/tenants/"])
+def test_a_lone_surrogate_as_a_key_is_400(staff_api: APIClient, alice_api: APIClient, url: str) -> None:
+    client = staff_api if "admin" in url else alice_api
+    response = post_raw(client, url, SURROGATE_KEY_BODY)
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "malformed JSON: an object key holds a lone surrogate (\\ud800-\\udfff)"
+    }
+
+
+def test_a_lone_surrogate_echoed_by_an_error_is_escaped_not_500(staff_api: APIClient) -> None:
+    node = Node.objects.get(name="node-00")
+    response = staff_api.generic(
+        "PATCH", f"/api/v1/admin/nodes/{node.pk}/", '{"status": "\\udc00"}', content_type="application/json"
+    )
+    assert response.status_code == 400
+    assert response.json()["fields"] == {"status": ['"\udc00" is not a valid choice.']}
+    assert response.content.isascii()  # written with \uXXXX escapes
+
+
+def test_a_wildcard_content_type_is_415(alice_api: APIClient) -> None:
+    import json
+
+    for content_type in ("*/*", "application/*"):
+        response = post_raw(alice_api, JOBS_URL, json.dumps(job_body()), content_type)
+        assert response.status_code == 415, content_type
+        assert response.json()["error"].startswith("Unsupported media type")
+    assert not Job.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True, reset_sequences=True)  # the tenant is id 1
+@pytest.mark.parametrize("tenant", [1.5, True, "1", 0, 2**63])
+def test_a_quota_tenant_must_be_an_existing_integer_id(staff_api: APIClient, tenant: Any) -> None:
+    existing = Tenant.objects.create(name="team-z")
+    assert existing.pk == 1
+    response = staff_api.post(
+        "/api/v1/admin/quotas/", {"tenant": tenant, "guaranteed_gpus": 2}, format="json"
+    )
+    assert response.status_code == 400, response.content
+    assert set(response.json()["fields"]) == {"tenant"}
+    assert not Quota.objects.filter(tenant=existing).exists()
+
+
+@pytest.mark.parametrize(
+    ("query", "name"),
+    [
+        ("offset=null", "offset"),
+        ("offset=-1", "offset"),
+        ("offset=10000000000000", "offset"),
+        ("limit=0", "limit"),
+        ("limit=501", "limit"),
+        ("limit=abc", "limit"),
+        ("limit=1.5", "limit"),
+    ],
+)
+def test_bad_pagination_is_400_not_ignored(
+    alice_api: APIClient, alice_job: Any, query: str, name: str
+) -> None:
+    response = alice_api.get(f"{JOBS_URL}?{query}")
+    assert response.status_code == 400, response.content
+    assert set(response.json()["fields"]) == {name}
+
+
+def test_pagination_in_bounds(alice_api: APIClient, alice_job: Any) -> None:
+    body = alice_api.get(f"{JOBS_URL}?limit=500&offset=0").json()
+    assert body["count"] == 1 and [j["id"] for j in body["results"]] == [alice_job["id"]]
+    assert alice_api.get(f"{JOBS_URL}?offset=1000000000000").json()["results"] == []
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/jobs/%0A/",
+        "/api/v1/jobs/1%0A/",
+        "/api/v1/%0A/",
+        "/api/v1/agent/jobs/9999999999999999999/events/",
+    ],
+)
+def test_odd_paths_under_the_api_are_a_json_404(alice_api: APIClient, path: str) -> None:
+    response = alice_api.get(path)
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json" and response.json() == {"error": "not found"}
+
+
+def test_a_path_django_finds_nowhere_under_api_is_a_json_404(client: Any, db: None) -> None:
+    response = client.get("/api/nothing-here")
+    assert response.status_code == 404 and response.json() == {"error": "not found"}
+    assert client.get("/nothing-here").status_code == 404  # elsewhere: Django's page
+
+
+def test_iteration_time_zero_is_refused_and_the_schema_says_so(alice_api: APIClient, client: Any) -> None:
+    response = alice_api.post(JOBS_URL, job_body(iteration_time_s=0), format="json")
+    assert response.status_code == 400
+    assert response.json()["fields"] == {"iteration_time_s": ["must be greater than 0"]}
+    schema = alice_api.get("/api/schema/?format=json").json()["components"]["schemas"]
+    for component, field in (("JobRequest", "iteration_time_s"), ("AgentEventRequest", "iter_time_s")):
+        prop = schema[component]["properties"][field]
+        assert (prop["minimum"], prop["exclusiveMinimum"], prop["maximum"]) == (0, True, 86_400.0), component
+
+
+def test_the_schema_bounds_every_integer_to_what_the_database_holds(alice_api: APIClient) -> None:
+    schema = alice_api.get("/api/schema/?format=json").json()
+    components = schema["components"]["schemas"]
+    requests = {name: c for name, c in components.items() if name.endswith("Request")}
+    assert {"JobRequest", "HeartbeatRequest", "AgentRunningRequest", "AdminQuotaRequest"} <= set(requests)
+    for name, component in requests.items():
+        for field, prop in component.get("properties", {}).items():
+            if prop.get("type") == "integer" and not prop.get("readOnly"):
+                assert "maximum" in prop and "minimum" in prop, f"{name}.{field} is unbounded"
+                assert prop["maximum"] <= 2**63 - 1, f"{name}.{field}"
+    assert components["AgentRunningRequest"]["properties"]["generation"]["maximum"] == MAX_REPORTED_GENERATION
+    key = next(
+        p for p in schema["paths"]["/api/v1/jobs/"]["post"]["parameters"] if p["name"] == "Idempotency-Key"
+    )
+    assert key["schema"] == {"type": "string", "minLength": 1, "maxLength": 128, "pattern": "^[!-~]+$"}
+    listing = {p["name"]: p["schema"] for p in schema["paths"]["/api/v1/jobs/"]["get"]["parameters"]}
+    assert (listing["limit"]["minimum"], listing["limit"]["maximum"]) == (1, 500)
+    assert (listing["offset"]["minimum"], listing["offset"]["maximum"]) == (0, 10**12)
+
+
+def test_admin_endpoints_document_their_errors(alice_api: APIClient) -> None:
+    paths = alice_api.get("/api/schema/?format=json").json()["paths"]
+    for path, item in paths.items():
+        for method, operation in item.items():
+            if method not in ("get", "post", "patch", "delete"):
+                continue
+            codes = set(operation["responses"])
+            assert {"401", "403", "503"} <= codes, (method, path)
+            if "{" in path:
+                assert "404" in codes, (method, path)
+            if method in ("post", "patch") and "requestBody" in operation:
+                assert {"400", "413", "415"} <= codes, (method, path)
+    assert "409" in paths["/api/v1/admin/nodes/{id}/"]["delete"]["responses"]
+
+
+def test_a_node_that_ran_jobs_can_be_deleted_once_idle(staff_api: APIClient, tenant_a: Tenant) -> None:
+    node = Node.objects.get(name="node-00")
+    job = Job.objects.create(
+        tenant=tenant_a, name="j", model="resnet50", batch_size=64, iterations=10, gpus=1
+    )
+    Placement.objects.create(job=job, gpu=node.gpus.get(index=0), generation=3, sub_batch=64, active=False)
+    JobEvent.objects.create(job=job, kind=JobEvent.Kind.SUCCEEDED)
+    response = staff_api.delete(f"/api/v1/admin/nodes/{node.pk}/")
+    assert response.status_code == 204, response.content
+    assert not Node.objects.filter(pk=node.pk).exists() and not Placement.objects.exists()
+    assert Job.objects.filter(pk=job.pk).exists() and JobEvent.objects.filter(job=job).exists()
