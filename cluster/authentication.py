@@ -12,17 +12,19 @@ from rest_framework.request import Request
 
 
 class TenantTokenAuthentication(TokenAuthentication):
-    """``Authorization: Token <key>``; the token, user, membership and tenant come in one query.
+    """``Authorization: Token <key>``: a tenant member's API token, found by its SHA-256
+    (:class:`cluster.api_tokens.ApiToken`, never stored in clear), with the user, membership and
+    tenant in the same query.
 
     Raises ``AuthenticationFailed`` (401) for an unknown token or an inactive user.
     """
 
     def authenticate_credentials(self, key: str) -> tuple[Any, Any]:
-        model = self.get_model()
-        try:  # get(), not first(): no ORDER BY to compile on this hot path
-            token = model.objects.select_related("user__membership__tenant").get(key=key)
-        except model.DoesNotExist:
-            raise exceptions.AuthenticationFailed("Invalid token.") from None
+        from cluster.api_tokens import ApiToken
+
+        token = ApiToken.find(key)
+        if token is None:
+            raise exceptions.AuthenticationFailed("Invalid token.")
         if not token.user.is_active:
             raise exceptions.AuthenticationFailed("User inactive or deleted.")
         return token.user, token

@@ -22,7 +22,9 @@ from django.db import IntegrityError, connection, models, transaction
 from django.db.models import Max, Q, Sum
 from django.utils import timezone
 
+from cluster.api_tokens import ApiToken
 from common.shapes import MAX_GPUS_PER_NODE
+from common.tokens import hash_token, new_token
 
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$"
 name_validator = RegexValidator(
@@ -56,11 +58,6 @@ def validate_name(name: str, what: str) -> None:
         raise ValueError(f"bad {what} name {name!r}: {exc.messages[0]}") from None
 
 
-def hash_token(raw: str) -> str:
-    """SHA-256 hex digest of an agent token; only the digest is stored."""
-    return hashlib.sha256(raw.encode()).hexdigest()
-
-
 class Tenant(models.Model):
     """A team sharing the cluster; owns jobs, members and quotas."""
 
@@ -84,7 +81,6 @@ class Tenant(models.Model):
         or borrowing limit outside 0…``MAX_QUOTA_GPUS``; nothing is written then.
         """
         from django.contrib.auth import get_user_model
-        from rest_framework.authtoken.models import Token
 
         validate_name(name, "tenant")
         for label, value in (("quota", quota_gpus), ("borrowing limit", borrow_limit)):
@@ -102,10 +98,10 @@ class Tenant(models.Model):
                 Quota.objects.create(tenant=tenant, guaranteed_gpus=quota_gpus, borrow_limit=borrow_limit)
                 user = user_model.objects.create_user(username=username)
                 Membership.objects.create(user=user, tenant=tenant, role=Membership.Role.OWNER)
-                token = Token.objects.create(user=user)
+                _, token = ApiToken.issue(user)
         except IntegrityError:
             raise ValueError(f"tenant {name!r} or user {username!r} was created concurrently") from None
-        return tenant, token.key
+        return tenant, token
 
     def guaranteed_gpus(self) -> int:
         """Sum of the tenant's guaranteed GPUs over its quotas (GPUs)."""
@@ -188,7 +184,7 @@ class Node(models.Model):
 
     def issue_agent_token(self) -> str:
         """Make a new agent token, store its hash (not saved: call ``save()``), return the raw token."""
-        raw = secrets.token_urlsafe(32)
+        raw = new_token()
         self.agent_token_hash = hash_token(raw)
         return raw
 

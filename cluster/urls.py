@@ -21,6 +21,7 @@ router.register("admin/gpus", views.AdminGPUViewSet, basename="admin-gpu")
 
 urlpatterns = [
     path("tenant/", views.TenantView.as_view(), name="tenant"),
+    path("tenant/token/", views.TenantTokenView.as_view(), name="tenant-token"),
     path("agent/heartbeat/", views.AgentHeartbeatView.as_view(), name="agent-heartbeat"),
     re_path(
         rf"^agent/jobs/(?P<job_id>{views.ID_PATTERN})/events/$",

@@ -23,6 +23,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from cluster.api_tokens import ApiToken
 from cluster.authentication import NodeTokenAuthentication
 from cluster.models import GPU, IdempotencyConflict, Job, Node, Placement, Quota, Tenant
 from cluster.permissions import IsNodeAgent, IsTenantMember, tenant_of
@@ -40,6 +41,8 @@ from cluster.serializers import (
 from cluster.throttles import SubmissionThrottle
 from scheduling import service
 
+#: A response carrying a secret must not be kept by a cache or a browser.
+NO_STORE = {"Cache-Control": "no-store"}
 #: Idempotency keys: 1-128 visible ASCII characters (a UUID fits).
 MAX_IDEMPOTENCY_KEY = 128
 
@@ -170,6 +173,30 @@ class TenantView(generics.RetrieveAPIView):
 
     def get_object(self) -> Tenant:
         return tenant_of(self.request)
+
+
+TokenAnswer = inline_serializer(
+    "ApiTokenIssued",
+    {
+        "token": serializers.CharField(help_text="Send as 'Authorization: Token <token>'; shown only now."),
+        "created_at": serializers.DateTimeField(),
+    },
+)
+
+
+class TenantTokenView(generics.GenericAPIView):
+    """The caller's own API token: ``POST`` replaces it with a new one, shown once in the answer;
+    the old token stops working at once (only the new one's SHA-256 is kept)."""
+
+    permission_classes = [permissions.IsAuthenticated, IsTenantMember]
+    serializer_class = None
+
+    @extend_schema(request=None, responses={201: TokenAnswer})
+    def post(self, request: Request) -> Response:
+        token, raw = ApiToken.issue(request.user)
+        return Response(
+            {"token": raw, "created_at": token.created_at}, status=status.HTTP_201_CREATED, headers=NO_STORE
+        )
 
 
 class AdminTenantViewSet(viewsets.ModelViewSet):

@@ -33,7 +33,6 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "drf_spectacular",
     # Swagger UI and ReDoc served from our own static files, so /api/docs/ works offline (no CDN)
     "drf_spectacular_sidecar",

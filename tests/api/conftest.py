@@ -12,9 +12,9 @@ import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from cluster.api_tokens import ApiToken
 from cluster.models import Membership, Node, Tenant
 
 JOBS_URL = "/api/v1/jobs/"
@@ -33,11 +33,20 @@ def job_body(**overrides: Any) -> dict[str, Any]:
     return body
 
 
+def api_token(user: Any) -> str:
+    """``user``'s API token, issued on first use and remembered on the user object (the database
+    keeps only its hash, so a second client of the same user object reuses it)."""
+    raw = getattr(user, "_test_api_token", None)
+    if raw is None:
+        _, raw = ApiToken.issue(user)
+        user._test_api_token = raw
+    return raw
+
+
 def token_client(user: Any) -> APIClient:
     """An API client sending ``Authorization: Token <key>`` for ``user``."""
-    token, _ = Token.objects.get_or_create(user=user)
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {api_token(user)}")
     return client
 
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from cluster.api_tokens import ApiToken
 from cluster.models import GPU, Job, Membership, Node, Placement, Quota, Tenant, hash_token
 
 
@@ -117,7 +117,7 @@ def test_deleting_a_tenant_with_live_jobs_is_409(
     # Nothing deleted: the tenant, both jobs, its member and her token.
     assert Tenant.objects.filter(pk=tenant_a.pk).exists()
     assert set(Job.objects.values_list("pk", flat=True)) == {done.pk, live.pk}
-    assert get_user_model().objects.filter(username="alice").exists() and Token.objects.filter(user=alice)
+    assert get_user_model().objects.filter(username="alice").exists() and ApiToken.objects.filter(user=alice)
 
 
 def test_deleting_a_finished_tenant_removes_its_members_so_the_name_is_free(
@@ -125,12 +125,12 @@ def test_deleting_a_finished_tenant_removes_its_members_so_the_name_is_free(
 ) -> None:
     for status in (Job.Status.SUCCEEDED, Job.Status.FAILED, Job.Status.CANCELLED):
         _job(tenant_a, status, status)
-    Token.objects.get_or_create(user=alice)
+    assert ApiToken.objects.filter(user=alice).exists()
     response = staff_api.delete(f"/api/v1/admin/tenants/{tenant_a.pk}/")
     assert response.status_code == 204
     assert not Tenant.objects.filter(name="team-a").exists() and not Job.objects.exists()
     assert not get_user_model().objects.filter(username="alice").exists()
-    assert not Token.objects.filter(user__username="alice").exists()
+    assert not ApiToken.objects.filter(user__username="alice").exists()
     # Only team-a went: team-c and the staff account stay.
     assert get_user_model().objects.filter(username__in=["charlie", "root-admin"]).count() == 2
     # The same command as at first works again (create_with_owner: NAME, quota, username alice).

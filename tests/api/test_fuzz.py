@@ -17,11 +17,10 @@ from django.contrib.auth import get_user_model
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from hypothesis import HealthCheck, Phase, settings
-from rest_framework.authtoken.models import Token
 from schemathesis.checks import not_a_server_error
 
 from config.wsgi import application
-from tests.api.conftest import rest_settings
+from tests.api.conftest import api_token, rest_settings
 
 
 @contextmanager
@@ -55,14 +54,14 @@ schema = schemathesis.pytest.from_fixture("api_schema")
 def alice_token(alice: Any, cluster: Any, alice_job: Any, settings: Any) -> str:
     """Alice's token, with a cluster and one job of hers present, and no submission throttle."""
     settings.REST_FRAMEWORK = rest_settings(job_submit=None)
-    return Token.objects.get(user=alice).key
+    return api_token(alice)
 
 
 @pytest.fixture
 def admin_token(alice_token: str) -> str:
     """A cluster admin's token (``is_staff``), in the same world as ``alice_token``."""
     admin = get_user_model().objects.create_user("root-admin", is_staff=True)
-    return Token.objects.create(user=admin).key
+    return api_token(admin)
 
 
 FUZZ = settings(
