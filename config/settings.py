@@ -6,6 +6,7 @@ in-process), DEBUG off. Production (docker-compose) sets ``DATABASE_URL`` (Postg
 ``REDIS_URL``, ``CACHE_URL``, ``SECRET_KEY`` and ``ALLOWED_HOSTS``; see ``.env.example``.
 """
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -20,8 +21,32 @@ env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
 DEBUG = env.bool("DEBUG", default=False)
-# The default key is only good for a laptop; `manage.py check --deploy` warns while it is in use.
-SECRET_KEY = env("SECRET_KEY", default="django-insecure-sharewise-local-development-only-change-me")
+# "production" (the Procfile's and docker-compose's web, worker and beat set it) refuses to start
+# with the development SECRET_KEY or with DEBUG on; "development" (runserver, the demo, the tests)
+# allows both.
+SHAREWISE_ENV = env("SHAREWISE_ENV", default="development")
+if SHAREWISE_ENV not in ("development", "production"):
+    raise ImproperlyConfigured(f"SHAREWISE_ENV must be development or production; got {SHAREWISE_ENV!r}")
+# The default key is public, good for a laptop only.
+DEVELOPMENT_SECRET_KEY = "django-insecure-sharewise-local-development-only-change-me"
+SECRET_KEY = env("SECRET_KEY", default=DEVELOPMENT_SECRET_KEY)
+# Django's own deployment check asks for 50 characters or more.
+MIN_SECRET_KEY_LENGTH = 50
+if SHAREWISE_ENV == "production":
+    if SECRET_KEY == DEVELOPMENT_SECRET_KEY or SECRET_KEY.startswith("django-insecure"):
+        raise ImproperlyConfigured(
+            "SHAREWISE_ENV=production needs a SECRET_KEY of its own (the development default is public); "
+            'generate one with: python -c "import secrets; print(secrets.token_urlsafe(50))"'
+        )
+    if len(SECRET_KEY) < MIN_SECRET_KEY_LENGTH:
+        raise ImproperlyConfigured(
+            f"SECRET_KEY must be at least {MIN_SECRET_KEY_LENGTH} characters in production; "
+            'generate one with: python -c "import secrets; print(secrets.token_urlsafe(50))"'
+        )
+    if DEBUG:
+        raise ImproperlyConfigured(
+            "DEBUG must be off with SHAREWISE_ENV=production (it shows code and settings)"
+        )
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
@@ -36,6 +61,8 @@ INSTALLED_APPS = [
     "drf_spectacular",
     # Swagger UI and ReDoc served from our own static files, so /api/docs/ works offline (no CDN)
     "drf_spectacular_sidecar",
+    # login throttling of the dashboard and the admin (failed attempts per address, in the database)
+    "axes",
     "cluster",
     "scheduling",
     "frontend",
@@ -52,7 +79,26 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # last, as django-axes asks: turns a locked-out login into its 429 answer
+    "axes.middleware.AxesMiddleware",
 ]
+
+# django-axes first: it refuses a locked-out address before the password is even checked.
+AUTHENTICATION_BACKENDS = [
+    "cluster.login_throttle.AxesRequestBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Dashboard and admin logins: this many failed passwords in a row from one address lock it out...
+AXES_FAILURE_LIMIT = env.int("SHAREWISE_LOGIN_FAILURE_LIMIT", default=5)
+# ...for this many seconds (answered 429 meanwhile); a successful login clears the count.
+SHAREWISE_LOGIN_LOCKOUT_S = env.float("SHAREWISE_LOGIN_LOCKOUT_S", default=900.0)
+AXES_COOLOFF_TIME = timedelta(seconds=SHAREWISE_LOGIN_LOCKOUT_S)
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_PARAMETERS = ["ip_address"]
+# Behind a reverse proxy, the client's address comes from this header (e.g. HTTP_X_FORWARDED_FOR);
+# empty: REMOTE_ADDR. Set it only when a proxy you run sets the header.
+SHAREWISE_CLIENT_IP_HEADER = env("SHAREWISE_CLIENT_IP_HEADER", default="")
+AXES_CLIENT_IP_CALLABLE = "cluster.login_throttle.client_ip"
 
 ROOT_URLCONF = "config.urls"
 LOGIN_URL = "frontend:login"
@@ -135,6 +181,14 @@ REST_FRAMEWORK = {
         "job_submit": env("SHAREWISE_SUBMIT_RATE", default="600/min"),
     },
 }
+
+# /api/schema/ and /api/docs/ need a login (API token or dashboard session) unless this is on.
+SHAREWISE_PUBLIC_API_DOCS = env.bool("SHAREWISE_PUBLIC_API_DOCS", default=False)
+# /metrics answers a scraper that sends `Authorization: Bearer <this token>`...
+SHAREWISE_METRICS_TOKEN = env("SHAREWISE_METRICS_TOKEN", default="")
+# ...or that connects from one of these addresses or networks (CIDR), not through a proxy (a request
+# carrying X-Forwarded-For or Forwarded needs the token). Default: this machine only.
+SHAREWISE_METRICS_ALLOW = env.list("SHAREWISE_METRICS_ALLOW", default=["127.0.0.1", "::1"])
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Sharewise API",

@@ -39,6 +39,8 @@ if [ -n "${REDIS_URL:-}" ] && [ -n "${DATABASE_URL:-}" ]; then
     export SHAREWISE_ROUND_INTERVAL_S="$(python -c "print(60 / $speedup)")"
     export SHAREWISE_NODE_TOKEN_FILE="var/node-tokens.json"
     export SHAREWISE_DEMO_ARGS="${args[*]:-} $flush"
+    # web, worker and beat run as production, which needs a key of its own: one for this run
+    export SECRET_KEY="${SECRET_KEY:-$(python -c "import secrets; print(secrets.token_urlsafe(50))")}"
     rm -f "$SHAREWISE_NODE_TOKEN_FILE"
     echo "==> database ($DATABASE_URL), broker ($REDIS_URL)"
     python manage.py migrate --noinput >/dev/null

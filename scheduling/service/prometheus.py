@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from django.db.models import Count, Sum
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric, SummaryMetricFamily
@@ -36,6 +36,7 @@ from prometheus_client.registry import Collector
 
 from cluster.models import GPU, Job, Node, Placement, Tenant
 from scheduling.models import Round
+from scheduling.service.metrics_access import metrics_allowed
 from scheduling.service.snapshot import heartbeat_timeout_s, node_takes_jobs
 
 
@@ -138,5 +139,11 @@ registry.register(SchedulerCollector())
 
 
 def metrics_view(request: HttpRequest) -> HttpResponse:
-    """``GET /metrics``: the Prometheus text exposition of :data:`registry`."""
+    """``GET /metrics``: the Prometheus text exposition of :data:`registry`, for the scrapers
+    :func:`~scheduling.service.metrics_access.metrics_allowed` lets in (403 for others)."""
+    if not metrics_allowed(request):
+        return JsonResponse(
+            {"error": "metrics need 'Authorization: Bearer <SHAREWISE_METRICS_TOKEN>' or an allowed address"},
+            status=403,
+        )
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

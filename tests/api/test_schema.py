@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 from django.core.management import call_command
@@ -27,8 +28,9 @@ def test_schema_generates_and_validates_without_warnings(tmp_path: Path) -> None
     assert "status" not in request["properties"]
 
 
-def test_schema_and_docs_are_served(db: None) -> None:
+def test_schema_and_docs_are_served(db: None, django_user_model: Any) -> None:
     client = APIClient()
+    client.force_login(django_user_model.objects.create_user("reader"))  # they need a login
     assert client.get("/api/schema/", {"format": "json"}).json()["info"]["title"] == "Sharewise API"
     docs = client.get("/api/docs/")
     assert docs.status_code == 200 and b"swagger" in docs.content.lower()
