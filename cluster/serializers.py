@@ -424,9 +424,14 @@ class AgentRunningSerializer(serializers.Serializer):
     )
 
 
+#: Longest ``running`` list of a heartbeat: two jobs on each of a node's at most 64 GPUs.
+MAX_RUNNING_PER_HEARTBEAT = 2 * MAX_GPUS_PER_NODE
+
+
 class HeartbeatSerializer(serializers.Serializer):
     """A node agent's heartbeat (AGENT.md §3); ``node`` must be the token's node."""
 
     node = StrictCharField(max_length=64)
-    gpus = AgentGPUSerializer(many=True, max_length=1024)
-    running = AgentRunningSerializer(many=True, max_length=10_000)
+    gpus = AgentGPUSerializer(many=True, max_length=MAX_GPUS_PER_NODE)
+    # a node runs at most two jobs per GPU (the paper's pairs): a longer list is no real node's
+    running = AgentRunningSerializer(many=True, max_length=MAX_RUNNING_PER_HEARTBEAT)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Prefetch, QuerySet
@@ -74,6 +75,26 @@ def idempotency_key(request: Request) -> str | None:
     return key
 
 
+def pending_cap_reached(tenant: Tenant, key: str | None) -> Response | None:
+    """429 when ``tenant`` already has ``SHAREWISE_MAX_PENDING_PER_TENANT`` pending jobs (a replay
+    of an earlier submission's key is still answered); ``None`` otherwise."""
+    limit = int(settings.SHAREWISE_MAX_PENDING_PER_TENANT)
+    if Job.objects.filter(tenant=tenant, status=Job.Status.PENDING).count() < limit:
+        return None
+    if Job.earlier_submission(tenant, key) is not None:
+        return None
+    wait = float(settings.SHAREWISE_ROUND_INTERVAL_S)
+    return Response(
+        {
+            "error": f"tenant {tenant.name} already has {limit:,} pending jobs, the most it may have "
+            "(SHAREWISE_MAX_PENDING_PER_TENANT); submit again when some have started, or cancel some",
+            "retry_after": wait,
+        },
+        status=status.HTTP_429_TOO_MANY_REQUESTS,
+        headers={"Retry-After": str(max(1, round(wait)))},
+    )
+
+
 class JobViewSet(
     mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
 ):
@@ -136,6 +157,9 @@ class JobViewSet(
         key = idempotency_key(request)
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        full = pending_cap_reached(tenant_of(request), key)
+        if full is not None:
+            return full
         try:
             job, created = Job.submit(tenant_of(request), request.user, serializer.validated_data, key)
         except IdempotencyConflict as exc:

@@ -239,6 +239,7 @@ CELERY_TASK_DEFAULT_QUEUE = "scheduler"
 CELERY_TASK_ROUTES = {
     "sharewise.run_round": {"queue": "scheduler"},
     "sharewise.check_heartbeats": {"queue": "scheduler"},
+    "sharewise.prune_job_events": {"queue": "scheduler"},
 }
 # Seconds to wait for a broker connection (a send retries a few times): a web process that lost
 # Redis fails a send in seconds, logged, rather than hold the request.
@@ -281,6 +282,12 @@ if SHAREWISE_RECLAIM not in ("preempt", "bound", "both"):
     )
 # Most remaining exclusive time (s) of a job that borrows GPUs under reclaim bound/both.
 SHAREWISE_BORROW_BOUND_S = env.float("SHAREWISE_BORROW_BOUND_S", default=3600.0)
+# Most pending jobs one tenant may have at once; a submission beyond it is 429 (checked at each
+# submission: concurrent ones may pass it by a few).
+SHAREWISE_MAX_PENDING_PER_TENANT = env.int("SHAREWISE_MAX_PENDING_PER_TENANT", default=10_000)
+# Job events (history) of jobs that ended longer ago than this many days are deleted by the hourly
+# task sharewise.prune_job_events; the jobs themselves stay. 0 keeps them forever.
+SHAREWISE_JOB_EVENT_RETENTION_DAYS = env.float("SHAREWISE_JOB_EVENT_RETENTION_DAYS", default=30.0)
 # A round every interval; a tick no worker started within one interval expires (the next one comes).
 CELERY_BEAT_SCHEDULE = {
     "scheduling-round": {
@@ -293,6 +300,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "sharewise.check_heartbeats",
         "schedule": SHAREWISE_HEARTBEAT_INTERVAL_S,
         "options": {"expires": SHAREWISE_HEARTBEAT_INTERVAL_S},
+    },
+    # Job events past SHAREWISE_JOB_EVENT_RETENTION_DAYS: deleted in batches, once an hour.
+    "prune-job-events": {
+        "task": "sharewise.prune_job_events",
+        "schedule": 3600.0,
+        "options": {"expires": 3600.0},
     },
 }
 

@@ -8,7 +8,8 @@ it twice places nothing twice. It is sent by Celery beat every ``SHAREWISE_ROUND
 and, debounced, after submissions and completions (:func:`scheduling.service.request_round`).
 
 ``sharewise.check_heartbeats`` runs the heartbeat check alone, every
-``SHAREWISE_HEARTBEAT_INTERVAL_S`` (Celery beat), so a silent node is noticed between rounds.
+``SHAREWISE_HEARTBEAT_INTERVAL_S`` (Celery beat), so a silent node is noticed between rounds;
+``sharewise.prune_job_events`` deletes old job events (``SHAREWISE_JOB_EVENT_RETENTION_DAYS``) hourly.
 """
 
 from __future__ import annotations
@@ -36,3 +37,9 @@ def run_round(policy: str | None = None) -> int | None:
 def check_heartbeats() -> dict[str, list[int]]:
     """Mark silent nodes unhealthy and requeue their jobs; ``{node: [job ids]}`` (Celery beat)."""
     return service.check_heartbeats()
+
+
+@shared_task(name="sharewise.prune_job_events", ignore_result=True)
+def prune_job_events() -> int:
+    """Delete the events of jobs that ended before the retention (Celery beat, hourly); how many."""
+    return service.prune_job_events()

@@ -51,6 +51,7 @@ from scheduling.service.heartbeats import check_heartbeats, heartbeat_interval_s
 from scheduling.service.jobs import cancel_job, refresh_partners, release, requeue, stop_job
 from scheduling.service.lease import ROUND_LEASE, RoundLease
 from scheduling.service.persist import insert_rows
+from scheduling.service.retention import prune_job_events
 from scheduling.service.rounds import policy_named, run_round
 from scheduling.service.snapshot import (
     ClusterState,
@@ -97,6 +98,7 @@ __all__ = [
     "node_takes_jobs",
     "outage_message",
     "policy_named",
+    "prune_job_events",
     "readiness",
     "record_event",
     "record_heartbeat",

@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from cluster.models import GPU, Job, Node, Placement
 from scheduling.service.dispatch import Message, dispatch_after_commit, stop_messages
-from scheduling.service.generations import generation_window, latest_generation
+from scheduling.service.generations import generation_window, next_generations
 from scheduling.service.health import CACHE_ERRORS
 from scheduling.service.jobs import advance_progress, job_nodes, requeue
 from scheduling.service.snapshot import heartbeat_timeout_s
@@ -109,11 +109,13 @@ def record_heartbeat(
             now,
         )
         requeued = requeue(missing, now, f"node {node.name} no longer runs it (agent restarted or lost it)")
+        unexpected: dict[int, int] = {}
         for job_id, row in reported.items():
             if job_id in expected:
                 _heartbeat_progress(job_id, row)
             else:
-                stops.append(_stop_message(node, job_id, int(row.get("generation", 0))))
+                unexpected[job_id] = int(row.get("generation", 0))
+        stops = _stop_messages(node, unexpected)
         dispatch_after_commit(stops)
     return {"stopped": [m["job_id"] for m in stops], "requeued": requeued}
 
@@ -187,13 +189,30 @@ def _heartbeat_progress(job_id: int, row: dict[str, Any]) -> None:
         job.save(update_fields=["iterations_done"])
 
 
-def _stop_message(node: Node, job_id: int, reported_generation: int) -> Message:
-    """A ``stop`` for a job ``node`` runs but should not, with a generation above both the
-    agent's and every one the server sent for the job (written on this node's rows of the job)."""
-    latest = latest_generation(job_id) or 0
-    generation = max(latest, reported_generation) + 1
-    here = Placement.objects.filter(job_id=job_id, gpu__node=node, active=False)
-    newest = here.aggregate(g=Max("generation"))["g"]
-    if newest is not None:
-        here.filter(generation=newest).update(generation=generation)
-    return stop_messages([node.name], job_id, generation)[0]
+def _stop_messages(node: Node, reported: dict[int, int]) -> list[Message]:
+    """A ``stop`` for each job ``node`` runs but should not (``{job id: generation it reported}``),
+    with a generation above both the agent's and every one the server sent for the job, written on
+    this node's newest rows of the job (so the generation rule of AGENT.md §1–2 holds).
+
+    The work is a fixed number of queries for all of them, plus one update per job that has rows
+    on this node: a heartbeat listing made-up ids costs little (the list is bounded too).
+    """
+    if not reported:
+        return []
+    latest = next_generations(reported)  # 1 + the highest generation of each job's rows (1: none)
+    here = dict(
+        Placement.objects.filter(job_id__in=list(reported), gpu__node=node, active=False)
+        .order_by()
+        .values("job_id")
+        .annotate(g=Max("generation"))
+        .values_list("job_id", "g")
+    )
+    messages: list[Message] = []
+    for job_id in sorted(reported):
+        generation = max(latest[job_id], reported[job_id] + 1)
+        if job_id in here:
+            Placement.objects.filter(
+                job_id=job_id, gpu__node=node, active=False, generation=here[job_id]
+            ).update(generation=generation)
+        messages.extend(stop_messages([node.name], job_id, generation))
+    return messages
