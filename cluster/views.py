@@ -23,6 +23,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from cluster.api_tokens import ApiToken
 from cluster.authentication import NodeTokenAuthentication
@@ -208,12 +209,11 @@ TokenAnswer = inline_serializer(
 )
 
 
-class TenantTokenView(generics.GenericAPIView):
+class TenantTokenView(APIView):
     """The caller's own API token: ``POST`` replaces it with a new one, shown once in the answer;
     the old token stops working at once (only the new one's SHA-256 is kept)."""
 
     permission_classes = [permissions.IsAuthenticated, IsTenantMember]
-    serializer_class = None
 
     @extend_schema(request=None, responses={201: TokenAnswer})
     def post(self, request: Request) -> Response:

@@ -86,7 +86,9 @@ def quota() -> list[str]:
         limits[tenant] = (g + guaranteed, None if b is None or borrow is None else b + borrow)
     used = Job.objects.filter(status=Job.Status.RUNNING).values("tenant_id").annotate(n=Sum("gpus"))
     for row in used:
-        guaranteed, borrow = limits.get(row["tenant_id"], (0, 0))
+        if row["tenant_id"] not in limits:
+            continue  # no quota row: no limit (docs/FAIRNESS.md §1)
+        guaranteed, borrow = limits[row["tenant_id"]]
         if borrow is not None and row["n"] > guaranteed + borrow:
             breaks.append(
                 f"4 quota: tenant {row['tenant_id']} runs {row['n']} GPUs > {guaranteed} + {borrow}"

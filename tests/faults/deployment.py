@@ -87,6 +87,8 @@ class Deployment:
             "SHAREWISE_REQUIRE_SERVICES": "0",
             "SHAREWISE_POLICY": "sjf-bsbf-fair",
             "SHAREWISE_STARVATION_BOUND_S": str(t.starvation_bound_s),
+            # aging in seconds, not the default hour: a long job is not overtaken for long
+            "SHAREWISE_AGING_S": "10",
             "SHAREWISE_ROUND_INTERVAL_S": str(t.round_interval_s),
             "SHAREWISE_ROUND_DEBOUNCE_S": "0.5",
             "SHAREWISE_HEARTBEAT_TIMEOUT_S": str(t.heartbeat_timeout_s),
