@@ -3,8 +3,9 @@
 the measured co-locations over time.
 
 Reads the placement rows (``shared_with``, ``predicted_slowdown``, ``measured_slowdown``) and the
-bounded ``SlowdownObservation`` log. A member sees their tenant's jobs (a partner of another
-tenant is "another tenant's job"); an admin every job.
+bounded ``SlowdownObservation`` log. A member sees their tenant's jobs; a partner of another
+tenant is "another tenant's job", without its model or sub-batch (its ξ beside the member's job
+is the member's business); an admin sees every job.
 """
 
 from __future__ import annotations
@@ -125,15 +126,17 @@ def running_pairs(viewer: Viewer, names: JobNames) -> list[dict[str, Any]]:
         label, tenant, visible = names.label(job, viewer)
         if not visible:
             continue
+        beside, _, partner_visible = names.label(partner, viewer)
         entry = grouped.setdefault(
             (job, partner),
             {
                 "job": label,
                 "tenant": tenant,
-                "beside": names.label(partner, viewer)[0],
+                "beside": beside,
                 "gpus": [],
                 "sub": sub,
-                "partner_sub": subs.get((partner, gpu)),
+                # another tenant's job is not described, not even by its sub-batch
+                "partner_sub": subs.get((partner, gpu)) if partner_visible else None,
                 "predicted": predicted,
                 "measured": measured,
             },
@@ -170,7 +173,8 @@ def observations(viewer: Viewer, start: datetime, names: JobNames) -> list[dict[
             "at": iso(at),
             "label": names.label(job, viewer)[0],
             "beside": names.label(partner, viewer)[0],
-            "pair": f"{model_a}@{sub_a} beside {model_b}@{sub_b}",
+            "pair": f"{model_a}@{sub_a} beside "
+            + (f"{model_b}@{sub_b}" if names.label(partner, viewer)[2] else "another tenant's job"),
             "predicted": predicted,
             "measured": measured,
             "error": relative_error(predicted, measured),

@@ -74,7 +74,11 @@ def test_a_member_sees_own_jobs_and_another_tenants_partner_unnamed(
         (f"job {a.pk} a-train", "another tenant's job")
     ]
     assert {o["beside"] for o in table(alice, "observations")} == {"another tenant's job"}
-    assert "c-train" not in str(alice)
+    assert {o["pair (model@sub-batch)"] for o in table(alice, "observations")} == {
+        "resnet50@64 beside another tenant's job"
+    }
+    assert table(alice, "slowdown_pairs")[0]["partner sub-batch"] is None
+    assert "c-train" not in str(alice) and "vgg16" not in str(alice)
     charlie = get(charlie_web, "learning")
     assert [(r["job"], r["beside"]) for r in table(charlie, "slowdown_pairs")] == [
         (f"job {c.pk} c-train", "another tenant's job")
