@@ -12,7 +12,7 @@ from demo.database import prepare_database, tune_sqlite
 from demo.fleet import start_agents
 from demo.live import Clock, LiveRun, QuietAgentConflicts, serve, wait_for_jobs, wait_until_ready
 from demo.options import STOPPED_BY_CTRL_C, DemoConfig, DemoError
-from demo.report import fidelity, live_result
+from demo.report import fidelity, learning_line, live_result
 from demo.truth import simulated as simulate_like_live
 from demo.truth import truth_line, truth_profile
 from demo.workload import load_workload
@@ -109,6 +109,7 @@ def run_demo(config: DemoConfig, say: Callable[[str], None]) -> int:
             f"fidelity: live average JCT / simulated average JCT = {ratio:.3f} "
             f"({abs(ratio - 1):.1%} apart; target within 10 %)"
         )
+        say(learning_line(run))
         for error in run.errors[:10]:
             say(f"error: {error}")
         code = 0 if finished else 1

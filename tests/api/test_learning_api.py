@@ -250,3 +250,22 @@ def test_bad_learning_fields_of_an_agent_event_are_refused(
     body = {"generation": 1, "event": "progress", "iterations_done": 1, field: value}
     response = agent_client(cluster[0]).post("/api/v1/agent/jobs/1/events/", body, format="json")
     assert response.status_code == 400 and response.json()["fields"] == {field: [message]}
+
+
+def test_the_django_admin_lists_what_was_learned(db: None) -> None:
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    LearnedSlowdown.objects.create(model_a="vgg19", sub_a=16, model_b="resnet18", sub_b=128, count=1)
+    web = Client()
+    web.force_login(get_user_model().objects.create_superuser("root", "", "pw-for-the-test"))
+    for name in (
+        "learnedslowdown",
+        "learneditertime",
+        "jobitertime",
+        "incompatiblepair",
+        "slowdownobservation",
+    ):
+        page = web.get(f"/admin/scheduling/{name}/")
+        assert page.status_code == 200, name
+    assert web.get("/admin/scheduling/learnedslowdown/add/").status_code == 403  # written by reports only
