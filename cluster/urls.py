@@ -22,6 +22,8 @@ router.register("admin/gpus", views.AdminGPUViewSet, basename="admin-gpu")
 urlpatterns = [
     path("tenant/", views.TenantView.as_view(), name="tenant"),
     path("tenant/token/", views.TenantTokenView.as_view(), name="tenant-token"),
+    path("admin/slowdowns/", views.AdminSlowdownView.as_view(), name="admin-slowdowns"),
+    path("admin/incompatible-pairs/", views.AdminIncompatiblePairView.as_view(), name="admin-incompatible"),
     path("agent/heartbeat/", views.AgentHeartbeatView.as_view(), name="agent-heartbeat"),
     re_path(
         rf"^agent/jobs/(?P<job_id>{views.ID_PATTERN})/events/$",

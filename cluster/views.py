@@ -35,13 +35,16 @@ from cluster.serializers import (
     AgentEventSerializer,
     GPUSerializer,
     HeartbeatSerializer,
+    IncompatiblePairSerializer,
     JobSerializer,
+    LearnedSlowdownSerializer,
     NodeCreateSerializer,
     NodeSerializer,
     TenantSerializer,
 )
 from cluster.throttles import SubmissionThrottle
 from scheduling import service
+from scheduling.models import IncompatiblePair, LearnedSlowdown
 
 #: A response carrying a secret must not be kept by a cache or a browser.
 NO_STORE = {"Cache-Control": "no-store"}
@@ -123,6 +126,15 @@ class JobViewSet(
 
     def get_throttles(self) -> list[Any]:
         return [SubmissionThrottle()] if self.action == "create" else []
+
+    def paginate_queryset(self, queryset: Any) -> list[Job] | None:
+        """One page of jobs, each with the iteration time the scheduler uses (2 queries a page)."""
+        page = super().paginate_queryset(queryset)
+        if page:
+            estimates = service.job_estimates(page)
+            for job in page:
+                job.iteration_estimate = estimates[job.pk]
+        return page
 
     @extend_schema(
         parameters=[
@@ -310,6 +322,22 @@ class AdminNodeViewSet(viewsets.ModelViewSet):
             Placement.objects.filter(gpu__node=node, active=False).delete()
             node.delete()  # a round placing on it meanwhile makes this a ProtectedError: 409
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class AdminSlowdownView(generics.ListAPIView):
+    """Admins: the learned co-location slowdowns, with their samples, prior and posterior."""
+
+    queryset = LearnedSlowdown.objects.filter(count__gt=0)
+    serializer_class = LearnedSlowdownSerializer
+    permission_classes = [permissions.IsAdminUser]
+
+
+class AdminIncompatiblePairView(generics.ListAPIView):
+    """Admins: the pairs that ran out of memory together, newest first."""
+
+    queryset = IncompatiblePair.objects.all()
+    serializer_class = IncompatiblePairSerializer
+    permission_classes = [permissions.IsAdminUser]
 
 
 class AdminGPUViewSet(mixins.UpdateModelMixin, viewsets.ReadOnlyModelViewSet):

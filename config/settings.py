@@ -208,6 +208,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "JobStatusEnum": "cluster.models.Job.Status",
         "NodeStatusEnum": "cluster.models.Node.Status",
+        "SharingEnum": "cluster.models.Sharing",
     },
 }
 
@@ -288,6 +289,17 @@ SHAREWISE_MAX_PENDING_PER_TENANT = env.int("SHAREWISE_MAX_PENDING_PER_TENANT", d
 # Job events (history) of jobs that ended longer ago than this many days are deleted by the hourly
 # task sharewise.prune_job_events; the jobs themselves stay. 0 keeps them forever.
 SHAREWISE_JOB_EVENT_RETENTION_DAYS = env.float("SHAREWISE_JOB_EVENT_RETENTION_DAYS", default=30.0)
+# Closed-loop sharing (docs/LEARNING.md, "In the service"). A job of unknown memory, or a pair
+# whose slowdown nobody measured or can predict, runs alone until something is measured: a wrong
+# guess costs an out-of-memory crash or a slow pair. True lets them share on the guesses.
+SHAREWISE_SHARE_UNKNOWN = env.bool("SHAREWISE_SHARE_UNKNOWN", default=False)
+# A co-located job that runs out of GPU memory goes back to the queue this many times (its pair
+# is marked incompatible each time) before it fails: bounded, so a job that ran out of memory
+# for another reason does not cycle for ever.
+SHAREWISE_OOM_RETRIES = env.int("SHAREWISE_OOM_RETRIES", default=3)
+# Measured-vs-predicted slowdown records kept for the dashboard (one per co-location segment of a
+# job); older ones are deleted as new ones come. The learned summaries themselves are never cut.
+SHAREWISE_OBSERVATIONS_KEPT = env.int("SHAREWISE_OBSERVATIONS_KEPT", default=10000)
 # A round every interval; a tick no worker started within one interval expires (the next one comes).
 CELERY_BEAT_SCHEDULE = {
     "scheduling-round": {

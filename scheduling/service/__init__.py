@@ -24,6 +24,10 @@ that leaves its GPUs outside a round (``jobs``: :func:`release`, :func:`requeue`
 (:func:`refresh_partners`) and asks for a round (:func:`request_round`, ``trigger``, debounced).
 ``GET /metrics`` is :func:`scheduling.service.prometheus.metrics_view`.
 
+What the agents measure is learned (docs/LEARNING.md, "In the service"): ``observations`` folds
+the reports into summaries in the database, ``knowledge`` reads them back as the round's
+:func:`learned_profile` and each job's iteration time (:func:`job_estimates`).
+
 Callers outside this package use only the names below (the web views, the Celery tasks, the
 management commands, the demo, the dashboard).
 
@@ -49,6 +53,13 @@ from scheduling.service.generations import generation_window, next_generations
 from scheduling.service.health import CACHE_ERRORS, OUTAGE_ERRORS, outage_message, readiness
 from scheduling.service.heartbeats import check_heartbeats, heartbeat_interval_s, record_heartbeat
 from scheduling.service.jobs import cancel_job, refresh_partners, release, requeue, stop_job
+from scheduling.service.knowledge import (
+    SlowdownView,
+    forget_learned_profile,
+    job_estimates,
+    learned_profile,
+    slowdown_view,
+)
 from scheduling.service.lease import ROUND_LEASE, RoundLease
 from scheduling.service.persist import insert_rows
 from scheduling.service.retention import prune_job_events
@@ -77,6 +88,7 @@ __all__ = [
     "Dispatcher",
     "Message",
     "RoundLease",
+    "SlowdownView",
     "Tick",
     "attained_after_run",
     "broker_configured",
@@ -87,11 +99,14 @@ __all__ = [
     "clear_round_request",
     "consistent_view",
     "estimate_iter_time_s",
+    "forget_learned_profile",
     "generation_window",
     "get_dispatcher",
     "heartbeat_interval_s",
     "heartbeat_timeout_s",
     "insert_rows",
+    "job_estimates",
+    "learned_profile",
     "load_state",
     "local_dispatch",
     "next_generations",
@@ -110,6 +125,7 @@ __all__ = [
     "scheduler_config",
     "set_dispatcher",
     "slowdown_of",
+    "slowdown_view",
     "stop_job",
     "subscribe",
     "summed_quotas",

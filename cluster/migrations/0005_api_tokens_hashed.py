@@ -37,7 +37,7 @@ def hash_plaintext_tokens(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("cluster", "0003_job_attained_gpu_s"),
+        ("cluster", "0004_job_sharing_and_learning"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
