@@ -10,7 +10,7 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from cluster.models import Job, JobEvent
-from tests.api.conftest import JOBS_URL, job_body, token_client
+from tests.api.conftest import JOBS_URL, api_token, job_body, token_client
 from tests.conftest import skip_or_fail
 
 
@@ -84,6 +84,7 @@ def test_concurrent_duplicates_make_one_job(
     if connection.vendor != "postgresql":
         skip_or_fail("needs PostgreSQL (set DATABASE_URL=postgres://...) for concurrent inserts")
     threads = 8
+    api_token(alice)  # issued once, before the threads (issuing again would replace it)
     barrier = threading.Barrier(threads)
     answers: list[tuple[int, int]] = []
     lock = threading.Lock()

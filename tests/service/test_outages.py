@@ -14,6 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
@@ -58,7 +59,7 @@ def test_readyz_names_what_it_checked(client: Any, db: None) -> None:
     assert answer.status_code == 200
     assert answer.json() == {
         "status": "ok",
-        "database": "sqlite",
+        "database": connection.vendor,
         "cache": "not configured",
         "broker": "not configured",
     }
