@@ -92,7 +92,7 @@ class Campaign:
     deployment: Deployment
     faults: int
     seed: int = 1
-    rate_per_s: float = 2.0
+    rate_per_s: float = 1.0
     log: Callable[[str], None] = print
     report: Report = field(init=False)
     load: Load = field(init=False)
@@ -184,8 +184,8 @@ class Campaign:
         extra.kill("worker")
 
     def burst(self) -> None:
-        """30 short jobs at once: many finish while rounds run."""
-        self.load.burst(30)
+        """20 short jobs at once: many finish while rounds run."""
+        self.load.burst(20)
         time.sleep(self.random.uniform(1.0, 3.0))
 
     # ------------------------------------------------------------------------------- the run

@@ -32,7 +32,7 @@ class Timing:
     """The deployment's clocks (s): short, so that a fault is noticed and repaired in seconds."""
 
     heartbeat_s: float = 0.5
-    heartbeat_timeout_s: float = 3.0
+    heartbeat_timeout_s: float = 5.0
     round_interval_s: float = 1.0
     visibility_s: float = 8.0
     speedup: float = 20.0

@@ -34,7 +34,7 @@ class Load:
     api: str
     tokens: dict[str, str]
     largest: dict[str, int] = field(default_factory=dict)
-    rate_per_s: float = 2.0
+    rate_per_s: float = 1.0
     seed: int = 0
     accepted: dict[int, str] = field(default_factory=dict)
     server_errors: list[str] = field(default_factory=list)

@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.faults.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--faults", type=int, default=120, help="faults to inject (default 120)")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--rate", type=float, default=2.0, help="job submissions per second (default 2)")
+    parser.add_argument("--rate", type=float, default=1.0, help="job submissions per second (default 1)")
     parser.add_argument("--fleet", default="2x4", help="emulated nodes x GPUs (default 2x4)")
     parser.add_argument("--json", type=Path, help="write the report here as JSON")
     parser.add_argument(

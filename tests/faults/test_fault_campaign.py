@@ -32,7 +32,7 @@ def test_a_short_fault_campaign_loses_no_job_and_breaks_no_invariant(
     deployment = Deployment(
         database_url(), with_redis_db(target.geturl(), db, proxy.port), tmp_path / "t.json", tmp_path
     )
-    campaign = Campaign(deployment, SHORT_FAULTS, seed=7, rate_per_s=2.0)
+    campaign = Campaign(deployment, SHORT_FAULTS, seed=7, rate_per_s=1.0)
     # every kind of fault once, then random ones
     kinds = list(FAULTS)
     campaign.random.shuffle(kinds)
