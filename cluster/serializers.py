@@ -14,7 +14,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agent.messages import EVENTS
-from cluster import models
+from cluster import models, runnable
 from cluster.models import GPU, Job, Node, Placement, Quota, Tenant
 from common.shapes import MAX_GPUS_PER_NODE
 
@@ -61,16 +61,23 @@ class RejectUnknownFieldsMixin:
 
 
 class PlacementSerializer(serializers.ModelSerializer):
-    """One GPU of a running job: node, index on the node, UUID, slot, sub-batch, generation."""
+    """One GPU of a running job: node, index on the node, UUID, slot, sub-batch, generation, and
+    the job sharing the GPU (``partner``: ``job ID NAME``, ``another tenant's job``, or null)."""
 
     node = serializers.CharField(source="gpu.node.name", read_only=True)
     gpu_index = serializers.IntegerField(source="gpu.index", read_only=True)
     gpu_uuid = serializers.CharField(source="gpu.uuid", read_only=True)
+    partner = serializers.SerializerMethodField()
 
     class Meta:
         model = Placement
-        fields = ["node", "gpu_index", "gpu_uuid", "slot", "sub_batch", "generation"]
+        fields = ["node", "gpu_index", "gpu_uuid", "slot", "sub_batch", "generation", "partner"]
         read_only_fields = fields
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_partner(self, placement: Placement) -> str | None:
+        """Set by the view (:func:`cluster.job_details.describe_jobs`); null when alone."""
+        return getattr(placement, "partner", None)
 
 
 class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
@@ -128,6 +135,23 @@ class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
     started_at = serializers.DateTimeField(read_only=True, allow_null=True)
     finished_at = serializers.DateTimeField(read_only=True, allow_null=True)
     placement = PlacementSerializer(source="current_placement", many=True, read_only=True)
+    pending_reason = serializers.SerializerMethodField(
+        help_text="Why a pending job waits: the latest round's reason (null unless pending)."
+    )
+    estimated_start_at = serializers.SerializerMethodField(
+        help_text="When a pending job may start if nothing else arrives (null: no estimate)."
+    )
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_pending_reason(self, job: Job) -> str | None:
+        """Set by the view (:func:`cluster.job_details.describe_jobs`)."""
+        return getattr(job, "pending_reason", None)
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_estimated_start_at(self, job: Job) -> str | None:
+        """Set by the view (:func:`cluster.job_details.describe_jobs`), ISO 8601."""
+        moment = getattr(job, "estimated_start_at", None)
+        return None if moment is None else serializers.DateTimeField().to_representation(moment)
 
     def validate_gpus(self, value: int) -> int:
         """Bound the gang by the healthy GPUs registered; none registered is a clear error."""
@@ -149,8 +173,10 @@ class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
         return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        """Refuse a job that can never run: its memory per GPU at its smallest sub-batch (gradient
-        accumulation, MODEL.md §1–2) exceeds the largest schedulable GPU's memory (MB).
+        """Refuse a job that can never run: one without a command on a cluster whose agents all
+        run real processes (:func:`cluster.runnable.missing_command_refusal`), or one whose memory
+        per GPU at its smallest sub-batch (gradient accumulation, MODEL.md §1–2) exceeds the
+        largest schedulable GPU's memory (MB).
 
         Same memory model as a round: ``scheduling.service.load_state`` builds the core job with
         ``memory_mb`` = ``gpu_memory_mb`` (``None``: the profile's), and the placement asks
@@ -160,6 +186,10 @@ class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
         from scheduling.core.placement import largest_fitting_sub_batch
         from scheduling.profiles import ProfileError, load_default_profile
 
+        if not attrs.get("command"):
+            refusal = runnable.missing_command_refusal()
+            if refusal is not None:
+                raise serializers.ValidationError({"command": [refusal]})
         largest = models.largest_gpu_memory_mb()
         if largest == 0:
             return attrs  # validate_gpus already refuses a submission to a cluster without GPUs
@@ -378,3 +408,4 @@ class HeartbeatSerializer(serializers.Serializer):
     node = StrictCharField(max_length=64)
     gpus = AgentGPUSerializer(many=True, max_length=1024)
     running = AgentRunningSerializer(many=True, max_length=10_000)
+    executor = serializers.ChoiceField(choices=list(runnable.EXECUTORS), required=False)

@@ -212,6 +212,11 @@ if SHAREWISE_RECLAIM not in ("preempt", "bound", "both"):
     )
 # Most remaining exclusive time (s) of a job that borrows GPUs under reclaim bound/both.
 SHAREWISE_BORROW_BOUND_S = env.float("SHAREWISE_BORROW_BOUND_S", default=3600.0)
+# Jobs' output kept per job (characters; older output is dropped, the end kept): cluster.joblogs.
+SHAREWISE_JOB_LOG_MAX_CHARS = env.int("SHAREWISE_JOB_LOG_MAX_CHARS", default=1_000_000)
+# Longest a log read waits for new output (s; GET /api/v1/jobs/{id}/logs/?wait=S, the client's
+# `logs --follow`): each waiting reader holds a web worker thread that long.
+SHAREWISE_LOG_WAIT_MAX_S = env.float("SHAREWISE_LOG_WAIT_MAX_S", default=20.0)
 # A round every interval; a tick no worker started within one interval expires (the next one comes).
 CELERY_BEAT_SCHEDULE = {
     "scheduling-round": {
