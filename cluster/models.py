@@ -22,6 +22,7 @@ from django.db import IntegrityError, connection, models, transaction
 from django.db.models import Max, Q, Sum
 from django.utils import timezone
 
+from cluster.expressions import run_end
 from common.shapes import MAX_GPUS_PER_NODE
 
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$"
@@ -434,7 +435,7 @@ class Job(models.Model):
             if changed != 1:
                 self.refresh_from_db(fields=["status", "finished_at"])
                 return False
-            self.placements.filter(active=True).update(active=False, ended_at=now)
+            self.placements.filter(active=True).update(active=False, ended_at=run_end(now))
             JobEvent.objects.create(job=self, kind=JobEvent.Kind.CANCELLED, at=now, message=by)
         self.status, self.finished_at = self.Status.CANCELLED, now
         return True

@@ -21,6 +21,7 @@ from typing import Any
 
 from django.db import transaction
 
+from cluster.expressions import run_end
 from cluster.models import Job, JobEvent, Placement
 from scheduling.profiles import load_default_profile
 from scheduling.service.dispatch import Message, dispatch_after_commit, stop_messages
@@ -79,7 +80,7 @@ def release(
     if status == Job.Status.PENDING:  # the run's service, read from its placements before they end
         Job.objects.filter(pk=job.pk).update(attained_gpu_s=attained_after_run(now))
         job.refresh_from_db(fields=["attained_gpu_s"])
-    rows.update(active=False, ended_at=now)
+    rows.update(active=False, ended_at=run_end(now))
     job.status = status
     fields = ["status", "iterations_done", "measured_iteration_time_s"]
     if status in TERMINAL:

@@ -18,6 +18,7 @@ from django.db import connection
 from django.db.models import F, Model, Value
 from django.db.models.functions import Coalesce
 
+from cluster.expressions import run_end
 from cluster.models import Job, JobEvent, Placement
 from scheduling.core import types as core
 from scheduling.service.dispatch import Message, Occupancy, placement_messages
@@ -75,7 +76,7 @@ def persist_round(
                     del slots[slot]
             changed_partners.update(job for job, _ in slots.values())
         Placement.objects.filter(job_id=p.job_id, active=True).update(
-            active=False, ended_at=now, generation=gen
+            active=False, ended_at=run_end(now), generation=gen
         )
         plan.messages.extend(placement_messages(state, profile, occupied, p.job_id, gpu_ids, gen, "stop"))
         events.append(
