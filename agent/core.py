@@ -171,7 +171,7 @@ class Agent:
             return True
         if run is not None and run.message.same_run(message):
             run.message = message
-            run.executor.update(message.slowdown, now)
+            run.executor.update(message.slowdown, now, message)
             if message.action == "start":
                 self._event(run, "started", run.executor.poll(now))
             return True
@@ -246,6 +246,8 @@ class Agent:
             int(status.iterations_done),
             status.iter_time_s,
             status.reason,
+            status.memory_mb,
+            status.failure_kind,
         )
         self._events.append(event)
         return event
@@ -285,7 +287,13 @@ class Agent:
                     self._event(
                         run,
                         "stopped",
-                        Status("stopped", status.iterations_done, status.iter_time_s, run.stop_reason),
+                        Status(
+                            "stopped",
+                            status.iterations_done,
+                            status.iter_time_s,
+                            run.stop_reason,
+                            status.memory_mb,
+                        ),
                     )
             self._retiring = [e for e in self._retiring if e.poll(now).state == "running"]
             events, self._events = self._events, []

@@ -56,11 +56,23 @@ def hash_token(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
+class Sharing(models.TextChoices):
+    """Whether a job may share its GPUs with another job (co-location, MODEL.md §2)."""
+
+    ALLOWED = "allowed"
+    NEVER = "never"
+
+
 class Tenant(models.Model):
-    """A team sharing the cluster; owns jobs, members and quotas."""
+    """A team sharing the cluster; owns jobs, members and quotas.
+
+    ``default_sharing``: the ``sharing`` of the tenant's jobs submitted without one (an admin
+    sets it; ``never``: the tenant's jobs never share a GPU unless a job says ``allowed``).
+    """
 
     name = models.CharField(max_length=64, unique=True, validators=[name_validator])
     created_at = models.DateTimeField(default=timezone.now)
+    default_sharing = models.CharField(max_length=8, choices=Sharing.choices, default=Sharing.ALLOWED)
 
     class Meta:
         ordering = ["name"]
@@ -330,6 +342,15 @@ class Job(models.Model):
     attained_gpu_s = models.FloatField(default=0.0)
     #: The latest iteration time an agent measured (s, includes the co-location slowdown ξ).
     measured_iteration_time_s = models.FloatField(null=True, blank=True)
+    #: ``never``: the job never shares a GPU (as incoming job or resident); set from the tenant's
+    #: ``default_sharing`` when the submission gives none.
+    sharing = models.CharField(max_length=8, choices=Sharing.choices, default=Sharing.ALLOWED)
+    #: Peak memory per GPU an agent measured, brought to the full batch (MB); makes the job's
+    #: memory known to the scheduler (docs/LEARNING.md, "In the service").
+    measured_memory_mb = models.FloatField(null=True, blank=True)
+    #: Times the job was requeued after running out of memory beside another job (bounded by
+    #: ``SHAREWISE_OOM_RETRIES``).
+    oom_retries = models.PositiveSmallIntegerField(default=0)
     failure_reason = models.TextField(blank=True, default="")
     submitted_at = models.DateTimeField(default=timezone.now, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -378,12 +399,15 @@ class Job(models.Model):
         returns the first job (``created`` False), also when both race: the database's unique
         (tenant, key) constraint lets one insert win and the loser reads the winner's row.
         Raises :class:`IdempotencyConflict` when the key was used with other fields. The job and
-        its ``submitted`` event are written in one transaction.
+        its ``submitted`` event are written in one transaction. Without a ``sharing`` field the job
+        takes the tenant's ``default_sharing``.
         """
         digest = request_digest(fields)
         earlier = cls.earlier_submission(tenant, idempotency_key)
         if earlier is not None:
             return earlier.replay(digest), False
+        # resolved after the digest: a retry is the same request even if the default changed since
+        fields = {"sharing": tenant.default_sharing, **fields}
         try:
             with transaction.atomic():
                 job = cls.objects.create(
@@ -467,6 +491,11 @@ class Placement(models.Model):
     active = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now)
     ended_at = models.DateTimeField(null=True, blank=True)
+    #: The job sharing this GPU when this row's ``generation`` was sent (``None``: alone), the
+    #: slowdown ξ the scheduler predicted for this job beside it, and the ξ measured since.
+    shared_with = models.BigIntegerField(null=True, blank=True)
+    predicted_slowdown = models.FloatField(null=True, blank=True)
+    measured_slowdown = models.FloatField(null=True, blank=True)
 
     class Meta:
         constraints = [

@@ -20,6 +20,8 @@ router.register("admin/gpus", views.AdminGPUViewSet, basename="admin-gpu")
 
 urlpatterns = [
     path("tenant/", views.TenantView.as_view(), name="tenant"),
+    path("admin/slowdowns/", views.AdminSlowdownView.as_view(), name="admin-slowdowns"),
+    path("admin/incompatible-pairs/", views.AdminIncompatiblePairView.as_view(), name="admin-incompatible"),
     path("agent/heartbeat/", views.AgentHeartbeatView.as_view(), name="agent-heartbeat"),
     path("agent/jobs/<int:job_id>/events/", views.AgentJobEventView.as_view(), name="agent-job-events"),
     re_path(

@@ -33,7 +33,9 @@ from cluster.serializers import (
     AgentEventSerializer,
     GPUSerializer,
     HeartbeatSerializer,
+    IncompatiblePairSerializer,
     JobSerializer,
+    LearnedSlowdownSerializer,
     NodeCreateSerializer,
     NodeSerializer,
     TenantSerializer,
@@ -41,6 +43,7 @@ from cluster.serializers import (
 from cluster.throttles import SubmissionThrottle
 from cluster.visibility import Viewer
 from scheduling import service
+from scheduling.models import IncompatiblePair, LearnedSlowdown
 
 #: Idempotency keys: 1-128 visible ASCII characters (a UUID fits).
 MAX_IDEMPOTENCY_KEY = 128
@@ -108,9 +111,14 @@ class JobViewSet(
         return Viewer(tenant.pk, tenant.name)
 
     def paginate_queryset(self, queryset: Any) -> list[Job] | None:
-        """The page of jobs, each with its pending reason, estimated start and GPU partners."""
+        """One page of jobs, each with the iteration time the scheduler uses (2 queries a page),
+        its pending reason, estimated start and GPU partners (3 more)."""
         page = super().paginate_queryset(queryset)
-        describe_jobs(page if page is not None else list(queryset), self.viewer())
+        if page:
+            estimates = service.job_estimates(page)
+            for job in page:
+                job.iteration_estimate = estimates[job.pk]
+            describe_jobs(page, self.viewer())
         return page
 
     @extend_schema(
@@ -251,6 +259,22 @@ class AdminNodeViewSet(viewsets.ModelViewSet):
 
     def get_serializer_class(self) -> type[serializers.BaseSerializer]:
         return NodeCreateSerializer if self.action == "create" else NodeSerializer
+
+
+class AdminSlowdownView(generics.ListAPIView):
+    """Admins: the learned co-location slowdowns, with their samples, prior and posterior."""
+
+    queryset = LearnedSlowdown.objects.filter(count__gt=0)
+    serializer_class = LearnedSlowdownSerializer
+    permission_classes = [permissions.IsAdminUser]
+
+
+class AdminIncompatiblePairView(generics.ListAPIView):
+    """Admins: the pairs that ran out of memory together, newest first."""
+
+    queryset = IncompatiblePair.objects.all()
+    serializer_class = IncompatiblePairSerializer
+    permission_classes = [permissions.IsAdminUser]
 
 
 class AdminGPUViewSet(mixins.UpdateModelMixin, viewsets.ReadOnlyModelViewSet):

@@ -23,10 +23,10 @@ from django.db import transaction
 
 from cluster.expressions import run_end
 from cluster.models import Job, JobEvent, Placement
-from scheduling.profiles import load_default_profile
 from scheduling.service.dispatch import Message, dispatch_after_commit, stop_messages
 from scheduling.service.estimates import attained_after_run
 from scheduling.service.generations import latest_generation
+from scheduling.service.knowledge import learned_profile
 from scheduling.service.lease import RoundLease
 from scheduling.service.persist import partner_updates
 from scheduling.service.snapshot import load_state
@@ -147,7 +147,7 @@ def refresh_partners(job_ids: Sequence[int]) -> int:
         return 0
     try:
         with transaction.atomic():
-            profile = load_default_profile()
+            profile = learned_profile()
             state = load_state(profile=profile)
             occupied, job_gpus = state.occupancy()
             ids = [j for j in job_ids if j in job_gpus and j in state.jobs]

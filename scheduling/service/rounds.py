@@ -28,8 +28,8 @@ from django.utils import timezone
 from scheduling.core import types as core
 from scheduling.core.policies import get_policy
 from scheduling.models import Round
-from scheduling.profiles import load_default_profile
 from scheduling.service.dispatch import Message, get_dispatcher
+from scheduling.service.knowledge import learned_profile
 from scheduling.service.lease import RoundLease
 from scheduling.service.persist import persist_round
 from scheduling.service.snapshot import load_state
@@ -71,7 +71,7 @@ def run_round(
     round back (nothing of it is written) and propagates.
     """
     chosen = policy if policy is not None and not isinstance(policy, str) else policy_named(policy)
-    profile = profile or load_default_profile()
+    profile = profile or learned_profile()
     lease = RoundLease()
     if not lease.acquire_within(lease_wait_s):
         log.info("round skipped: another round holds the lease")

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('cluster', '0003_job_attained_gpu_s'),
+        ('cluster', '0004_job_sharing_and_learning'),
     ]
 
     operations = [

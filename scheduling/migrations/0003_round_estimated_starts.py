@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduling', '0001_initial'),
+        ('scheduling', '0002_learned_profile'),
     ]
 
     operations = [
