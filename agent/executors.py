@@ -13,7 +13,9 @@
 
 An executor is created for one run of one job (``factory(message, now)``) and polled by the
 agent with :meth:`Executor.poll`; it never sleeps and takes the time from its caller, so tests
-drive it with a fake clock.
+drive it with a fake clock. Both also have ``take_output()``: the job's output lines since the last
+call, which the agent keeps and ships (``agent.joblogs``); an emulated job's output is the progress
+line a real job would print, at most once per ``line_every_s``.
 """
 
 from __future__ import annotations
@@ -46,6 +48,14 @@ TAIL_LINES = 20
 #: ``torch.OutOfMemoryError`` / ``torch.cuda.OutOfMemoryError`` ("CUDA out of memory. Tried to
 #: allocate …"), the CUDA runtime's "out of memory", cuBLAS's ``CUBLAS_STATUS_ALLOC_FAILED``.
 OOM_MARKERS = ("outofmemoryerror", "out of memory", "cublas_status_alloc_failed")
+#: Output lines an executor keeps between two ``take_output()`` calls (the oldest are dropped).
+MAX_OUTPUT_LINES = 10_000
+
+
+def progress_line(iterations_done: float, iter_time_s: float | None) -> str:
+    """The progress line of docs/AGENT.md §4: ``SHAREWISE_PROGRESS iterations_done=N iter_time_s=X``."""
+    line = f"{PROGRESS_PREFIX} iterations_done={int(iterations_done)}"
+    return line if iter_time_s is None else f"{line} iter_time_s={iter_time_s:.6g}"
 
 
 class ExecutorError(RuntimeError):
@@ -114,7 +124,12 @@ class EmulatedExecutor:
     """
 
     def __init__(
-        self, message: PlacementMessage, now: float, speedup: float = 1.0, truth: EmulatedTruth | None = None
+        self,
+        message: PlacementMessage,
+        now: float,
+        speedup: float = 1.0,
+        truth: EmulatedTruth | None = None,
+        line_every_s: float = 1.0,
     ) -> None:
         if speedup <= 0:
             raise ValueError(f"speedup must be > 0, got {speedup}")
@@ -126,6 +141,13 @@ class EmulatedExecutor:
         self._done_at_anchor = float(message.iterations_done)
         self._anchor = now
         self._stopped = False
+        self._line_every_s = line_every_s
+        self._line_at = now
+        self._lined = int(message.iterations_done)
+        self._output: deque[str] = deque(
+            [f"emulated {message.model or 'job'}: {message.iterations} iterations from {self._lined}"],
+            maxlen=MAX_OUTPUT_LINES,
+        )
 
     def _wall_per_iteration_s(self) -> float:
         return self._iter_time_s * self._slowdown / self._speedup
@@ -148,9 +170,20 @@ class EmulatedExecutor:
         """Progress at ``now``; ``iter_time_s`` is ``iter_time_s · ξ`` (job time, not wall time)."""
         done = self._done(now)
         measured = self._iter_time_s * self._slowdown
+        if int(done) > self._lined and (
+            now - self._line_at >= self._line_every_s or done >= self._iterations
+        ):
+            self._output.append(progress_line(done, measured))
+            self._lined, self._line_at = int(done), now
         if self._stopped:
             return Status("stopped", done, measured)
         return Status("finished" if done >= self._iterations else "running", done, measured)
+
+    def take_output(self) -> list[str]:
+        """The progress lines made since the last call (one per ``line_every_s`` at most)."""
+        lines = list(self._output)
+        self._output.clear()
+        return lines
 
     def update(self, slowdown: float, now: float, message: PlacementMessage | None = None) -> None:
         """Keep the progress made so far at the old ξ, continue at ``slowdown`` (with a ``truth``,
@@ -245,6 +278,7 @@ class SubprocessExecutor:
         self._iter_time_s: float | None = None
         self._memory_mb: float | None = None
         self._tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self._output: deque[str] = deque(maxlen=MAX_OUTPUT_LINES)  # every line, for the job's log
         self._lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         self._eof = False
         self._exit_seen_at: float | None = None
@@ -287,6 +321,7 @@ class SubprocessExecutor:
             if line is None:
                 self._eof = True
                 continue
+            self._output.append(line)
             progress = parse_progress(line)
             if progress is None:
                 log.debug("job %d: %s", self._job_id, line)
@@ -330,6 +365,13 @@ class SubprocessExecutor:
             reason += f": {self._tail[-1]}"
         return self._status("failed", reason[:500], failure_kind(self._tail))
 
+    def take_output(self) -> list[str]:
+        """The job's output lines (stdout and stderr) read since the last call."""
+        self._drain()
+        lines = list(self._output)
+        self._output.clear()
+        return lines
+
     def _status(self, state: State, reason: str = "", kind: str = "") -> Status:
         return Status(state, self._done, self._iter_time_s, reason, self._memory_mb, kind)
 
@@ -349,3 +391,14 @@ class SubprocessExecutor:
         """Block until the process has exited (shutdown and tests); raises ``subprocess.TimeoutExpired``."""
         self._process.wait(timeout_s)
         self._reader.join(timeout_s)
+
+
+def executor_kind(factory: ExecutorFactory) -> str:
+    """What heartbeats declare for ``factory``: ``emulated`` or ``subprocess`` for the two executors
+    here (or a ``functools.partial`` of one), ``""`` (not declared) for anything else."""
+    target = getattr(factory, "func", factory)
+    if target is EmulatedExecutor:
+        return "emulated"
+    if target is SubprocessExecutor:
+        return "subprocess"
+    return ""

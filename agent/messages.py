@@ -289,15 +289,21 @@ class Heartbeat:
     """The node's heartbeat, POSTed to ``/api/v1/agent/heartbeat/``.
 
     ``gpus``: ``[{index, uuid, memory_mb, healthy}]``; ``running``: the jobs the node runs now,
-    ``[{job_id, generation, iterations_done}]`` — the server reconciles its ledger from it.
+    ``[{job_id, generation, iterations_done}]`` — the server reconciles its ledger from it;
+    ``executor``: ``emulated`` or ``subprocess`` (sent when known), so the server knows whether a
+    job needs a command (docs/AGENT.md §3).
     """
 
     node: str
     gpus: tuple[dict[str, Any], ...]
     running: tuple[dict[str, Any], ...]
+    executor: str = ""
 
     path = "/api/v1/agent/heartbeat/"
 
     def payload(self) -> dict[str, Any]:
         """The JSON body."""
-        return {"node": self.node, "gpus": list(self.gpus), "running": list(self.running)}
+        body: dict[str, Any] = {"node": self.node, "gpus": list(self.gpus), "running": list(self.running)}
+        if self.executor:
+            body["executor"] = self.executor
+        return body

@@ -183,9 +183,19 @@ class Node(models.Model):
         UNHEALTHY = "unhealthy"
         DRAINING = "draining"
 
+    class Executor(models.TextChoices):
+        """What the node's agent does with a job (declared in its heartbeats, docs/AGENT.md §3)."""
+
+        UNKNOWN = "", "not declared yet"
+        EMULATED = "emulated"
+        SUBPROCESS = "subprocess"
+
     name = models.CharField(max_length=64, unique=True, validators=[name_validator])
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.READY)
     last_heartbeat = models.DateTimeField(null=True, blank=True)
+    #: The executor the node's agent declared in its latest heartbeat: ``emulated`` jobs need no
+    #: command, ``subprocess`` ones run it (``cluster.runnable``).
+    executor = models.CharField(max_length=16, choices=Executor.choices, blank=True, default="")
     agent_token_hash = models.CharField(max_length=64, editable=False)
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -545,3 +555,8 @@ class JobEvent(models.Model):
         if self.pk is not None:
             raise TypeError("job events are append-only")
         super().save(*args, **kwargs)
+
+
+# Job logs are models of this app kept in their own module; imported here so Django registers them.
+from cluster.joblog_models import JobLogChunk as JobLogChunk  # noqa: E402
+from cluster.joblog_models import JobLogRun as JobLogRun  # noqa: E402

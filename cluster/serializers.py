@@ -10,12 +10,20 @@ import math
 from typing import Any
 
 from django.db import IntegrityError
-from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agent.messages import EVENTS, FAILURE_KINDS
-from cluster import models
+from cluster import models, runnable
+from cluster.fields import (
+    PositiveFloatField,
+    RejectUnknownFieldsMixin,
+    StrictBooleanField,
+    StrictCharField,
+    StrictFloatField,
+    StrictIntegerField,
+    StrictPrimaryKeyRelatedField,
+)
 from cluster.models import GPU, Job, Node, Placement, Quota, Sharing, Tenant
 from common.shapes import MAX_GPUS_PER_NODE, MAX_TOTAL_GPUS
 from scheduling import service
@@ -23,109 +31,17 @@ from scheduling.core.learning import ITER_TIME_SOURCES, Estimate
 from scheduling.models import IncompatiblePair, LearnedSlowdown
 
 
-class StrictIntegerField(serializers.IntegerField):
-    """An integer that must be a JSON integer (not a string, float or boolean)."""
-
-    def to_internal_value(self, data: Any) -> int:
-        if isinstance(data, bool) or not isinstance(data, int):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
-class StrictFloatField(serializers.FloatField):
-    """A finite number that must be a JSON number (not a string or boolean)."""
-
-    def to_internal_value(self, data: Any) -> float:
-        if isinstance(data, bool) or not isinstance(data, int | float) or not math.isfinite(data):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
-class PositiveFloatField(StrictFloatField):
-    """A finite JSON number strictly greater than 0 (and at most ``max_value``); the schema says
-    ``exclusiveMinimum`` (:class:`PositiveFloatFieldSchema`), so a client never sends a 0 that the
-    server then refuses."""
-
-    default_error_messages = {"not_positive": "must be greater than 0"}
-
-    def to_internal_value(self, data: Any) -> float:
-        value = super().to_internal_value(data)
-        if value <= 0:
-            self.fail("not_positive")
-        return value
-
-
-class PositiveFloatFieldSchema(OpenApiSerializerFieldExtension):
-    """OpenAPI of :class:`PositiveFloatField`: ``minimum: 0, exclusiveMinimum: true`` (OpenAPI 3.0)."""
-
-    target_class = "cluster.serializers.PositiveFloatField"
-
-    def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
-        schema: dict[str, Any] = {
-            "type": "number",
-            "format": "double",
-            "minimum": 0,
-            "exclusiveMinimum": True,
-        }
-        if self.target.max_value is not None:
-            schema["maximum"] = self.target.max_value
-        return schema
-
-
-class StrictBooleanField(serializers.BooleanField):
-    """A JSON ``true`` or ``false`` (not ``1``, ``"yes"`` or ``"true"``)."""
-
-    def to_internal_value(self, data: Any) -> bool:
-        if not isinstance(data, bool):
-            self.fail("invalid", input=data)
-        return data
-
-
-@extend_schema_field({"type": "integer", "minimum": 1, "maximum": models.MAX_ID})
-class StrictPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
-    """The id of an existing row, as a JSON integer: ``1.5``, ``true`` or ``"1"`` are refused (not
-    read as row 1), and so is an id outside the 64-bit range of the keys."""
-
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, bool) or not isinstance(data, int):
-            self.fail("incorrect_type", data_type=type(data).__name__)
-        if not 1 <= data <= models.MAX_ID:
-            self.fail("does_not_exist", pk_value=data)
-        return super().to_internal_value(data)
-
-
-class StrictCharField(serializers.CharField):
-    """A string that must be a JSON string (no numbers or booleans turned into text)."""
-
-    def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
-class RejectUnknownFieldsMixin:
-    """Reject request keys that are not writable fields of the serializer, naming each one."""
-
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict):
-            writable = {name for name, field in self.fields.items() if not field.read_only}
-            unknown = sorted(set(data) - writable)
-            if unknown:
-                raise serializers.ValidationError(
-                    {key: ["unknown or read-only field"] for key in unknown[:20]}
-                )
-        return super().to_internal_value(data)
-
-
 class PlacementSerializer(serializers.ModelSerializer):
     """One GPU of a running job: node, index on the node, UUID, slot, sub-batch, generation;
     whether another job shares the GPU, and then the slowdown ξ the scheduler predicted for this
-    job beside it and the ξ measured since (``null`` until the agent reported)."""
+    job beside it and the ξ measured since (``null`` until the agent reported), and which job it is
+    (``partner``: ``job ID NAME``, ``another tenant's job``, or null when alone)."""
 
     node = serializers.CharField(source="gpu.node.name", read_only=True)
     gpu_index = serializers.IntegerField(source="gpu.index", read_only=True)
     gpu_uuid = serializers.CharField(source="gpu.uuid", read_only=True)
     shared = serializers.SerializerMethodField()
+    partner = serializers.SerializerMethodField()
 
     class Meta:
         model = Placement
@@ -139,11 +55,17 @@ class PlacementSerializer(serializers.ModelSerializer):
             "shared",
             "predicted_slowdown",
             "measured_slowdown",
+            "partner",
         ]
         read_only_fields = fields
 
     def get_shared(self, placement: Placement) -> bool:
         return placement.shared_with is not None
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_partner(self, placement: Placement) -> str | None:
+        """Set by the view (:func:`cluster.job_details.describe_jobs`); null when alone."""
+        return getattr(placement, "partner", None)
 
 
 def largest(values: list[float | None]) -> float | None:
@@ -250,6 +172,24 @@ class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
     def get_measured_slowdown(self, job: Job) -> float | None:
         return largest([p.measured_slowdown for p in job.current_placement()])
 
+    pending_reason = serializers.SerializerMethodField(
+        help_text="Why a pending job waits: the latest round's reason (null unless pending)."
+    )
+    estimated_start_at = serializers.SerializerMethodField(
+        help_text="When a pending job may start if nothing else arrives (null: no estimate)."
+    )
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_pending_reason(self, job: Job) -> str | None:
+        """Set by the view (:func:`cluster.job_details.describe_jobs`)."""
+        return getattr(job, "pending_reason", None)
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_estimated_start_at(self, job: Job) -> str | None:
+        """Set by the view (:func:`cluster.job_details.describe_jobs`), ISO 8601."""
+        moment = getattr(job, "estimated_start_at", None)
+        return None if moment is None else serializers.DateTimeField().to_representation(moment)
+
     def validate_gpus(self, value: int) -> int:
         """Bound the gang by the healthy GPUs registered; none registered is a clear error."""
         largest = models.largest_gang()
@@ -264,8 +204,10 @@ class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
         return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        """Refuse a job that can never run: its memory per GPU at its smallest sub-batch (gradient
-        accumulation, MODEL.md §1–2) exceeds the largest schedulable GPU's memory (MB).
+        """Refuse a job that can never run: one without a command on a cluster whose agents all
+        run real processes (:func:`cluster.runnable.missing_command_refusal`), or one whose memory
+        per GPU at its smallest sub-batch (gradient accumulation, MODEL.md §1–2) exceeds the
+        largest schedulable GPU's memory (MB).
 
         Same memory model as a round: ``scheduling.service.load_state`` builds the core job with
         ``memory_mb`` = ``gpu_memory_mb`` (``None``: the profile's), and the placement asks
@@ -275,6 +217,10 @@ class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
         from scheduling.core.placement import largest_fitting_sub_batch
         from scheduling.profiles import ProfileError, load_default_profile
 
+        if not attrs.get("command"):
+            refusal = runnable.missing_command_refusal()
+            if refusal is not None:
+                raise serializers.ValidationError({"command": [refusal]})
         largest = models.largest_gpu_memory_mb()
         if largest == 0:
             return attrs  # validate_gpus already refuses a submission to a cluster without GPUs
@@ -509,6 +455,7 @@ class HeartbeatSerializer(serializers.Serializer):
     gpus = AgentGPUSerializer(many=True, max_length=MAX_GPUS_PER_NODE)
     # a node runs at most two jobs per GPU (the paper's pairs): a longer list is no real node's
     running = AgentRunningSerializer(many=True, max_length=MAX_RUNNING_PER_HEARTBEAT)
+    executor = serializers.ChoiceField(choices=list(runnable.EXECUTORS), required=False)
 
 
 # ------------------------------------------------------------------ what the scheduler learned

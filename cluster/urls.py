@@ -9,7 +9,7 @@ itself finds nowhere under ``/api/`` gets the same JSON (``config.urls.handler40
 from django.urls import path, re_path
 from rest_framework.routers import DefaultRouter
 
-from cluster import views
+from cluster import job_views, views
 
 router = DefaultRouter(trailing_slash=True)
 router.include_root_view = False
@@ -29,6 +29,19 @@ urlpatterns = [
         rf"^agent/jobs/(?P<job_id>{views.ID_PATTERN})/events/$",
         views.AgentJobEventView.as_view(),
         name="agent-job-events",
+    ),
+    re_path(
+        rf"^agent/jobs/(?P<job_id>{views.ID_PATTERN})/logs/$",
+        job_views.AgentJobLogView.as_view(),
+        name="agent-job-logs",
+    ),
+    re_path(
+        rf"^jobs/(?P<job_id>{views.ID_PATTERN})/events/$",
+        job_views.JobEventsView.as_view(),
+        name="job-events",
+    ),
+    re_path(
+        rf"^jobs/(?P<job_id>{views.ID_PATTERN})/logs/$", job_views.JobLogsView.as_view(), name="job-logs"
     ),
     *router.urls,
     # last: only what nothing else took; [\s\S], not ".", so that a newline (%0A) matches too

@@ -300,6 +300,11 @@ SHAREWISE_OOM_RETRIES = env.int("SHAREWISE_OOM_RETRIES", default=3)
 # Measured-vs-predicted slowdown records kept for the dashboard (one per co-location segment of a
 # job); older ones are deleted as new ones come. The learned summaries themselves are never cut.
 SHAREWISE_OBSERVATIONS_KEPT = env.int("SHAREWISE_OBSERVATIONS_KEPT", default=10000)
+# Jobs' output kept per job (characters; older output is dropped, the end kept): cluster.joblogs.
+SHAREWISE_JOB_LOG_MAX_CHARS = env.int("SHAREWISE_JOB_LOG_MAX_CHARS", default=1_000_000)
+# Longest a log read waits for new output (s; GET /api/v1/jobs/{id}/logs/?wait=S, the client's
+# `logs --follow`): each waiting reader holds a web worker thread that long.
+SHAREWISE_LOG_WAIT_MAX_S = env.float("SHAREWISE_LOG_WAIT_MAX_S", default=20.0)
 # A round every interval; a tick no worker started within one interval expires (the next one comes).
 CELERY_BEAT_SCHEDULE = {
     "scheduling-round": {

@@ -53,6 +53,10 @@ class Round(models.Model):
     n_preempted = models.PositiveIntegerField(default=0)
     decisions = models.JSONField(default=list, blank=True)
     digest = models.CharField(max_length=64, blank=True, default="", editable=False)
+    #: ``{str(job id): POSIX s}``: when the round estimates its first waiting jobs will start
+    #: (``scheduling.core.eta``; empty for a preemptive policy). Not part of ``digest``: a repeated
+    #: round refreshes them on the latest stored round instead (``scheduling.service.waiting``).
+    estimated_starts = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-started_at", "-id"]

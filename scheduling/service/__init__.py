@@ -22,7 +22,9 @@ Between rounds, the node agents report (docs/AGENT.md §2–3): :func:`record_ev
 that leaves its GPUs outside a round (``jobs``: :func:`release`, :func:`requeue`,
 :func:`cancel_job`, :func:`stop_job`) tells its agents, sends its GPU partners their new slowdown
 (:func:`refresh_partners`) and asks for a round (:func:`request_round`, ``trigger``, debounced).
-``GET /metrics`` is :func:`scheduling.service.prometheus.metrics_view`.
+Why a pending job waits and when it may start (the latest round's reason and estimate) is
+:func:`waiting_details` (``waiting``). ``GET /metrics`` is
+:func:`scheduling.service.prometheus.metrics_view`.
 
 What the agents measure is learned (docs/LEARNING.md, "In the service"): ``observations`` folds
 the reports into summaries in the database, ``knowledge`` reads them back as the round's
@@ -74,10 +76,12 @@ from scheduling.service.snapshot import (
 )
 from scheduling.service.tick import Tick, tick
 from scheduling.service.trigger import ROUND_REQUEST_KEY, ROUND_TASK, clear_round_request, request_round
+from scheduling.service.waiting import NOT_YET_CONSIDERED, Waiting, waiting_details
 
 __all__ = [
     "CACHE_ERRORS",
     "OUTAGE_ERRORS",
+    "NOT_YET_CONSIDERED",
     "ROUND_LEASE",
     "ROUND_REQUEST_KEY",
     "ROUND_TASK",
@@ -90,6 +94,7 @@ __all__ = [
     "RoundLease",
     "SlowdownView",
     "Tick",
+    "Waiting",
     "attained_after_run",
     "broker_configured",
     "build_snapshot",
@@ -132,4 +137,5 @@ __all__ = [
     "tenant_quotas",
     "tick",
     "unsubscribe",
+    "waiting_details",
 ]

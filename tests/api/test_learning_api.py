@@ -165,6 +165,7 @@ def test_a_running_jobs_predicted_and_measured_slowdown(
         "shared": True,
         "predicted_slowdown": xi,
         "measured_slowdown": None,
+        "partner": f"job {first['id']} first",  # the job sharing the GPU (another tenant's: unnamed)
     }
     event = {"generation": 1, "event": "progress", "iterations_done": 5, "iter_time_s": 0.7}
     with capture(execute=True):

@@ -61,7 +61,7 @@ def test_plaintext_tokens_of_an_earlier_install_are_carried_over_hashed(db: None
             "INSERT INTO authtoken_token (key, created, user_id) VALUES (%s, %s, %s)",
             ["0123456789abcdef0123456789abcdef01234567", timezone.now(), alice.pk],
         )
-    migration = importlib.import_module("cluster.migrations.0005_api_tokens_hashed")
+    migration = importlib.import_module("cluster.migrations.0006_api_tokens_hashed")
     migration.hash_plaintext_tokens(apps, SimpleNamespace(connection=connection))
     with connection.cursor() as cursor:
         cursor.execute("SELECT COUNT(*) FROM authtoken_token")

@@ -37,7 +37,7 @@ def hash_plaintext_tokens(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("cluster", "0004_job_sharing_and_learning"),
+        ("cluster", "0005_node_executor_and_job_logs"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
