@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from cluster.models import Job, Node, Tenant
 from scheduling import service
+from scheduling.service.health import cache_is_shared
 from tests.api.conftest import JOBS_URL, job_body, token_client
 from tests.service.test_agent_api import beat, place, report
 
@@ -32,9 +33,9 @@ def dead_broker(settings: Any) -> Iterator[None]:
     """A broker configured (not eager) that nothing answers, for this process's Celery app too."""
     from config.celery import app
 
+    previous = app.conf.broker_url  # before the settings change: the app reads them lazily
     settings.CELERY_BROKER_URL = DEAD_REDIS
     settings.CELERY_TASK_ALWAYS_EAGER = False
-    previous = app.conf.broker_url
     app.conf.broker_url = DEAD_REDIS
     app._after_fork()  # forget pooled connections to the previous URL
     try:
@@ -56,12 +57,12 @@ def test_readyz_covers_the_cache_and_the_broker(client: Any, db: None, dead_brok
 
 def test_readyz_names_what_it_checked(client: Any, db: None) -> None:
     answer = client.get("/readyz")
-    assert answer.status_code == 200
+    assert answer.status_code == 200, answer.content
     assert answer.json() == {
         "status": "ok",
         "database": connection.vendor,
-        "cache": "not configured",
-        "broker": "not configured",
+        "cache": "ok" if cache_is_shared() else "not configured",
+        "broker": "ok" if service.broker_configured() else "not configured",  # .ci/run: Redis
     }
 
 
