@@ -11,6 +11,13 @@ keeps whole nodes free for large gangs); otherwise the nodes with the most idle 
 first (the fewest nodes), the last one again chosen by best fit. GPUs are always distinct
 (:meth:`RoundState.pick_idle`, :meth:`RoundState.pick_idle_with_memory`).
 
+With ``consolidated=True`` (``SchedulerConfig.placement``, the exclusive baselines only) the
+choice follows the peers' ``yarn`` placement instead (Tiresias' and Muri's simulators,
+``switch.py``): a gang of at most one node's GPUs goes to the first node, in cluster order, with
+enough idle GPUs; a larger one takes the first wholly idle nodes, in cluster order, while at
+least a node's worth of GPUs remains, and the rest on the first other node with enough idle GPUs;
+otherwise it does not fit, however many GPUs are idle elsewhere (:meth:`RoundState.pick_consolidated`).
+
 For the sharing policies the state also keeps the *residents*: running jobs alone on their GPUs
 whose memory leaves room for a partner (:class:`Resident`).
 """
@@ -63,8 +70,16 @@ class RoundState:
     partner runs alone. A GPU with two jobs, or an unhealthy GPU, is never offered.
     """
 
-    def __init__(self, snapshot: Snapshot, profile: Profile | None = None, *, track_sharing: bool = False):
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        profile: Profile | None = None,
+        *,
+        track_sharing: bool = False,
+        consolidated: bool = False,
+    ):
         self.gpus: tuple[GPU, ...] = snapshot.cluster.gpus
+        self.consolidated = consolidated
         self.reserve_mb = snapshot.config.memory_reserve_mb
         self.min_sub_batch = snapshot.config.min_sub_batch
         self.can_share = track_sharing and snapshot.config.max_jobs_per_gpu >= 2
@@ -91,6 +106,7 @@ class RoundState:
         per_node = [0] * len(self.node_names)
         for node in self.node_of:
             per_node[node] += 1
+        self.node_sizes: tuple[int, ...] = tuple(per_node)
         self._widest = max(per_node, default=0)
         self._by_free: list[dict[int, None]] = [{} for _ in range(self._widest + 1)]
         for node, idle in enumerate(self._idle):
@@ -119,6 +135,8 @@ class RoundState:
         ``None`` when fewer than ``count`` GPUs are idle. Does not take them (see :meth:`take`)."""
         if count < 1 or count > self.idle_count:
             return None
+        if self.consolidated:
+            return self.pick_consolidated(count, [sorted(idle) for idle in self._idle])
         node = self._best_fit(count, ())
         if node is not None:
             return tuple(sorted(self._idle[node])[:count])
@@ -159,6 +177,11 @@ class RoundState:
                 total += len(ids)
         if total < count:
             return None
+        if self.consolidated:
+            by_node: list[list[int]] = [[] for _ in self._idle]
+            for _, node, ids in eligible:
+                by_node[node] = ids
+            return self.pick_consolidated(count, by_node)
         picked: list[int] = []
         remaining = count
         rest = sorted(eligible, key=lambda e: (-e[0], e[1]))  # most such GPUs first
@@ -170,6 +193,39 @@ class RoundState:
             first = rest.pop(0)
             picked.extend(first[2])
             remaining -= first[0]
+        return tuple(sorted(picked))
+
+    def pick_consolidated(self, count: int, free: list[list[int]]) -> tuple[int, ...] | None:
+        """``count`` GPU ids (sorted) from ``free`` (node ordinal → its usable GPU ids, sorted) by
+        the peers' ``yarn`` rule (module docstring), or ``None`` when the rule finds no room.
+
+        A gang of at most the widest node's GPUs: the first node with ``count`` usable GPUs,
+        its lowest ids. A larger gang: the first nodes whose GPUs are all usable while at least
+        a node's worth remains, then the rest on the first other node with enough usable GPUs.
+        O(nodes)."""
+        if count <= self._widest:
+            for ids in free:
+                if len(ids) >= count:
+                    return tuple(ids[:count])
+            return None
+        picked: list[int] = []
+        whole: set[int] = set()
+        remaining = count
+        for node, ids in enumerate(free):
+            size = self.node_sizes[node]
+            if remaining < size:
+                continue
+            if len(ids) == size:
+                picked.extend(ids)
+                whole.add(node)
+                remaining -= size
+        if remaining > 0:
+            rest = next(
+                (ids for node, ids in enumerate(free) if node not in whole and len(ids) >= remaining), None
+            )
+            if rest is None:
+                return None
+            picked.extend(rest[:remaining])
         return tuple(sorted(picked))
 
     def idle_memory_desc(self, count: int) -> int | None:

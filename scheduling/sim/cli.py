@@ -46,6 +46,7 @@ from scheduling.sim.engine import (
     SimulationError,
     simulate,
 )
+from scheduling.sim.fidelity_cli import add_fidelity_arguments, resolve
 from scheduling.sim.loaders import TraceError, load_traces
 from scheduling.sim.quotas import demand_gpu_s, proportional_quotas, quotas_from_json
 from scheduling.sim.report import (
@@ -101,9 +102,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--round-interval",
         type=float,
-        default=DEFAULT_ROUND_INTERVAL_S,
         metavar="S",
-        help="seconds between scheduling rounds",
+        help=f"seconds between rounds (default {DEFAULT_ROUND_INTERVAL_S:g}; inf: only event rounds)",
     )
     parser.add_argument(
         "--round-on-events", action="store_true", help="also run a round at every arrival and completion"
@@ -111,9 +111,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--restart-cost-s",
         type=float,
-        default=DEFAULT_RESTART_COST_S,
         metavar="S",
-        help="seconds without progress after a preempted job restarts",
+        help=f"seconds without progress after a preempted job restarts (default {DEFAULT_RESTART_COST_S:g})",
     )
     parser.add_argument(
         "--seed", type=int, default=0, help="recorded in the report (the simulator is deterministic)"
@@ -165,6 +164,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--html", type=Path, metavar="OUT.html", help="write a Plotly HTML report")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.add_argument("--verbose", action="store_true", help="log every rejected trace row")
+    add_fidelity_arguments(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -315,18 +315,22 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
     if not (args.grace_s >= 0 and math.isfinite(args.grace_s)):
         raise CliError(f"--grace-s must be a finite number ≥ 0, got {args.grace_s}")
     try:
+        chosen = resolve(args)  # the options, --preset and our defaults
         scheduler = SchedulerConfig(
             starvation_bound_s=args.starvation_bound_s,
             aging_s=args.aging_s,
             reclaim=args.reclaim,
             borrow_bound_s=args.borrow_bound_s,
+            placement=chosen.placement,
+            tiresias=chosen.tiresias,
         )
         config = SimConfig(
-            round_interval_s=args.round_interval,
-            round_on_events=args.round_on_events,
-            restart_cost_s=args.restart_cost_s,
+            round_interval_s=chosen.round_interval_s,
+            round_on_events=chosen.round_on_events,
+            restart_cost_s=chosen.restart_cost_s,
             seed=args.seed,
             scheduler=scheduler,
+            fidelity=chosen.fidelity,
         )
     except ValueError as exc:
         message = str(exc)

@@ -36,6 +36,9 @@ Semantics (issue 3; MODEL.md §1–2; Luo et al., IWQoS 2024):
   ``policy.skip_rule`` (:class:`scheduling.core.skip.SkipRule`; none: only an empty queue is
   skipped), and with quotas every skipped stretch ends when a pending job reaches the starvation
   bound (:func:`scheduling.core.skip.bound_crossing_horizon`).
+- Fidelity knobs (``SimConfig.fidelity``, :mod:`scheduling.sim.fidelity`, docs/FIDELITY.md):
+  iteration-time factor, launch overheads, re-plans that relaunch running jobs, rounds at the
+  policy's horizon; ``round_interval_s = inf``: only event (and horizon) rounds.
 - The engine has no randomness: the same trace, cluster, policy, profile and config always give
   the same result. ``seed`` is carried into the result for the report.
 """
@@ -66,6 +69,7 @@ from scheduling.core.types import (
     Snapshot,
     TenantQuota,
 )
+from scheduling.sim.fidelity import Fidelity
 from scheduling.sim.job_state import JobState, with_progress
 
 #: Default cost (s) of restarting a preempted job: no progress while its checkpoint is restored.
@@ -85,8 +89,10 @@ class SimConfig:
     completion; ``restart_cost_s`` (s, ≥ 0): no-progress time after a preempted job restarts;
     ``seed``: recorded in the result (the engine itself is deterministic); ``skip_idle_rounds``:
     skip rounds that provably change nothing (off only to check that it changes nothing);
-    ``scheduler``/``tenant_quotas``: passed to the policy in every snapshot.
-    Raises ``ValueError`` for a non-positive interval or a negative restart cost.
+    ``scheduler``/``tenant_quotas``: passed to the policy in every snapshot; ``fidelity``:
+    :class:`scheduling.sim.fidelity.Fidelity`. ``round_interval_s = inf``: no periodic rounds
+    (needs ``round_on_events``). Raises ``ValueError`` for a non-positive interval (or an
+    infinite one without event rounds) or a negative restart cost.
     """
 
     round_interval_s: float = DEFAULT_ROUND_INTERVAL_S
@@ -96,11 +102,16 @@ class SimConfig:
     skip_idle_rounds: bool = True
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     tenant_quotas: Mapping[str, int | TenantQuota] = field(default_factory=dict)
+    fidelity: Fidelity = field(default_factory=Fidelity)
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.round_interval_s) and self.round_interval_s > 0):
+        interval = self.round_interval_s
+        if not (
+            interval > 0 and (math.isfinite(interval) or (interval == math.inf and self.round_on_events))
+        ):
             raise ValueError(
-                f"round interval must be a positive number of seconds, got {self.round_interval_s}"
+                f"round interval must be a positive number of seconds (inf only with rounds on events), "
+                f"got {interval}"
             )
         if not (math.isfinite(self.restart_cost_s) and self.restart_cost_s >= 0):
             raise ValueError(f"restart cost must be ≥ 0 s, got {self.restart_cost_s}")
@@ -150,6 +161,9 @@ class Simulator:
         self.profile = profile
         self.config = config or SimConfig()
         self.progress = progress
+        factor = self.config.fidelity.iteration_time_factor
+        if factor != 1.0:
+            jobs = [replace(j, iter_time_s=j.iter_time_s * factor) for j in jobs]
         self._arrivals = sorted(jobs, key=lambda j: (j.submit_time, j.id))
         self._states = {j.id: JobState(j) for j in self._arrivals}
         if len(self._states) != len(self._arrivals):
@@ -177,6 +191,8 @@ class Simulator:
         # (with quotas the gate then waives the borrow bound), so an idle cluster's queue may change
         self._crossing = math.inf
         self._preemptions = 0
+        self._since_due = False  # an arrival or completion since the last due round (fidelity)
+        self._change = math.inf  # the policy's horizon after the last due round (fidelity)
         self._xi_weighted = 0.0
         self._xi_time = 0.0
 
@@ -353,7 +369,9 @@ class Simulator:
             s.placement = Placement(s.base.id, gpu_ids, st.sub_batch, now)
             s.iter_s = self.profile.iter_time_s(s.base, st.sub_batch)
             s.last = now
-            s.resume_at = now + self.config.restart_cost_s if s.preemptions else now
+            s.resume_at = now + self.config.fidelity.start_delay(
+                s.base, s.preemptions, self.config.restart_cost_s
+            )
             if math.isnan(s.first_start):
                 s.first_start = now
             self._running[s.base.id] = None
@@ -404,6 +422,27 @@ class Simulator:
             return
         self._horizon = min(rule.horizon(snapshot), self._crossing)
 
+    def _replan(self, now: float, started: set[JobId]) -> float:
+        """After a due round (``Fidelity``): at a re-plan every running job not started in it is
+        relaunched, no progress for its relaunch overhead (the window restarts, Muri's ``max(dt −
+        oh, 0)``); returns when the next horizon round is (``inf``: none)."""
+        fid = self.config.fidelity
+        if fid.replan == "every-round" or (
+            fid.replan == "on-change" and (self._since_due or self._change <= now)
+        ):
+            for jid in self._running:
+                if jid not in started:
+                    s = self._states[jid]
+                    self._advance(s, now)
+                    s.resume_at = max(s.resume_at, now + fid.relaunch.seconds(s.base))
+                    self._reschedule(s, now)
+        self._since_due = False
+        if not (fid.rounds_at_horizon or fid.replan == "on-change"):
+            return math.inf
+        horizon = getattr(self.policy, "skip_rule", NO_SKIP).horizon  # after this round's decisions
+        self._change = math.inf if horizon is None else horizon(self._snapshot(now))
+        return self._change + 2e-6 if fid.rounds_at_horizon and self._change + 2e-6 > now else math.inf
+
     # ------------------------------------------------------------------ run
     def run(self) -> SimResult:
         """Replay the whole trace; returns a :class:`SimResult`.
@@ -412,6 +451,11 @@ class Simulator:
         """
         interval = self.config.round_interval_s
         on_events = self.config.round_on_events
+        fid = self.config.fidelity
+        periodic_on = math.isfinite(interval)
+        visit_all = fid.replan != "never"  # a re-plan may relaunch jobs at any due round
+        fid_on = visit_all or fid.rounds_at_horizon
+        t_horizon = inf = math.inf
         arrivals = self._arrivals
         heap = self._heap
         states = self._states
@@ -419,7 +463,6 @@ class Simulator:
         ai = 0
         next_k = 0  # first periodic round (at next_k × interval) not yet passed
         changed = True  # an arrival, completion or decision since the last round that did nothing
-        inf = math.inf
         bar = tqdm(
             total=n_arrivals,
             desc=self.policy.name,
@@ -438,13 +481,17 @@ class Simulator:
             if idle and (not self._pending or (not changed and self._crossing == inf)):
                 break  # nothing left, or a queue no round can ever change
             useful_from = self._useful_from(changed)
-            if useful_from == inf:
+            if not periodic_on:
+                t_round = inf
+            elif visit_all:
+                t_round = next_k * interval
+            elif useful_from == inf:
                 t_round = inf
             elif useful_from > next_k * interval:
                 t_round = _first_round_at_or_after(useful_from, interval) * interval
             else:
                 t_round = next_k * interval
-            now = min(t_done, t_arrive, t_round)
+            now = min(t_done, t_arrive, t_round, t_horizon)
             if now == inf:
                 break
             event = False
@@ -477,18 +524,24 @@ class Simulator:
                 ai += 1
                 event = True
             if event:
-                changed = True
-            k_now = _first_round_at_or_after(now, interval)
-            periodic = k_now >= next_k and k_now * interval == now
-            next_k = max(next_k, k_now + 1 if periodic else k_now)  # boundaries up to now are passed
-            due = periodic or (event and on_events)
+                changed = self._since_due = True
+            periodic = False
+            if periodic_on:
+                k_now = _first_round_at_or_after(now, interval)
+                periodic = k_now >= next_k and k_now * interval == now
+                next_k = max(next_k, k_now + 1 if periodic else k_now)  # boundaries up to now are passed
+            due = periodic or (event and on_events) or now == t_horizon
+            started: set[JobId] = set()
             if due and self._useful_from(changed) <= now:
                 self._rounds += 1
                 snapshot = self._snapshot(now)
                 decisions = self.policy.decide(snapshot, self.profile, explain=False)
                 changed = self._apply(decisions, now)
+                started = {st.job_id for st in decisions.starts}
                 if not changed:
                     self._set_horizon(snapshot)
+            if due and fid_on:
+                t_horizon = self._replan(now, started)
             if finished_since_bar:
                 bar.update(finished_since_bar)
                 finished_since_bar = 0
