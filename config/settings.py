@@ -212,6 +212,17 @@ if SHAREWISE_RECLAIM not in ("preempt", "bound", "both"):
     )
 # Most remaining exclusive time (s) of a job that borrows GPUs under reclaim bound/both.
 SHAREWISE_BORROW_BOUND_S = env.float("SHAREWISE_BORROW_BOUND_S", default=3600.0)
+# Baselines (docs/FIDELITY.md): where FIFO, SJF, SRTF and Tiresias put a gang on idle GPUs:
+# spread (one node if possible, else the fewest nodes) or consolidated (the peers' yarn rule).
+SHAREWISE_PLACEMENT = env("SHAREWISE_PLACEMENT", default="spread")
+# Tiresias: queue thresholds (comma-separated; n thresholds, n + 1 queues), in GPU-s (gpu_s) or
+# executed seconds (wall_s); the starvation guard and its factor; where a demoted job goes
+# (ahead: before the lower queue's pending jobs; back: the peers' queue lists, kept by the worker).
+SHAREWISE_TIRESIAS_THRESHOLDS = env.list("SHAREWISE_TIRESIAS_THRESHOLDS", cast=float, default=[3200.0])
+SHAREWISE_TIRESIAS_SERVICE = env("SHAREWISE_TIRESIAS_SERVICE", default="gpu_s")
+SHAREWISE_TIRESIAS_STARVATION_GUARD = env.bool("SHAREWISE_TIRESIAS_STARVATION_GUARD", default=True)
+SHAREWISE_TIRESIAS_STARVATION_FACTOR = env.float("SHAREWISE_TIRESIAS_STARVATION_FACTOR", default=1.0)
+SHAREWISE_TIRESIAS_DEMOTED = env("SHAREWISE_TIRESIAS_DEMOTED", default="ahead")
 # A round every interval; a tick no worker started within one interval expires (the next one comes).
 CELERY_BEAT_SCHEDULE = {
     "scheduling-round": {
