@@ -121,9 +121,10 @@ def preemptive_exclusive(
     waits: list[Wait] = []
     # for the quota gate: healthy GPUs held by running jobs not yet ranked (not idle for owners)
     later: dict[int, int] = {}
+    gpus, n_gpus = state.gpus, len(state.gpus)
     for rj in snapshot.running:
         for g in rj.placement.gpu_ids:
-            if 0 <= g < len(state.gpus) and state.gpus[g].healthy:
+            if 0 <= g < n_gpus and gpus[g].healthy:
                 later[g] = later.get(g, 0) + 1
     ri = pi = 0
     n_running, n_pending = len(running), len(pending_jobs)
@@ -154,7 +155,7 @@ def preemptive_exclusive(
         run_key, entry = running[ri]
         ri += 1
         rank = ri + bisect_left(pending_keys, run_key)
-        healthy = {g for g in entry.placement.gpu_ids if 0 <= g < len(state.gpus) and state.gpus[g].healthy}
+        healthy = {g for g in entry.placement.gpu_ids if 0 <= g < n_gpus and gpus[g].healthy}
         for g in healthy:
             later[g] -= 1
             if later[g] == 0 or g in promised:

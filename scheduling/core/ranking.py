@@ -92,6 +92,22 @@ class PendingRanking:
         differ (a wrong hint costs time, never a wrong ranking)."""
         self._started = job_ids
 
+    def current(self, pending: Sequence[Job], now: float) -> bool:
+        """Whether the ranking is that of exactly these pending jobs at ``now`` (the last update)."""
+        return pending is self._previous and now == self._now
+
+    def next_expiry(self) -> float:
+        """The earliest instant (s) after which a pending job's key changes with time alone
+        (its ``valid_until``; ``inf``: none), for the jobs of the last update."""
+        expiry, entries = self._expiry, self._entries
+        while expiry:
+            until, jid, key = expiry[0]
+            entry = entries.get(jid)
+            if entry is not None and entry[1] == key and entry[2] == until:
+                return until
+            heapq.heappop(expiry)  # a job gone, or re-keyed since
+        return math.inf
+
     def _remove(self, key: Key) -> None:
         i = bisect_left(self.keys, key)
         del self.keys[i]

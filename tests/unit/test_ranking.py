@@ -77,8 +77,18 @@ class Both:
 
     def __init__(self, fast, scratch_cls) -> None:
         self.fast, self.scratch_cls = fast, scratch_cls
-        self.name, self.preemptive, self.skip_rule = fast.name, True, fast.skip_rule
+        self.name, self.preemptive = fast.name, True
+        self.skip_rule = replace(fast.skip_rule, horizon=self.horizon)
         self.rounds = 0
+
+    def horizon(self, snapshot: Snapshot) -> float:
+        got = (
+            self.fast.horizon(snapshot)
+            if hasattr(self.fast, "horizon")
+            else self.fast.skip_rule.horizon(snapshot)
+        )
+        assert got == self.scratch_cls(incremental=False).skip_rule.horizon(snapshot)
+        return got
 
     def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:
         got = self.fast.decide(snapshot, profile, explain=explain)

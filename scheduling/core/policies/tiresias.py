@@ -118,7 +118,7 @@ def queue_of(
     return 0 if since is not None and since < config.thresholds[0] else level
 
 
-def next_queue_change(snapshot: Snapshot) -> float:
+def next_queue_change(snapshot: Snapshot, pending_change: float | None = None) -> float:
     """Earliest instant (s) ≥ ``snapshot.now`` at which a job's :func:`queue_of` may change with
     time alone (``inf``: never); the ranking is constant before it.
 
@@ -126,6 +126,8 @@ def next_queue_change(snapshot: Snapshot) -> float:
     promotion) at ``gpus`` GPU-s (or 1 s) per second; a pending lower-queue job becomes
     :func:`starving` at ``waiting_since + F · E``. Nothing else changes while no job starts,
     stops or arrives (running-or-pending, the second ranking key, changes only then).
+    ``pending_change``: that earliest starvation instant when already known (the policy's
+    :class:`~scheduling.core.ranking.PendingRanking` keeps it: :func:`pending_key_valid_until`).
     """
     config = snapshot.config.tiresias
     thresholds = config.thresholds
@@ -141,6 +143,8 @@ def next_queue_change(snapshot: Snapshot) -> float:
             change = min(change, now + (thresholds[0] - since) / rate)
         elif level < len(thresholds):
             change = min(change, now + (thresholds[level] - service) / rate)
+    if pending_change is not None:
+        return min(change, max(now, pending_change))
     if config.starvation_guard:
         factor = config.starvation_factor
         for job in snapshot.pending:
@@ -232,8 +236,13 @@ class TiresiasPolicy:
     def horizon(self, snapshot: Snapshot) -> float:
         """The skip horizon of this policy object: :func:`tiresias_horizon`, or the queue
         lists' (:meth:`TiresiasLists.horizon`) with ``demoted="back"``."""
-        if snapshot.config.tiresias.demoted == "back":
+        config = snapshot.config.tiresias
+        if config.demoted == "back":
             return self._lists.horizon(snapshot)
+        ranking = self._ranking
+        if self.incremental and ranking is not None and self._config == config:
+            if ranking.current(snapshot.pending, snapshot.now):  # the pending jobs' instants are known
+                return next_queue_change(snapshot, ranking.next_expiry()) - 1e-6
         return tiresias_horizon(snapshot)
 
     def _pending_ranking(self, config: TiresiasConfig) -> PendingRanking:

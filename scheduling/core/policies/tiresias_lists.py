@@ -57,6 +57,7 @@ class TiresiasLists:
         self.config = config
         self.now = -math.inf
         self.entries: dict[JobId, ListEntry] = {}
+        self.dirty: set[JobId] = set()  # running jobs moved into a list since its last partition
         levels = len(config.thresholds) + 1 if config else 1
         self.queues: list[dict[JobId, None]] = [{} for _ in range(levels)]
 
@@ -73,7 +74,8 @@ class TiresiasLists:
 
     def observe(self, snapshot: Snapshot) -> None:
         """Bring the lists to ``snapshot``: drop finished jobs, add new ones, demote and
-        promote (steps 1–3 of the module docstring)."""
+        promote (steps 1–3 of the module docstring). The running jobs are looked at one by one;
+        the pending ones only with the guard on (their pending time counts)."""
         config = snapshot.config.tiresias
         now = snapshot.now
         if config != self.config or now < self.now:
@@ -82,56 +84,66 @@ class TiresiasLists:
         last_q = len(thresholds)
         previous, self.now = self.now, now
         entries = self.entries
-        jobs: dict[JobId, tuple[Job, bool]] = {rj.job.id: (rj.job, True) for rj in snapshot.running}
-        jobs.update((j.id, (j, False)) for j in snapshot.pending)
-        for jid in [jid for jid in entries if jid not in jobs]:  # finished or gone
+        pending = {j.id: j for j in snapshot.pending}
+        running = {rj.job.id: rj.job for rj in snapshot.running}
+        present = pending.keys() | running.keys()
+        for jid in entries.keys() - present:  # finished or gone
             del self.queues[entries.pop(jid).q][jid]
+            self.dirty.discard(jid)
         moves: list[tuple[float, JobId, int]] = []
-        new: list[tuple[bool, float, JobId]] = []
-        for jid, (job, is_running) in jobs.items():
+        for jid, job in running.items():
             entry = entries.get(jid)
-            if entry is None:
-                new.append((not is_running, job.submit_time, jid))
-                continue
-            if is_running:
+            if entry is not None:
                 q = min(bisect_right(thresholds, self._service(job, entry)), last_q)
                 if q > entry.q:
                     moves.append((job.submit_time, jid, q))
-                continue
-            gpu_s = job.attained_gpu_s - entry.base_gpu_s
-            if gpu_s <= 0:
-                continue  # has not run since its last promotion (or ever): no pending time counts
-            entry.pending_s += max(0.0, now - max(previous, job.waiting_since))
-            executed = gpu_s / max(job.gpus, 1)
-            starved = entry.pending_s >= config.starvation_factor * executed
-            if config.starvation_guard and entry.q > 0 and starved:
-                entry.base_gpu_s = job.attained_gpu_s
-                entry.pending_s = 0.0
-                moves.append((job.submit_time, jid, 0))
-        for _, _, jid in sorted(new):
-            job = jobs[jid][0]
+        if config.starvation_guard:
+            factor = config.starvation_factor
+            for jid, job in pending.items():
+                entry = entries.get(jid)
+                gpu_s = job.attained_gpu_s - entry.base_gpu_s if entry is not None else 0.0
+                if entry is None or gpu_s <= 0:
+                    continue  # new, or not run since its last promotion (or ever): no pending time counts
+                entry.pending_s += max(0.0, now - max(previous, job.waiting_since))
+                if entry.q > 0 and entry.pending_s >= factor * gpu_s / max(job.gpus, 1):
+                    entry.base_gpu_s = job.attained_gpu_s
+                    entry.pending_s = 0.0
+                    moves.append((job.submit_time, jid, 0))
+        new = present - entries.keys()
+        ordered = sorted(
+            (jid not in running, (running.get(jid) or pending[jid]).submit_time, jid) for jid in new
+        )
+        for _, _, jid in ordered:
+            job = running.get(jid) or pending[jid]
             q = min(bisect_right(thresholds, self._service(job, ListEntry(0))), last_q)
             entries[jid] = ListEntry(q)
             self.queues[q][jid] = None
+            if jid in running:
+                self.dirty.add(jid)
         for _, jid, q in sorted(moves):
             self._move(jid, entries[jid], q)
+            self.dirty.add(jid)
 
     def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool) -> RoundDecisions:
         """One pass (steps 1–5): the lists' order is the ranking of
-        :func:`~scheduling.core.preemptive.preemptive_exclusive`; then each list is partitioned,
-        running jobs first. O(jobs), no sort."""
+        :func:`~scheduling.core.preemptive.preemptive_exclusive`; then the lists whose order may
+        have changed (a job started, stopped or moved into them) are partitioned, running jobs
+        first. O(jobs), no sort."""
         self.observe(snapshot)
         pending_by_id = {j.id: j for j in snapshot.pending}
         position: dict[JobId, tuple[int]] = {}
         keys: list[tuple[int]] = []
         pending: list[Job] = []
+        n = 0
         for queue in self.queues:
             for jid in queue:
-                key = position[jid] = (len(position),)
                 job = pending_by_id.get(jid)
-                if job is not None:
-                    keys.append(key)
+                if job is None:
+                    position[jid] = (n,)
+                else:
+                    keys.append((n,))
                     pending.append(job)
+                n += 1
         decisions = preemptive_exclusive(
             snapshot,
             profile,
@@ -141,9 +153,12 @@ class TiresiasLists:
             ranked_pending=(keys, pending),
         )
         stopped = {p.job_id for p in decisions.preemptions}
-        runs = {rj.job.id for rj in snapshot.running if rj.job.id not in stopped}
-        runs.update(s.job_id for s in decisions.starts)
-        for i, queue in enumerate(self.queues):
+        started = {s.job_id for s in decisions.starts}
+        touched = {self.entries[jid].q for jid in stopped | started | self.dirty}
+        self.dirty = set()
+        runs = (position.keys() - stopped) | started
+        for i in touched:
+            queue = self.queues[i]
             ahead = [jid for jid in queue if jid in runs]
             if 0 < len(ahead) < len(queue):
                 ahead.extend(jid for jid in queue if jid not in runs)
