@@ -372,6 +372,7 @@ class Simulator:
             s.resume_at = now + self.config.fidelity.start_delay(
                 s.base, s.preemptions, self.config.restart_cost_s
             )
+            s.mark, s.mark_done = now, s.done
             if math.isnan(s.first_start):
                 s.first_start = now
             self._running[s.base.id] = None
@@ -422,20 +423,21 @@ class Simulator:
             return
         self._horizon = min(rule.horizon(snapshot), self._crossing)
 
-    def _replan(self, now: float, started: set[JobId]) -> float:
-        """After a due round (``Fidelity``): at a re-plan every running job not started in it is
-        relaunched, no progress for its relaunch overhead (the window restarts, Muri's ``max(dt −
-        oh, 0)``); returns when the next horizon round is (``inf``: none)."""
+    def _relaunch(self, now: float, started: set[JobId], before: bool) -> None:
+        """At a re-plan, relaunch every running job not started in it (:mod:`~scheduling.sim.fidelity`)."""
         fid = self.config.fidelity
-        if fid.replan == "every-round" or (
-            fid.replan == "on-change" and (self._since_due or self._change <= now)
-        ):
+        if fid.replans(before, self._since_due or self._change <= now):
             for jid in self._running:
                 if jid not in started:
                     s = self._states[jid]
                     self._advance(s, now)
-                    s.resume_at = max(s.resume_at, now + fid.relaunch.seconds(s.base))
+                    fid.relaunch_job(s, now)
                     self._reschedule(s, now)
+
+    def _next_horizon_round(self, now: float) -> float:
+        """After a due round: when the policy's ranking may next change with time alone, for
+        horizon rounds and re-plans on a queue change (``inf``: never, or not needed)."""
+        fid = self.config.fidelity
         self._since_due = False
         if not (fid.rounds_at_horizon or fid.replan == "on-change"):
             return math.inf
@@ -532,6 +534,8 @@ class Simulator:
                 next_k = max(next_k, k_now + 1 if periodic else k_now)  # boundaries up to now are passed
             due = periodic or (event and on_events) or now == t_horizon
             started: set[JobId] = set()
+            if due and fid_on:
+                self._relaunch(now, started, before=True)
             if due and self._useful_from(changed) <= now:
                 self._rounds += 1
                 snapshot = self._snapshot(now)
@@ -541,7 +545,8 @@ class Simulator:
                 if not changed:
                     self._set_horizon(snapshot)
             if due and fid_on:
-                t_horizon = self._replan(now, started)
+                self._relaunch(now, started, before=False)
+                t_horizon = self._next_horizon_round(now)
             if finished_since_bar:
                 bar.update(finished_since_bar)
                 finished_since_bar = 0

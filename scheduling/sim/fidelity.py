@@ -13,6 +13,10 @@ every default leaves the simulator as it was:
   running), ``"every-round"`` (Muri's simulator: every event re-places every job, each paying
   its start overhead) or ``"on-change"`` (Muri's testbed: a round after an arrival, a
   completion or a queue change since the round before kills and relaunches every job it places);
+- ``charge``: how a relaunch overhead is paid: ``"launch"`` (no progress for it after each
+  launch: the testbed's physics) or ``"interrupted"`` (Muri's simulator: at each re-plan every
+  running job loses ``min(overhead, time since its last re-plan or start)`` of progress, and the
+  interval that ends with its completion costs nothing — it computes the end without it);
 - ``rounds_at_horizon``: also a round at each instant the policy's ranking may change with time
   alone (its skip horizon: Tiresias' demotions and promotions — the "job jump" events of the
   peers' simulators);
@@ -31,9 +35,13 @@ from dataclasses import dataclass, field
 
 from scheduling.core.metrics import PERCENTILE_METHODS
 from scheduling.core.types import Job
+from scheduling.sim.job_state import JobState
 
 REPLAN_MODES: tuple[str, ...] = ("never", "every-round", "on-change")
 """Values of :attr:`Fidelity.replan`."""
+
+CHARGE_MODES: tuple[str, ...] = ("launch", "interrupted")
+"""Values of :attr:`Fidelity.charge`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,11 +207,14 @@ class Fidelity:
     replan: str = "never"
     rounds_at_horizon: bool = False
     percentile: str = "linear"
+    charge: str = "launch"
 
     def __post_init__(self) -> None:
         factor = self.iteration_time_factor
         if not (isinstance(factor, int | float) and math.isfinite(factor) and factor > 0):
             raise ValueError(f"iteration-time factor must be a positive number, got {factor!r}")
+        if self.charge not in CHARGE_MODES:
+            raise ValueError(f"charge must be one of {', '.join(CHARGE_MODES)}, got {self.charge!r}")
         if self.replan not in REPLAN_MODES:
             raise ValueError(f"replan must be one of {', '.join(REPLAN_MODES)}, got {self.replan!r}")
         if self.percentile not in PERCENTILE_METHODS:
@@ -213,8 +224,30 @@ class Fidelity:
 
     def start_delay(self, job: Job, preemptions: int, restart_cost_s: float) -> float:
         """Seconds without progress after ``job`` starts: its first-start overhead, or after a
-        preemption the restart cost plus its relaunch overhead."""
+        preemption the restart cost plus its relaunch overhead (with ``charge="interrupted"``
+        the overheads are charged when a re-plan interrupts the run instead: the restart cost
+        only)."""
+        if self.charge == "interrupted":
+            return restart_cost_s if preemptions else 0.0
         return restart_cost_s + self.relaunch.seconds(job) if preemptions else self.first_start.seconds(job)
+
+    def replans(self, before: bool, changed: bool) -> bool:
+        """Whether a due round relaunches the running jobs, asked ``before`` its decisions (the
+        ``"interrupted"`` charge) or after them (``"launch"``); ``changed``: an arrival,
+        completion or queue change since the last due round."""
+        if (self.charge == "interrupted") != before:
+            return False
+        return self.replan == "every-round" or (self.replan == "on-change" and changed)
+
+    def relaunch_job(self, s: JobState, now: float) -> None:
+        """Charge running ``s`` (progress brought up to ``now``) its relaunch overhead (module
+        docstring, ``charge``); the caller reschedules its completion."""
+        overhead = self.relaunch.seconds(s.base)
+        if self.charge == "interrupted":
+            s.done = max(s.mark_done, s.done - min(overhead, now - s.mark) * s.rate)
+            s.mark, s.mark_done = now, s.done
+        else:
+            s.resume_at = max(s.resume_at, now + overhead)
 
     def is_default(self) -> bool:
         """Whether every knob is at its default (the report then leaves them out)."""
@@ -222,7 +255,8 @@ class Fidelity:
 
     def summary(self) -> dict[str, object]:
         """The knobs for the report: ``{"iteration_time_factor", "first_start_overhead",
-        "relaunch_overhead", "replan", "rounds_at_horizon", "percentile"}`` (tables by name)."""
+        "relaunch_overhead", "replan", "rounds_at_horizon", "percentile", "charge"}`` (tables by
+        name)."""
         return {
             "iteration_time_factor": self.iteration_time_factor,
             "first_start_overhead": self.first_start.name,
@@ -230,4 +264,5 @@ class Fidelity:
             "replan": self.replan,
             "rounds_at_horizon": self.rounds_at_horizon,
             "percentile": self.percentile,
+            "charge": self.charge,
         }

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from scheduling.core.metrics import PERCENTILE_METHODS
 from scheduling.core.types import PLACEMENTS, TIRESIAS_DEMOTED, TIRESIAS_SERVICE_UNITS, TiresiasConfig
 from scheduling.sim.engine import DEFAULT_RESTART_COST_S, DEFAULT_ROUND_INTERVAL_S
-from scheduling.sim.fidelity import OVERHEAD_TABLES, REPLAN_MODES, Fidelity, overhead_table
+from scheduling.sim.fidelity import CHARGE_MODES, OVERHEAD_TABLES, REPLAN_MODES, Fidelity, overhead_table
 from scheduling.sim.presets import PRESET_NAMES, PRESETS
 
 
@@ -86,6 +86,12 @@ def add_fidelity_arguments(parser: argparse.ArgumentParser) -> None:
         help="rounds that relaunch every running job: never (ours), every-round, on-change",
     )
     group.add_argument(
+        "--overhead-charge",
+        choices=CHARGE_MODES,
+        help="launch: no progress for the overhead after each launch (default); interrupted: a "
+        "re-plan takes it off the interval it ends, a completed interval is free (Muri's simulator)",
+    )
+    group.add_argument(
         "--rounds-at-horizon",
         type=_on_off,
         metavar="on|off",
@@ -149,6 +155,7 @@ def resolve(args: argparse.Namespace) -> Resolved:
         replan=pick(args.replan, base_f.replan, "never"),
         rounds_at_horizon=pick(args.rounds_at_horizon, base_f.rounds_at_horizon, False),
         percentile=pick(args.percentile, base_f.percentile, "linear"),
+        charge=pick(args.overhead_charge, base_f.charge, "launch"),
     )
     return Resolved(
         round_interval_s=pick(

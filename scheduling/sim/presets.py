@@ -76,10 +76,12 @@ PRESETS: dict[str, Preset] = {
                 replan="every-round",
                 rounds_at_horizon=True,
                 percentile="index",
+                charge="interrupted",
             ),
             sources=(
                 "rounds: simulator/run_sim.py, one pass per arrival, completion and queue jump",
-                "overheads: simulator/run_sim.py overhead_dict, charged to every running job per event",
+                "overheads: simulator/run_sim.py overhead_dict, charged to every running job per event "
+                "(max(dt - oh, 0); the end is computed without it)",
                 "iteration time x1.015: simulator/jobs.py itertime_overhead_list[0]",
                 "placement: GPU counting (dlas_sim_jobs counts free GPUs; shortest_first_sim_jobs "
                 "re-packs every job by yarn at each event, migrating freely)",

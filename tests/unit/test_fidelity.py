@@ -99,6 +99,22 @@ def test_every_round_relaunches_every_running_job() -> None:
     assert ends(never) == {1: pytest.approx(105.0), 2: pytest.approx(155.0)}
 
 
+def test_interrupted_charge_as_muris_simulator() -> None:
+    # charge="interrupted": a re-plan takes min(overhead, interval) off the interval it ends, and
+    # the interval ending in a completion is free. A (from 0) loses 5 s at B's arrival (50):
+    # 45 done, ends at 105 with nothing more to pay. B (from 50) loses 5 s at A's end (105): 50
+    # done there, ends 155. (Charged at each launch instead: 110 and 160, above.)
+    five = OverheadTable.constant(5.0)
+    fid = Fidelity(first_start=five, relaunch=five, replan="every-round", charge="interrupted")
+    r = run([job(1), job(2, submit=50.0)], gpus=2, fidelity=fid, **EVENTS)
+    assert ends(r) == {1: pytest.approx(105.0), 2: pytest.approx(155.0)}
+    # events 3 s apart, within the overhead: those intervals make no progress at all. Job 1 makes
+    # none until 6, job 2 none from 3 to 6; from 6 all three run undisturbed and end together at
+    # 106 (their last interval free).
+    r = run([job(1), job(2, submit=3.0), job(3, submit=6.0)], gpus=3, fidelity=fid, **EVENTS)
+    assert ends(r) == {1: pytest.approx(106.0), 2: pytest.approx(106.0), 3: pytest.approx(106.0)}
+
+
 def test_on_change_relaunches_only_after_a_change() -> None:
     # Muri's testbed: rounds every 100 s; a round re-plans only after an arrival or a completion
     # since the round before. A (300 iterations) starts at 0 (10 s overhead). B arrives at 150

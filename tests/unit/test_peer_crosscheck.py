@@ -13,6 +13,8 @@ References (public data, never our own output):
 
 Targets (issue 15): SRTF and Tiresias within ±2 % of Muri's simulator (average JCT, p99,
 makespan), within ±5 % of the measured testbed; FIFO with consolidated placement within ±1 %.
+Under the matching preset Muri's simulator and Tiresias' FIFO are reproduced to within 0.01 %,
+so those checks allow 0.1 %.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ def assert_within(got: tuple[float, ...], want: tuple[float, ...], tolerance: fl
 @pytest.mark.parametrize("policy", ["srtf", "tiresias"])
 def test_muri_sim_trace3(shared_data: Path, policy: str) -> None:
     config = PRESETS["muri-sim"].sim_config()
-    assert_within(ours(shared_data, "muri-sim-trace3.csv", policy, config), MURI_SIM[(policy, 3)], 0.02)
+    assert_within(ours(shared_data, "muri-sim-trace3.csv", policy, config), MURI_SIM[(policy, 3)], 0.001)
 
 
 @pytest.mark.slow
@@ -80,7 +82,7 @@ def test_muri_sim_trace3(shared_data: Path, policy: str) -> None:
 def test_muri_sim_trace1_and_4(shared_data: Path, policy: str, trace: int) -> None:
     config = PRESETS["muri-sim"].sim_config()
     got = ours(shared_data, f"muri-sim-trace{trace}.csv", policy, config)
-    assert_within(got, MURI_SIM[(policy, trace)], 0.02)
+    assert_within(got, MURI_SIM[(policy, trace)], 0.001)
 
 
 @pytest.mark.parametrize("policy", ["srtf", "tiresias"])
@@ -99,7 +101,7 @@ def test_fifo_consolidated_against_tiresias_simulator(shared_data: Path, trace: 
         fidelity=Fidelity(percentile="index"),
     )
     got = ours(shared_data, f"muri-sim-trace{trace}.csv", "fifo", config)
-    assert_within(got, TIRESIAS_FIFO[trace], 0.01)
+    assert_within(got, TIRESIAS_FIFO[trace], 0.001)
     spread = SimConfig(round_interval_s=math.inf, round_on_events=True, fidelity=Fidelity(percentile="index"))
     if trace != 3:  # spreading never blocks on fragmentation: about 7-8 % optimistic there
         assert (

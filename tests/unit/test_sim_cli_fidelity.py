@@ -50,6 +50,7 @@ def test_preset_muri_testbed(trace: Path, tmp_path: Path, capsys: pytest.Capture
         "replan": "on-change",
         "rounds_at_horizon": False,
         "percentile": "index",
+        "charge": "launch",
     }
     assert r["scheduler"]["placement"] == "consolidated"
     assert r["scheduler"]["tiresias"] == {
