@@ -22,15 +22,18 @@ def scheduler_config() -> core.SchedulerConfig:
     """The :class:`~scheduling.core.types.SchedulerConfig` of every round, from the settings
     ``SHAREWISE_STARVATION_BOUND_S`` (s), ``SHAREWISE_AGING_S`` (s), ``SHAREWISE_RECLAIM``
     (``preempt``, ``bound`` or ``both``) and ``SHAREWISE_BORROW_BOUND_S`` (s) (docs/FAIRNESS.md
-    §1–2), ``SHAREWISE_PLACEMENT`` and the ``SHAREWISE_TIRESIAS_*`` knobs (docs/FIDELITY.md);
-    defaults in ``config/settings.py``. Raises ``ImproperlyConfigured`` for a non-positive time,
-    an unknown reclaim mode or placement, or bad Tiresias knobs."""
+    §1–2), ``SHAREWISE_SHARE_UNKNOWN`` (docs/LEARNING.md: may a job of unknown memory, or a
+    pair of unknown slowdown, share), ``SHAREWISE_PLACEMENT`` and the ``SHAREWISE_TIRESIAS_*``
+    knobs (docs/FIDELITY.md); defaults in ``config/settings.py``. Raises
+    ``ImproperlyConfigured`` for a non-positive time, an unknown reclaim mode or placement, or
+    bad Tiresias knobs."""
     try:
         return core.SchedulerConfig(
             starvation_bound_s=float(settings.SHAREWISE_STARVATION_BOUND_S),
             aging_s=float(settings.SHAREWISE_AGING_S),
             reclaim=str(settings.SHAREWISE_RECLAIM),
             borrow_bound_s=float(settings.SHAREWISE_BORROW_BOUND_S),
+            share_unknown=bool(settings.SHAREWISE_SHARE_UNKNOWN),
             placement=str(settings.SHAREWISE_PLACEMENT),
             tiresias=core.TiresiasConfig(
                 thresholds=tuple(float(t) for t in settings.SHAREWISE_TIRESIAS_THRESHOLDS),
