@@ -38,7 +38,10 @@ measurement outweighs a measured-table prior by ``σ_p² / σ_o² = 9``.
 **Order of trust.** Iteration time (:func:`choose_iter_time`): measured for this job > learned
 for its class (at least :data:`MIN_CLASS_SAMPLES` samples) > declared by the user > the profile's
 estimate. A declared time is the user's unverified claim, and shortest-job-first rewards
-under-declaring: measurements of the same class win over it. Slowdown: the posterior above, whose
+under-declaring: measurements of the same class win over it — when the class is homogeneous (its
+samples agree within :data:`MAX_CLASS_SPREAD`); the jobs of a class whose measurements differ by
+factors (one model name over many datasets and lengths) say little about one more job, whose own
+declaration then stands. Slowdown: the posterior above, whose
 prior is, in order, the shipped table's measured pair, its predictor for unseen pairs, or its
 conservative default. A pair whose ``ξ`` has no measurement, no table entry and no prediction is
 *unknown*: it does not share (:meth:`LearnedProfile.pair_allowed`) unless the round's
@@ -76,6 +79,11 @@ OBS_SIGMA_MIN = 0.05
 PRIOR_SIGMA: Mapping[str, float] = {"measured": 0.15, "predicted": 0.35, "default": 1.0}
 #: Samples of a class before its pooled iteration time is trusted over a declared one **(ours)**.
 MIN_CLASS_SAMPLES = 3
+#: Largest spread (standard deviation of ``ln`` samples) of a class whose pooled iteration time is
+#: trusted over a declared one: its jobs agree within about 25 % **(ours)**. Five times the report
+#: jitter (:data:`OBS_SIGMA_MIN`): a class of one kind of job passes even with noisy reports; a
+#: class mixing jobs that differ by factors does not.
+MAX_CLASS_SPREAD = 0.25
 
 ITER_TIME_SOURCES = ("measured", "learned", "declared", "profile")
 """Where the iteration time a round uses came from (:func:`choose_iter_time`), best first."""
@@ -194,11 +202,16 @@ def choose_iter_time(
     profile_s: float,
 ) -> Estimate:
     """The exclusive iteration time ``t_j(B_j)`` (s) a round uses, by the order of trust (module
-    docstring): measured for this job, learned for its class (≥ :data:`MIN_CLASS_SAMPLES`
-    samples), declared, the profile's estimate ``profile_s``."""
+    docstring): measured for this job; learned for its class (≥ :data:`MIN_CLASS_SAMPLES`
+    samples, and over a declared time only with a spread ≤ :data:`MAX_CLASS_SPREAD`); declared;
+    the profile's estimate ``profile_s``."""
     if job_stats is not None and job_stats.count:
         return Estimate(job_stats.mean, "measured", job_stats.count, job_stats.spread)
-    if class_stats is not None and class_stats.count >= MIN_CLASS_SAMPLES:
+    if (
+        class_stats is not None
+        and class_stats.count >= MIN_CLASS_SAMPLES
+        and (declared_s is None or class_stats.spread <= MAX_CLASS_SPREAD)
+    ):
         return Estimate(class_stats.mean, "learned", class_stats.count, class_stats.spread)
     if declared_s is not None:
         return Estimate(declared_s, "declared")
@@ -332,6 +345,14 @@ class Learner:
         key = (side_key(a, sub_a), side_key(b, sub_b))
         self.slowdowns[key] = self.slowdowns.get(key, SampleStats()).add(xi_a)
         self.version += 1
+
+    def observe_memory(self, job: Job) -> None:
+        """The memory use of ``job``'s model was measured (it may share even without a declared
+        memory, :meth:`LearnedProfile.memory_known`). Changes the knowledge only the first time."""
+        model = normalise_model(job.model)
+        if model not in self.memory_seen:
+            self.memory_seen.add(model)
+            self.version += 1
 
     def mark_incompatible(self, a: Job, sub_a: int, b: Job, sub_b: int) -> None:
         """``a`` at ``sub_a`` and ``b`` at ``sub_b`` ran out of memory together."""
