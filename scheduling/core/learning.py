@@ -355,9 +355,12 @@ class Learner:
             self.version += 1
 
     def mark_incompatible(self, a: Job, sub_a: int, b: Job, sub_b: int) -> None:
-        """``a`` at ``sub_a`` and ``b`` at ``sub_b`` ran out of memory together."""
-        self.incompatible.add(pair_id(side_key(a, sub_a), side_key(b, sub_b)))
-        self.version += 1
+        """``a`` at ``sub_a`` and ``b`` at ``sub_b`` ran out of memory together (the knowledge
+        changes only the first time)."""
+        pair = pair_id(side_key(a, sub_a), side_key(b, sub_b))
+        if pair not in self.incompatible:
+            self.incompatible.add(pair)
+            self.version += 1
 
     def knowledge(self) -> Knowledge:
         """An immutable view of the slowdowns learned (the same object until one changes)."""
