@@ -66,6 +66,7 @@ from scheduling.core.types import (
     Snapshot,
     TenantQuota,
 )
+from scheduling.sim.belief import Belief, LearningSummary
 from scheduling.sim.job_state import JobState, with_progress
 
 #: Default cost (s) of restarting a preempted job: no progress while its checkpoint is restored.
@@ -114,7 +115,8 @@ class SimResult:
     (the policy left them waiting with nothing else left to happen); ``timeline``: ``(t, busy
     GPUs, shared GPUs)`` change points (s); ``capacity_gpus``: healthy GPUs; ``rounds``: policy
     calls made; ``preemptions``: preemptions applied; ``mean_shared_slowdown``: mean ξ over the
-    time jobs ran shared, weighted by that time (``nan`` if nothing was shared).
+    time jobs ran shared, weighted by that time (``nan`` if nothing was shared); ``learning``: the
+    belief's summary (:class:`~scheduling.sim.belief.LearningSummary`) of a run with one.
     """
 
     policy: str
@@ -126,13 +128,17 @@ class SimResult:
     preemptions: int
     mean_shared_slowdown: float
     seed: int = 0
+    learning: LearningSummary | None = None
 
 
 class Simulator:
     """One run of ``policy`` over ``jobs`` on ``cluster`` (see the module docstring).
 
     ``jobs`` need not be sorted; their ids must be unique (``ValueError`` otherwise). Call
-    :meth:`run` once. ``progress``: show a tqdm bar (completed jobs) on stderr.
+    :meth:`run` once. ``progress``: show a tqdm bar (completed jobs) on stderr. ``belief``
+    (:class:`~scheduling.sim.belief.Belief`, built over the same ``profile`` as its truth): the
+    policy decides from the belief's profile and iteration times, observations feed it; without
+    one the policy sees ``profile``, the truth.
     """
 
     def __init__(
@@ -144,8 +150,10 @@ class Simulator:
         config: SimConfig | None = None,
         *,
         progress: bool = False,
+        belief: Belief | None = None,
     ) -> None:
         self.cluster = cluster
+        self.belief = belief
         self.policy = policy
         self.profile = profile
         self.config = config or SimConfig()
@@ -182,7 +190,7 @@ class Simulator:
 
     # ------------------------------------------------------------------ queue
     def _enqueue(self, s: JobState, now: float) -> None:
-        self._pending[s.base.id] = s.view
+        self._pending[s.base.id] = s.view if self.belief is None else self.belief.believe(s.view)
         g = s.base.gpus
         self._pending_gangs[g] = self._pending_gangs.get(g, 0) + 1
         s.queued_since = now
@@ -240,11 +248,14 @@ class Simulator:
         assert s.placement is not None
         xi = 1.0
         jid = s.base.id
+        worst: JobId | None = None  # the partner beside which it is slowest
         occupancy = [self._gpu_jobs[g] for g in s.placement.gpu_ids]
         for on_gpu in occupancy:
             for other in on_gpu:
                 if other != jid:
-                    xi = max(xi, self._slowdown(s, self._states[other]))
+                    x = self._slowdown(s, self._states[other])
+                    if x > xi or worst is None:
+                        xi, worst = max(xi, x), other
         s.xi = xi
         s.charge_rate = charge_rates(occupancy, self._pair_slowdown)[jid]
         s.rate = 1.0 / (s.iter_s * xi)
@@ -254,6 +265,8 @@ class Simulator:
         end = t_start + (remaining / s.rate if remaining > 0 else 0.0)
         self._seq += 1
         heapq.heappush(self._heap, (end, self._seq, jid, s.version))
+        if self.belief is not None:
+            self.belief.segment(s, now, None if worst is None else self._states[worst])
 
     def _mark(self, now: float) -> None:
         point = (now, self._n_busy, self._n_shared)
@@ -349,6 +362,9 @@ class Simulator:
                 raise SimulationError(f"{self.policy.name}: start of unknown job {st.job_id}")
             gpu_ids = tuple(st.gpu_ids)
             self._check_start(s, gpu_ids, st.sub_batch)
+            if self.belief is not None and st.shares:  # judged with the truth, before it runs
+                truth = [self._true_job(self._states[sh.partner_id], now) for sh in st.shares]
+                self.belief.decided(now, with_progress(s.base, s.done, 0.0, None), st, truth)
             self._dequeue(s, now)
             s.placement = Placement(s.base.id, gpu_ids, st.sub_batch, now)
             s.iter_s = self.profile.iter_time_s(s.base, st.sub_batch)
@@ -366,13 +382,24 @@ class Simulator:
             return True
         return False
 
+    def _true_job(self, s: JobState, now: float) -> tuple[Job, int]:
+        """A running job as it truly is at ``now`` (trace iteration time, progress), its sub-batch."""
+        assert s.placement is not None
+        return with_progress(s.base, self._progress_at(s, now), 0.0, None), s.placement.sub_batch
+
     def _snapshot(self, now: float) -> Snapshot:
+        belief = self.belief
+        if belief is not None:  # pending jobs whose believed iteration time changed
+            for jid in belief.changed_jobs():
+                if jid in self._pending:
+                    self._pending[jid] = belief.believe(self._states[jid].view)
         running = []
         for jid in self._running:
             s = self._states[jid]
             assert s.placement is not None
             attained = s.attained + s.base.gpus * (now - s.last)
-            job = with_progress(s.base, self._progress_at(s, now), attained, s.queued_since)
+            base = s.base if belief is None else belief.believe(s.base)
+            job = with_progress(base, self._progress_at(s, now), attained, s.queued_since)
             running.append(RunningJob(job, s.placement))
         pending = tuple(self._pending.values())
         return Snapshot(
@@ -444,7 +471,7 @@ class Simulator:
                 t_round = _first_round_at_or_after(useful_from, interval) * interval
             else:
                 t_round = next_k * interval
-            now = min(t_done, t_arrive, t_round)
+            now = min(t_done, t_arrive, t_round, inf if self.belief is None else self.belief.next_due)
             if now == inf:
                 break
             event = False
@@ -476,6 +503,8 @@ class Simulator:
                 self._enqueue(states[arrivals[ai].id], now)
                 ai += 1
                 event = True
+            if self.belief is not None and self.belief.next_due <= now and self.belief.observe(now):
+                changed = True  # something learned: a round that decided nothing may now decide
             if event:
                 changed = True
             k_now = _first_round_at_or_after(now, interval)
@@ -485,7 +514,8 @@ class Simulator:
             if due and self._useful_from(changed) <= now:
                 self._rounds += 1
                 snapshot = self._snapshot(now)
-                decisions = self.policy.decide(snapshot, self.profile, explain=False)
+                profile = self.profile if self.belief is None else self.belief.profile()
+                decisions = self.policy.decide(snapshot, profile, explain=False)
                 changed = self._apply(decisions, now)
                 if not changed:
                     self._set_horizon(snapshot)
@@ -505,6 +535,7 @@ class Simulator:
             preemptions=self._preemptions,
             mean_shared_slowdown=self._xi_weighted / self._xi_time if self._xi_time else math.nan,
             seed=self.config.seed,
+            learning=None if self.belief is None else self.belief.summary(),
         )
 
 
@@ -522,6 +553,7 @@ def simulate(
     config: SimConfig | None = None,
     *,
     progress: bool = False,
+    belief: Belief | None = None,
 ) -> SimResult:
     """Convenience wrapper: ``Simulator(...).run()`` (see :class:`Simulator`)."""
-    return Simulator(jobs, cluster, policy, profile, config, progress=progress).run()
+    return Simulator(jobs, cluster, policy, profile, config, progress=progress, belief=belief).run()
