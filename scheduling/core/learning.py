@@ -10,7 +10,9 @@ shipped table (docs/LEARNING.md). Pure Python: no Django, no I/O, no clock.
   it ran alone on its GPUs (a measurement at sub-batch ``b`` is brought to the full batch with the
   base profile's samples/s curve, :func:`full_batch_time_s`).
 - *Exclusive iteration time of a job class* ``(model, global batch, GPUs)`` (:data:`IterKey`): the
-  same measurements pooled over every job of the class, for jobs that have not run yet.
+  first such measurement of every job of the class, pooled, for jobs that have not run yet — one
+  sample per job, so that :data:`MIN_CLASS_SAMPLES` counts jobs and the spread is the spread
+  between jobs (one long job reporting again and again must not speak for its whole class).
 - *Slowdown* ``ξ`` of a job class beside another, keyed by ``(model, sub-batch)`` of each side,
   ordered (:data:`PairKey`: ``ξ`` of the first beside the second): a measured shared iteration time
   divided by the exclusive iteration time at the same sub-batch. The key is the one the shipped
@@ -85,6 +87,15 @@ MIN_CLASS_SAMPLES = 3
 #: class mixing jobs that differ by factors does not.
 MAX_CLASS_SPREAD = 0.25
 
+#: A slowdown summary is published to the rounds (a new :class:`Knowledge`) only when it moved
+#: materially since last published: its mean or spread of ``ln ξ`` by more than this, or its
+#: weight by more than :data:`PUBLISH_WEIGHT_RATIO` **(ours)**. A tenth of one report's jitter
+#: (:data:`OBS_SIGMA_MIN`): no decision should hang on less, and every new knowledge costs the
+#: policies their memo.
+PUBLISH_TOL = 0.005
+#: See :data:`PUBLISH_TOL`: of equal samples, weights 1, 2, 3, 4, 6, 8, 11, 14 and 18 are published.
+PUBLISH_WEIGHT_RATIO = 1.25
+
 ITER_TIME_SOURCES = ("measured", "learned", "declared", "profile")
 """Where the iteration time a round uses came from (:func:`choose_iter_time`), best first."""
 
@@ -150,16 +161,17 @@ class SampleStats:
 def posterior_log(prior_value: float, prior_sigma: float, stats: SampleStats | None) -> float:
     """``ln`` of the posterior mean estimate (conjugate normal update in log space, module
     docstring): ``(ln prior/σ_p² + w·m/σ_o²) / (1/σ_p² + w/σ_o²)``, ``σ_o = max(OBS_SIGMA_MIN,
-    spread)``. With no sample it is ``ln prior_value``."""
+    spread)``, computed as ``ln prior + k·(m − ln prior)`` with ``k = (w/σ_o²) / (1/σ_p² + w/σ_o²)``
+    (the same value; exactly ``ln prior`` when the samples agree with the prior, so a learned
+    profile over a right prior decides bit for bit as the prior). With no sample: ``ln prior``."""
     prior_log = math.log(prior_value)
     if stats is None or stats.count == 0:
         return prior_log
     obs_var = max(OBS_SIGMA_MIN, stats.spread) ** 2
     prior_precision = 1.0 / (prior_sigma * prior_sigma)
     data_precision = stats.weight / obs_var
-    return (prior_log * prior_precision + stats.mean_log * data_precision) / (
-        prior_precision + data_precision
-    )
+    gain = data_precision / (prior_precision + data_precision)
+    return prior_log + gain * (stats.mean_log - prior_log)
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,8 +308,9 @@ class LearnedProfile:
         stats = self.knowledge.slowdowns.get(key)
         if stats is None or stats.count == 0:
             return Estimate(prior, source)
-        value = math.exp(posterior_log(prior, PRIOR_SIGMA.get(source, 1.0), stats))
-        return Estimate(value, "learned", stats.count, stats.spread)
+        # prior · exp(shift) rather than exp(ln ξ̂): exactly the prior when the samples agree with it
+        shift = posterior_log(prior, PRIOR_SIGMA.get(source, 1.0), stats) - math.log(prior)
+        return Estimate(prior * math.exp(shift), "learned", stats.count, stats.spread)
 
     def pair_allowed(self, a: Job, sub_a: int, b: Job, sub_b: int, unknown_ok: bool = False) -> bool:
         """Whether ``a`` at ``sub_a`` may share a GPU with ``b`` at ``sub_b``: never after an
@@ -318,8 +331,9 @@ class LearnedProfile:
 class Learner:
     """Accumulates measurements (the simulator's memory; the service keeps the same summaries in
     the database). Mutable. :meth:`knowledge` returns an immutable view of the slowdowns, rebuilt
-    only after one changed (:attr:`version`); :meth:`iter_time` the iteration time by the order
-    of trust."""
+    only after one changed materially (:attr:`version`, :data:`PUBLISH_TOL`): the view holds each
+    pair's summary as last published; :meth:`iter_time` the iteration time by the order of
+    trust."""
 
     def __init__(self) -> None:
         self.jobs: dict[JobId, SampleStats] = {}
@@ -329,12 +343,16 @@ class Learner:
         self.memory_seen: set[str] = set()
         self.version = 0
         self._view: tuple[int, Knowledge] | None = None
+        self._published: dict[PairKey, SampleStats] = {}
 
     def observe_exclusive(self, job: Job, full_batch_s: float) -> None:
-        """``job`` ran alone at ``t_j(B_j) = full_batch_s`` (s, :func:`full_batch_time_s`)."""
-        self.jobs[job.id] = self.jobs.get(job.id, SampleStats()).add(full_batch_s)
-        key = iter_key(job)
-        self.classes[key] = self.classes.get(key, SampleStats()).add(full_batch_s)
+        """``job`` ran alone at ``t_j(B_j) = full_batch_s`` (s, :func:`full_batch_time_s`): a sample
+        of the job, and — its first only — of its class (module docstring)."""
+        own = self.jobs.get(job.id, SampleStats())
+        self.jobs[job.id] = own.add(full_batch_s)
+        if own.count == 0:
+            key = iter_key(job)
+            self.classes[key] = self.classes.get(key, SampleStats()).add(full_batch_s)
 
     def iter_time(self, job: Job, declared_s: float | None, profile_s: float) -> Estimate:
         """:func:`choose_iter_time` for ``job`` from what was observed."""
@@ -343,8 +361,16 @@ class Learner:
     def observe_slowdown(self, a: Job, sub_a: int, b: Job, sub_b: int, xi_a: float) -> None:
         """``a`` at ``sub_a`` ran ``xi_a`` times slower beside ``b`` at ``sub_b`` than alone."""
         key = (side_key(a, sub_a), side_key(b, sub_b))
-        self.slowdowns[key] = self.slowdowns.get(key, SampleStats()).add(xi_a)
-        self.version += 1
+        stats = self.slowdowns[key] = self.slowdowns.get(key, SampleStats()).add(xi_a)
+        shown = self._published.get(key)
+        if (
+            shown is None
+            or abs(stats.mean_log - shown.mean_log) > PUBLISH_TOL
+            or abs(stats.spread - shown.spread) > PUBLISH_TOL
+            or stats.weight > shown.weight * PUBLISH_WEIGHT_RATIO
+        ):
+            self._published[key] = stats
+            self.version += 1
 
     def observe_memory(self, job: Job) -> None:
         """The memory use of ``job``'s model was measured (it may share even without a declared
@@ -365,6 +391,6 @@ class Learner:
     def knowledge(self) -> Knowledge:
         """An immutable view of the slowdowns learned (the same object until one changes)."""
         if self._view is None or self._view[0] != self.version:
-            view = Knowledge(dict(self.slowdowns), frozenset(self.incompatible), frozenset(self.memory_seen))
+            view = Knowledge(dict(self._published), frozenset(self.incompatible), frozenset(self.memory_seen))
             self._view = (self.version, view)
         return self._view[1]

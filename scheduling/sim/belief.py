@@ -16,7 +16,11 @@ policy decides from a **prior** instead — the shipped table, or one with a sta
   multiplied by ``exp(N(0, S²))`` (seeded).
 - **What the policy sees.** A new ``LearnedProfile`` only when the knowledge changed (policies
   memoise per profile object); each job's ``iter_time_s`` by the order of trust
-  (:func:`~scheduling.core.learning.choose_iter_time`, the trace's time counting as declared).
+  (:func:`~scheduling.core.learning.choose_iter_time`): its own measurement, else the trace's
+  time as declared. Its class's pooled time is left out here: in a trace every job declares its
+  true time, so a class could only pull a belief away from the truth (the jobs of one Chronus
+  class differ by factors of 1,000, and three of them agreeing by chance would speak for the rest);
+  the service, whose declarations are unverified, pools classes.
 - **Regret.** A start with shares is *regretted* when, with the true ``ξ`` and true remaining
   times at that instant, ``T_con ≥ T_seq`` for any of its pairs (MODEL.md §2): it would better
   have waited. **Prediction error**: ``|ξ_predicted − ξ_true| / ξ_true`` of both sides of each
@@ -33,14 +37,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from scheduling.core.learning import (
-    IterKey,
     Knowledge,
     LearnedProfile,
     Learner,
     SlowdownPrior,
     choose_iter_time,
     full_batch_time_s,
-    iter_key,
 )
 from scheduling.core.sharing import gang_shares, shares
 from scheduling.core.types import Job, JobId, Profile, Start
@@ -116,9 +118,6 @@ class Belief:
         self._knowledge: Knowledge | None = None
         self._profile: Profile = prior
         self._views: dict[JobId, tuple[Job, Job]] = {}  # job as given → job as believed
-        self._members: dict[IterKey, list[JobId]] = {}  # jobs seen, by class
-        self._seen: set[JobId] = set()
-        self._class_time: dict[IterKey, float | None] = {}
         self._changed: set[JobId] = set()
         self._errors: list[tuple[float, float]] = []
         self.decisions = self.regretted = 0
@@ -146,10 +145,8 @@ class Belief:
             return cached[1]
         view = job
         if self.learner is not None:
-            if job.id not in self._seen:
-                self._seen.add(job.id)
-                self._members.setdefault(iter_key(job), []).append(job.id)
-            t = self.learner.iter_time(job, job.iter_time_s, job.iter_time_s).value
+            own = self.learner.jobs.get(job.id)
+            t = choose_iter_time(own, None, job.iter_time_s, job.iter_time_s).value
             if abs(t - job.iter_time_s) > SAME_TIME_REL * job.iter_time_s:
                 view = replace(job, iter_time_s=t)
         self._views[job.id] = (job, view)
@@ -206,20 +203,9 @@ class Belief:
         return math.exp(self._rng.gauss(0.0, self.measure_noise)) if self.measure_noise else 1.0
 
     def _iteration_time_changed(self, job: Job) -> None:
-        """The job's own time changed; its class's pooled time may too (then every job of the
-        class seen so far is marked). The class's time is probed with a declared time of 1 s."""
-        assert self.learner is not None
+        """The job's own measured time changed: the engine asks :meth:`believe` again."""
         self._changed.add(job.id)
         self._views.pop(job.id, None)
-        key = iter_key(job)
-        probe = choose_iter_time(None, self.learner.classes.get(key), 1.0, 1.0)
-        value = probe.value if probe.source == "learned" else None
-        if value != self._class_time.get(key):
-            self._class_time[key] = value
-            members = self._members.get(key, ())
-            self._changed.update(members)
-            for jid in members:
-                self._views.pop(jid, None)
 
     # -- decisions --------------------------------------------------------------------------------
 

@@ -295,7 +295,12 @@ def test_the_learner_pools_exclusive_times_per_job_and_class() -> None:
     assert learner.iter_time(a1, 9.0, 8.0) == Estimate(pytest.approx(2.0), "measured", 1, 0.0)
     assert learner.iter_time(a2, 9.0, 8.0) == Estimate(9.0, "declared")  # one class sample
     learner.observe_exclusive(a1, 2.0)
+    learner.observe_exclusive(a1, 2.0)
+    # one job reporting three times is one job of its class: the declaration stands
+    assert learner.jobs[a1.id].count == 3 and learner.classes[iter_key(a1)].count == 1
+    assert learner.iter_time(a2, 9.0, 8.0) == Estimate(9.0, "declared")
     learner.observe_exclusive(a3, 2.0)
+    learner.observe_exclusive(job(5, iter_s=9.0), 2.0)
     assert learner.iter_time(a2, 9.0, 8.0) == Estimate(pytest.approx(2.0), "learned", 3, 0.0)
     assert learner.iter_time(other, None, 8.0) == Estimate(8.0, "profile")  # another gang size
     assert learner.version == 0  # iteration times are not part of the knowledge
@@ -320,3 +325,34 @@ def test_the_knowledge_view_changes_only_when_something_was_learned() -> None:
     # the view is a copy: later samples do not leak into a round's view
     learner.observe_slowdown(A, 32, B, 16, 1.6)
     assert third.slowdowns[(("a", 32), ("b", 16))].count == 1
+
+
+def test_only_material_changes_are_published() -> None:
+    # equal samples: the mean and spread stay, the weight grows; published when it exceeds 1.25×
+    # the last published weight: 1, 2, 3, 4 (> 3.75), 6 (> 5), 8 (> 7.5), 11, 14, 18 → 9 versions
+    learner = Learner()
+    versions = []
+    for _ in range(25):
+        learner.observe_slowdown(A, 32, B, 32, 1.5)
+        versions.append(learner.version)
+    assert versions[-1] == 9
+    assert [i + 1 for i in range(25) if i == 0 or versions[i] != versions[i - 1]] == [
+        1,
+        2,
+        3,
+        4,
+        6,
+        8,
+        11,
+        14,
+        18,
+    ]
+    shown = learner.knowledge().slowdowns[(("a", 32), ("b", 32))]
+    assert (shown.count, shown.weight) == (18, 18.0)
+    # a sample moving the mean of ln ξ by more than 0.005 is published at once: with weight 20,
+    # one sample of 1.5·e^0.2 moves it by 0.2/20 = 0.01
+    learner.observe_slowdown(A, 32, B, 32, 1.5 * math.exp(0.2))
+    assert learner.version == 10
+    assert learner.knowledge().slowdowns[(("a", 32), ("b", 32))].mean_log == pytest.approx(
+        math.log(1.5) + 0.01
+    )

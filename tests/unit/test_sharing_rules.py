@@ -1,4 +1,4 @@
-"""Who may never share (issue 10, docs/LEARNING.md §4): property tests over random snapshots that
+"""Who may never share (issue 10, docs/LEARNING.md §3): property tests over random snapshots that
 the sharing policies (sjf-bsbf, sjf-ffs, sjf-bsbf-fair) never co-locate a job that said
 ``sharing: never`` (as incoming job or as resident), a job of unknown memory (unless
 ``SchedulerConfig.share_unknown``), a pair whose slowdown is unknown (same), or a pair marked
