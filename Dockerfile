@@ -14,6 +14,7 @@ RUN pip install -r requirements.txt
 COPY . .
 # collectstatic needs settings but no database or real secret.
 RUN SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput \
+    && mkdir -p var/tokens \
     && useradd --system --uid 1000 --home-dir /app sharewise \
     && chown -R sharewise /app/var
 

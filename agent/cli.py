@@ -24,6 +24,7 @@ from agent import __version__
 from agent.core import Agent
 from agent.executors import EmulatedExecutor, ExecutorFactory, SubprocessExecutor
 from agent.gpus import discover_gpus, nvml_gpus
+from agent.joblogs import LogBook
 from agent.reporter import HttpTransport, Reporter
 from agent.runner import Runner
 from common.shapes import ShapeError, node_names, parse_shape
@@ -103,6 +104,21 @@ def parser() -> argparse.ArgumentParser:
         default=10.0,
         help="seconds a stopped job gets between SIGTERM and SIGKILL",
     )
+    p.add_argument(
+        "--log-dir",
+        default=os.environ.get("SHAREWISE_AGENT_LOG_DIR"),
+        help="also keep each job's output in DIR/job-<id>.log, rotated (default $SHAREWISE_AGENT_LOG_DIR; "
+        "none: only on the server)",
+    )
+    p.add_argument(
+        "--log-file-mb",
+        type=_positive(float),
+        default=10.0,
+        help="rotate a job's local log at this size (MB)",
+    )
+    p.add_argument(
+        "--log-backups", type=int, default=3, help="rotated local logs kept per job, .1 newest (default 3)"
+    )
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.add_argument("--version", action="version", version=f"sharewise-agent {__version__}")
     return p
@@ -178,13 +194,20 @@ def build(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setup:
         else partial(SubprocessExecutor, stop_grace_s=args.stop_grace_s)
     )
     tokens = node_tokens(args.token_file, args.token, names, p)
+    if args.log_backups < 0:
+        p.error(f"--log-backups must be >= 0, got {args.log_backups}")
     agents = []
     for name in names:
         try:
             gpus = discover_gpus(name, declared, args.gpu_memory_mb)
         except ValueError as exc:
             p.error(str(exc))
-        agents.append(Agent(name, gpus, factory, progress_every_s=args.progress_s))
+        logs = LogBook(
+            os.path.join(args.log_dir, name) if args.log_dir and args.fleet else args.log_dir,
+            file_max_bytes=int(args.log_file_mb * 1_000_000),
+            file_backups=args.log_backups,
+        )
+        agents.append(Agent(name, gpus, factory, progress_every_s=args.progress_s, logs=logs))
     reporters = [Reporter(HttpTransport(args.api, tokens[a.node])) for a in agents]
     probe = nvml_gpus if declared is None else None
     runner = Runner(

@@ -22,8 +22,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from agent.executors import Executor, ExecutorError, ExecutorFactory, Status
+from agent.executors import Executor, ExecutorError, ExecutorFactory, Status, executor_kind
 from agent.gpus import GpuInfo
+from agent.joblogs import JobLog, LogBook
 from agent.messages import EventKind, Heartbeat, JobEventReport, MessageError, PlacementMessage
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,20 @@ class _Run:
     executor: Executor
     last_progress_at: float
     last_reported: int
+    log: JobLog
     stop_reason: str = "stopped by the server"
+
+    def collect_output(self) -> None:
+        """Move the lines the executor printed since the last call into the run's log."""
+        take = getattr(self.executor, "take_output", None)
+        if take is not None:
+            for line in take():
+                self.log.write(line)
+
+    def end_output(self) -> None:
+        """The run is over: its last lines, then the end of its log."""
+        self.collect_output()
+        self.log.close()
 
 
 class Agent:
@@ -49,6 +63,9 @@ class Agent:
     :class:`~agent.executors.ExecutorError` when it cannot); ``clock`` gives wall time in s
     (``time.monotonic`` by default); a running job reports ``progress`` at most every
     ``progress_every_s`` seconds of wall time, and only when it has completed a new iteration.
+    ``executor``: what heartbeats declare (``emulated`` or ``subprocess``; default: inferred from
+    the factory, :func:`~agent.executors.executor_kind`); ``logs``: where the runs' output goes
+    (:class:`~agent.joblogs.LogBook`; default in memory only, until shipped).
     Safe to call from the Celery consumer's thread and the runner's thread at once.
     """
 
@@ -59,8 +76,12 @@ class Agent:
         executor_factory: ExecutorFactory,
         clock: Clock = time.monotonic,
         progress_every_s: float = 5.0,
+        executor: str | None = None,
+        logs: LogBook | None = None,
     ) -> None:
         self.node = node
+        self.executor = executor if executor is not None else executor_kind(executor_factory)
+        self.logs = logs or LogBook()
         self._gpus = tuple(gpus)
         self._factory = executor_factory
         self._clock = clock
@@ -70,7 +91,9 @@ class Agent:
         self._ended: dict[int, str] = {}  # job → how its last run here ended
         self._runs: dict[int, _Run] = {}
         self._stopping: dict[int, _Run] = {}
-        self._retiring: list[Executor] = []  # runs replaced by a new placement, until they exit
+        self._retiring: list[
+            Executor
+        ] = []  # runs replaced by a new placement, until they exit (output dropped)
         self._events: list[JobEventReport] = []  # made by apply(), handed out by the next step()
 
     # -- placements ---------------------------------------------------------------------------
@@ -120,6 +143,8 @@ class Agent:
         if run is not None:
             run.executor.stop(now)
             done = run.executor.poll(now).iterations_done
+            run.log.write(f"[sharewise-agent] stopped: bad placement: {reason}")
+            run.end_output()
             self._retiring.append(run.executor)
         self._ended[job_id] = "failed"
         self._events.append(
@@ -146,7 +171,7 @@ class Agent:
             return True
         if run is not None and run.message.same_run(message):
             run.message = message
-            run.executor.update(message.slowdown, now)
+            run.executor.update(message.slowdown, now, message)
             if message.action == "start":
                 self._event(run, "started", run.executor.poll(now))
             return True
@@ -168,6 +193,8 @@ class Agent:
                 progress,
             )
             del self._runs[message.job_id]
+            run.log.write("[sharewise-agent] restarting with a new placement")
+            run.end_output()
             self._retiring.append(run.executor)
             message = replace(message, iterations_done=max(message.iterations_done, progress))
         self._start(message, now)
@@ -177,17 +204,21 @@ class Agent:
         # An earlier run of the job still exiting is superseded: keep polling it, report nothing.
         older = self._stopping.pop(job_id, None)
         if older is not None:
+            older.end_output()
             self._retiring.append(older.executor)
 
     def _start(self, message: PlacementMessage, now: float) -> None:
         known = {g.index for g in self._gpus}
         missing = sorted(set(message.gpu_indices) - known)
+        job_log = self.logs.open(message.job_id, f"{self.node}/g{message.generation}")
         try:
             if missing:
                 raise ExecutorError(f"GPU indices {missing} do not exist on node {self.node}")
             executor = self._factory(message, now)
         except ExecutorError as exc:
             log.error("%s: job %d cannot start: %s", self.node, message.job_id, exc)
+            job_log.write(f"[sharewise-agent] the job could not start on {self.node}: {exc}")
+            job_log.close()
             self._ended[message.job_id] = "failed"
             self._events.append(
                 JobEventReport(
@@ -202,7 +233,7 @@ class Agent:
             )
             return
         self._ended.pop(message.job_id, None)
-        run = _Run(message, executor, now, int(message.iterations_done))
+        run = _Run(message, executor, now, int(message.iterations_done), job_log)
         self._runs[message.job_id] = run
         self._event(run, "started", Status("running", message.iterations_done))
 
@@ -215,6 +246,8 @@ class Agent:
             int(status.iterations_done),
             status.iter_time_s,
             status.reason,
+            status.memory_mb,
+            status.failure_kind,
         )
         self._events.append(event)
         return event
@@ -231,9 +264,11 @@ class Agent:
         with self._lock:
             for job_id, run in list(self._runs.items()):
                 status = run.executor.poll(now)
+                run.collect_output()
                 if status.state in ("finished", "failed", "stopped"):
                     del self._runs[job_id]
                     self._ended[job_id] = status.state
+                    run.end_output()
                     self._event(run, status.state, status)
                 elif (
                     now - run.last_progress_at >= self._progress_every_s
@@ -244,13 +279,21 @@ class Agent:
                     self._event(run, "progress", status)
             for job_id, run in list(self._stopping.items()):
                 status = run.executor.poll(now)
+                run.collect_output()
                 if status.state != "running":
                     del self._stopping[job_id]
                     self._ended[job_id] = "stopped"
+                    run.end_output()
                     self._event(
                         run,
                         "stopped",
-                        Status("stopped", status.iterations_done, status.iter_time_s, run.stop_reason),
+                        Status(
+                            "stopped",
+                            status.iterations_done,
+                            status.iter_time_s,
+                            run.stop_reason,
+                            status.memory_mb,
+                        ),
                     )
             self._retiring = [e for e in self._retiring if e.poll(now).state == "running"]
             events, self._events = self._events, []
@@ -268,7 +311,7 @@ class Agent:
                 }
                 for job_id, run in sorted(self._runs.items())
             )
-            return Heartbeat(self.node, tuple(g.to_payload() for g in self._gpus), running)
+            return Heartbeat(self.node, tuple(g.to_payload() for g in self._gpus), running, self.executor)
 
     def set_gpus(self, gpus: Iterable[GpuInfo]) -> None:
         """Replace the node's GPUs (after a new NVML probe: a GPU may have become unhealthy)."""

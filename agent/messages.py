@@ -18,6 +18,9 @@ from typing import Any, Literal
 TASK_NAME = "sharewise.apply_placement"
 ACTIONS = ("start", "stop", "update")
 EVENTS = ("started", "progress", "finished", "failed", "stopped")
+#: What a ``failed`` event says of its cause: ``"oom"`` (the job ran out of GPU memory, from its
+#: output), ``""`` (anything else).
+FAILURE_KINDS = ("", "oom")
 
 Action = Literal["start", "stop", "update"]
 EventKind = Literal["started", "progress", "finished", "failed", "stopped"]
@@ -50,10 +53,12 @@ def placement_kwargs(
     slowdown: float,
     command: str,
     model: str,
+    partners: Sequence[tuple[str, int]] = (),
 ) -> dict[str, Any]:
     """The task's keyword arguments of a ``start`` or ``update`` of ``job_id`` on ``gpu_indices``
     of ``node`` (fields as documented on :class:`PlacementMessage`; ``command`` as the server stores
-    it, one string, split by the agent); what :meth:`PlacementMessage.from_kwargs` reads back."""
+    it, one string, split by the agent; ``partners``: ``(model, sub-batch)`` of each job sharing a
+    GPU of the job); what :meth:`PlacementMessage.from_kwargs` reads back."""
     return {
         "node": node,
         "job_id": job_id,
@@ -69,6 +74,7 @@ def placement_kwargs(
         "slowdown": slowdown,
         "command": command,
         "model": model,
+        "partners": [{"model": m, "sub_batch": b} for m, b in partners],
     }
 
 
@@ -107,6 +113,21 @@ def _command(value: Any) -> tuple[str, ...] | None:
     return tuple(value)
 
 
+def _partners(value: Any) -> tuple[tuple[str, int], ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list | tuple):
+        raise MessageError(f"partners must be a list, got {value!r}")
+    partners = []
+    for item in value:
+        model = item.get("model") if isinstance(item, dict) else None
+        sub = item.get("sub_batch") if isinstance(item, dict) else None
+        if not isinstance(model, str) or isinstance(sub, bool) or not isinstance(sub, int) or sub < 1:
+            raise MessageError(f"partners must be objects with a model and a sub_batch >= 1, got {item!r}")
+        partners.append((model, sub))
+    return tuple(partners)
+
+
 @dataclass(frozen=True, slots=True)
 class PlacementMessage:
     """One change of a job's placement on one node (ARCHITECTURE.md, data flow step 6).
@@ -120,7 +141,9 @@ class PlacementMessage:
     - ``iterations``: the job's total; ``iterations_done``: progress the server knows (the start
       point of a (re)start); ``iter_time_s``: exclusive time of one iteration at ``sub_batch``
       (s, ``t_j(b)``); ``slowdown``: ξ ≥ 1 for the current co-location (1 alone, MODEL.md §2).
-    - ``command``: argv of the job (subprocess executor); ``model``: the model's name.
+    - ``command``: argv of the job (subprocess executor); ``model``: the model's name;
+      ``partners``: ``(model, sub-batch)`` of each job sharing one of the job's GPUs (on any node
+      of its gang; informative: an emulated executor may derive its true speed from them).
     """
 
     node: str
@@ -137,6 +160,7 @@ class PlacementMessage:
     slowdown: float = 1.0
     command: tuple[str, ...] | None = None
     model: str = ""
+    partners: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def from_kwargs(cls, kwargs: dict[str, Any]) -> PlacementMessage:
@@ -203,6 +227,7 @@ class PlacementMessage:
             slowdown,
             _command(kwargs.get("command")),
             model,
+            _partners(kwargs.get("partners")),
         )
 
     def same_run(self, other: PlacementMessage) -> bool:
@@ -226,7 +251,9 @@ class JobEventReport:
     ``generation``: the highest generation the agent has applied for the job;
     ``iterations_done``: completed iterations; ``iter_time_s``: measured time of one iteration
     (s, uncompressed by ``--speedup``; ``None`` before the first measurement); ``reason``: why
-    a job failed or stopped.
+    a job failed or stopped; ``memory_mb``: the job's peak GPU memory per GPU at its sub-batch
+    (MB, ``None``: not reported); ``failure_kind``: ``"oom"`` for a job that ran out of GPU memory
+    (:data:`FAILURE_KINDS`).
     """
 
     node: str
@@ -236,6 +263,8 @@ class JobEventReport:
     iterations_done: int
     iter_time_s: float | None = None
     reason: str = ""
+    memory_mb: float | None = None
+    failure_kind: str = ""
 
     @property
     def path(self) -> str:
@@ -250,6 +279,8 @@ class JobEventReport:
             "iterations_done": self.iterations_done,
             "iter_time_s": self.iter_time_s,
             "reason": self.reason,
+            "memory_mb": self.memory_mb,
+            "failure_kind": self.failure_kind,
         }
 
 
@@ -258,15 +289,21 @@ class Heartbeat:
     """The node's heartbeat, POSTed to ``/api/v1/agent/heartbeat/``.
 
     ``gpus``: ``[{index, uuid, memory_mb, healthy}]``; ``running``: the jobs the node runs now,
-    ``[{job_id, generation, iterations_done}]`` — the server reconciles its ledger from it.
+    ``[{job_id, generation, iterations_done}]`` — the server reconciles its ledger from it;
+    ``executor``: ``emulated`` or ``subprocess`` (sent when known), so the server knows whether a
+    job needs a command (docs/AGENT.md §3).
     """
 
     node: str
     gpus: tuple[dict[str, Any], ...]
     running: tuple[dict[str, Any], ...]
+    executor: str = ""
 
     path = "/api/v1/agent/heartbeat/"
 
     def payload(self) -> dict[str, Any]:
         """The JSON body."""
-        return {"node": self.node, "gpus": list(self.gpus), "running": list(self.running)}
+        body: dict[str, Any] = {"node": self.node, "gpus": list(self.gpus), "running": list(self.running)}
+        if self.executor:
+            body["executor"] = self.executor
+        return body

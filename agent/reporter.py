@@ -115,6 +115,11 @@ class Reporter:
         self.rejected = 0  # events the server refused with a 4xx
 
     @property
+    def transport(self) -> Transport:
+        """Where the reports go (the job logs of ``agent.joblogs`` take the same way)."""
+        return self._transport
+
+    @property
     def pending(self) -> int:
         """Events waiting in the outbox."""
         return len(self._outbox)

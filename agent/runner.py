@@ -1,4 +1,4 @@
-"""The agent's loop: step the agents, deliver their events, send heartbeats.
+"""The agent's loop: step the agents, deliver their events and their jobs' output, send heartbeats.
 
 One :class:`Runner` serves one node or a whole emulated fleet (``--fleet``). :meth:`Runner.tick`
 is one pass, so tests call it with a fake time; :meth:`Runner.run` repeats it every ``tick_s``
@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from agent.core import Agent, Clock
 from agent.gpus import GpuInfo
+from agent.joblogs import LogShipper
 from agent.reporter import Reporter
 
 log = logging.getLogger(__name__)
@@ -25,7 +26,9 @@ class Runner:
 
     ``heartbeat_every_s``: wall seconds between heartbeats of a node; ``gpu_probe``: called
     before each heartbeat to refresh the GPUs' health (NVML nodes; when it returns ``None`` the
-    node's known GPUs are reported unhealthy), ``None`` for declared GPUs.
+    node's known GPUs are reported unhealthy), ``None`` for declared GPUs. ``ship_logs``: send
+    each agent's job output (:class:`~agent.joblogs.LogShipper`, over its reporter's transport)
+    before its events, so a job's last lines reach the server before its ``finished``.
     Raises ``ValueError`` when the two sequences differ in length.
     """
 
@@ -37,10 +40,12 @@ class Runner:
         heartbeat_every_s: float = 5.0,
         tick_s: float = 0.5,
         gpu_probe: Callable[[], tuple[GpuInfo, ...] | None] | None = None,
+        ship_logs: bool = True,
     ) -> None:
         if len(agents) != len(reporters):
             raise ValueError(f"{len(agents)} agents but {len(reporters)} reporters")
         self._pairs = list(zip(agents, reporters, strict=True))
+        self._shippers = [LogShipper(r.transport) if ship_logs else None for r in reporters]
         self._clock = clock
         self._heartbeat_every_s = heartbeat_every_s
         self._tick_s = tick_s
@@ -55,8 +60,10 @@ class Runner:
         if heartbeat_due:
             self._next_heartbeat = now + self._heartbeat_every_s
         probed = self._gpu_probe() if probe and self._gpu_probe is not None else None
-        for agent, reporter in self._pairs:
+        for (agent, reporter), shipper in zip(self._pairs, self._shippers, strict=True):
             reporter.submit(agent.step(now))
+            if shipper is not None:
+                shipper.ship([agent.logs], now)
             if heartbeat_due:
                 if probe:
                     # NVML stopped answering altogether: every GPU is suspect, none is hidden.

@@ -18,7 +18,7 @@ class MembershipInline(admin.TabularInline):
 
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):
-    list_display = ["name", "guaranteed_gpus", "gpus_in_use", "created_at"]
+    list_display = ["name", "guaranteed_gpus", "gpus_in_use", "default_sharing", "created_at"]
     search_fields = ["name"]
     inlines = [QuotaInline, MembershipInline]
 
@@ -64,7 +64,18 @@ class GPUAdmin(admin.ModelAdmin):
 class PlacementInline(admin.TabularInline):
     model = Placement
     extra = 0
-    fields = ["gpu", "slot", "sub_batch", "generation", "active", "created_at", "ended_at"]
+    fields = [
+        "gpu",
+        "slot",
+        "sub_batch",
+        "generation",
+        "active",
+        "created_at",
+        "ended_at",
+        "shared_with",
+        "predicted_slowdown",
+        "measured_slowdown",
+    ]
     readonly_fields = fields
     can_delete = False
 
@@ -93,9 +104,10 @@ class JobAdmin(admin.ModelAdmin):
         "iterations_done",
         "iterations",
         "priority",
+        "sharing",
         "submitted_at",
     ]
-    list_filter = ["status", "tenant", "model"]
+    list_filter = ["status", "tenant", "model", "sharing"]
     search_fields = ["name", "model", "tenant__name"]
     date_hierarchy = "submitted_at"
     list_select_related = ["tenant"]

@@ -7,9 +7,11 @@ turn columns into plain numbers inside the database, the same on SQLite and Post
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from django.db.models import FloatField, Func
+from django.db.models import F, FloatField, Func, Value
+from django.db.models.functions import Greatest
 
 
 class EpochSeconds(Func):
@@ -40,3 +42,11 @@ class BinIndex(Func):
 
     def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
         return self.as_sql(compiler, connection, template="CAST(%(expressions)s AS INTEGER)", **extra)
+
+
+def run_end(now: datetime) -> Greatest:
+    """The ``ended_at`` to write when placements end at ``now``: never before the row's own
+    ``created_at``. The round that wrote a placement and the event that ends it may run in
+    processes whose clocks differ by a little; an interval that ends before it begins would hold
+    negative GPU time (and broke the dashboard's sweep over a shared GPU)."""
+    return Greatest(F("created_at"), Value(now))

@@ -22,6 +22,7 @@ from django.db import IntegrityError, connection, models, transaction
 from django.db.models import Max, Q, Sum
 from django.utils import timezone
 
+from cluster.expressions import run_end
 from common.shapes import MAX_GPUS_PER_NODE
 
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$"
@@ -55,11 +56,23 @@ def hash_token(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
+class Sharing(models.TextChoices):
+    """Whether a job may share its GPUs with another job (co-location, MODEL.md §2)."""
+
+    ALLOWED = "allowed"
+    NEVER = "never"
+
+
 class Tenant(models.Model):
-    """A team sharing the cluster; owns jobs, members and quotas."""
+    """A team sharing the cluster; owns jobs, members and quotas.
+
+    ``default_sharing``: the ``sharing`` of the tenant's jobs submitted without one (an admin
+    sets it; ``never``: the tenant's jobs never share a GPU unless a job says ``allowed``).
+    """
 
     name = models.CharField(max_length=64, unique=True, validators=[name_validator])
     created_at = models.DateTimeField(default=timezone.now)
+    default_sharing = models.CharField(max_length=8, choices=Sharing.choices, default=Sharing.ALLOWED)
 
     class Meta:
         ordering = ["name"]
@@ -168,9 +181,19 @@ class Node(models.Model):
         UNHEALTHY = "unhealthy"
         DRAINING = "draining"
 
+    class Executor(models.TextChoices):
+        """What the node's agent does with a job (declared in its heartbeats, docs/AGENT.md §3)."""
+
+        UNKNOWN = "", "not declared yet"
+        EMULATED = "emulated"
+        SUBPROCESS = "subprocess"
+
     name = models.CharField(max_length=64, unique=True, validators=[name_validator])
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.READY)
     last_heartbeat = models.DateTimeField(null=True, blank=True)
+    #: The executor the node's agent declared in its latest heartbeat: ``emulated`` jobs need no
+    #: command, ``subprocess`` ones run it (``cluster.runnable``).
+    executor = models.CharField(max_length=16, choices=Executor.choices, blank=True, default="")
     agent_token_hash = models.CharField(max_length=64, editable=False)
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -319,6 +342,15 @@ class Job(models.Model):
     attained_gpu_s = models.FloatField(default=0.0)
     #: The latest iteration time an agent measured (s, includes the co-location slowdown ξ).
     measured_iteration_time_s = models.FloatField(null=True, blank=True)
+    #: ``never``: the job never shares a GPU (as incoming job or resident); set from the tenant's
+    #: ``default_sharing`` when the submission gives none.
+    sharing = models.CharField(max_length=8, choices=Sharing.choices, default=Sharing.ALLOWED)
+    #: Peak memory per GPU an agent measured, brought to the full batch (MB); makes the job's
+    #: memory known to the scheduler (docs/LEARNING.md, "In the service").
+    measured_memory_mb = models.FloatField(null=True, blank=True)
+    #: Times the job was requeued after running out of memory beside another job (bounded by
+    #: ``SHAREWISE_OOM_RETRIES``).
+    oom_retries = models.PositiveSmallIntegerField(default=0)
     failure_reason = models.TextField(blank=True, default="")
     submitted_at = models.DateTimeField(default=timezone.now, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -367,12 +399,15 @@ class Job(models.Model):
         returns the first job (``created`` False), also when both race: the database's unique
         (tenant, key) constraint lets one insert win and the loser reads the winner's row.
         Raises :class:`IdempotencyConflict` when the key was used with other fields. The job and
-        its ``submitted`` event are written in one transaction.
+        its ``submitted`` event are written in one transaction. Without a ``sharing`` field the job
+        takes the tenant's ``default_sharing``.
         """
         digest = request_digest(fields)
         earlier = cls.earlier_submission(tenant, idempotency_key)
         if earlier is not None:
             return earlier.replay(digest), False
+        # resolved after the digest: a retry is the same request even if the default changed since
+        fields = {"sharing": tenant.default_sharing, **fields}
         try:
             with transaction.atomic():
                 job = cls.objects.create(
@@ -424,7 +459,7 @@ class Job(models.Model):
             if changed != 1:
                 self.refresh_from_db(fields=["status", "finished_at"])
                 return False
-            self.placements.filter(active=True).update(active=False, ended_at=now)
+            self.placements.filter(active=True).update(active=False, ended_at=run_end(now))
             JobEvent.objects.create(job=self, kind=JobEvent.Kind.CANCELLED, at=now, message=by)
         self.status, self.finished_at = self.Status.CANCELLED, now
         return True
@@ -456,6 +491,11 @@ class Placement(models.Model):
     active = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now)
     ended_at = models.DateTimeField(null=True, blank=True)
+    #: The job sharing this GPU when this row's ``generation`` was sent (``None``: alone), the
+    #: slowdown ξ the scheduler predicted for this job beside it, and the ξ measured since.
+    shared_with = models.BigIntegerField(null=True, blank=True)
+    predicted_slowdown = models.FloatField(null=True, blank=True)
+    measured_slowdown = models.FloatField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -513,3 +553,8 @@ class JobEvent(models.Model):
         if self.pk is not None:
             raise TypeError("job events are append-only")
         super().save(*args, **kwargs)
+
+
+# Job logs are models of this app kept in their own module; imported here so Django registers them.
+from cluster.joblog_models import JobLogChunk as JobLogChunk  # noqa: E402
+from cluster.joblog_models import JobLogRun as JobLogRun  # noqa: E402

@@ -13,10 +13,13 @@ from django.db import IntegrityError
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from agent.messages import EVENTS
-from cluster import models
-from cluster.models import GPU, Job, Node, Placement, Quota, Tenant
+from agent.messages import EVENTS, FAILURE_KINDS
+from cluster import models, runnable
+from cluster.models import GPU, Job, Node, Placement, Quota, Sharing, Tenant
 from common.shapes import MAX_GPUS_PER_NODE
+from scheduling import service
+from scheduling.core.learning import ITER_TIME_SOURCES, Estimate
+from scheduling.models import IncompatiblePair, LearnedSlowdown
 
 
 class StrictIntegerField(serializers.IntegerField):
@@ -61,16 +64,46 @@ class RejectUnknownFieldsMixin:
 
 
 class PlacementSerializer(serializers.ModelSerializer):
-    """One GPU of a running job: node, index on the node, UUID, slot, sub-batch, generation."""
+    """One GPU of a running job: node, index on the node, UUID, slot, sub-batch, generation;
+    whether another job shares the GPU, and then the slowdown ξ the scheduler predicted for this
+    job beside it and the ξ measured since (``null`` until the agent reported), and which job it is
+    (``partner``: ``job ID NAME``, ``another tenant's job``, or null when alone)."""
 
     node = serializers.CharField(source="gpu.node.name", read_only=True)
     gpu_index = serializers.IntegerField(source="gpu.index", read_only=True)
     gpu_uuid = serializers.CharField(source="gpu.uuid", read_only=True)
+    shared = serializers.SerializerMethodField()
+    partner = serializers.SerializerMethodField()
 
     class Meta:
         model = Placement
-        fields = ["node", "gpu_index", "gpu_uuid", "slot", "sub_batch", "generation"]
+        fields = [
+            "node",
+            "gpu_index",
+            "gpu_uuid",
+            "slot",
+            "sub_batch",
+            "generation",
+            "shared",
+            "predicted_slowdown",
+            "measured_slowdown",
+            "partner",
+        ]
         read_only_fields = fields
+
+    def get_shared(self, placement: Placement) -> bool:
+        return placement.shared_with is not None
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_partner(self, placement: Placement) -> str | None:
+        """Set by the view (:func:`cluster.job_details.describe_jobs`); null when alone."""
+        return getattr(placement, "partner", None)
+
+
+def largest(values: list[float | None]) -> float | None:
+    """The largest of the non-null ``values`` (``None`` when there is none)."""
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
 
 
 class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
@@ -121,6 +154,11 @@ class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
     )
     command = StrictCharField(max_length=models.MAX_COMMAND_LENGTH, required=False, allow_blank=True)
     priority = StrictIntegerField(min_value=-100, max_value=100, required=False)
+    sharing = serializers.ChoiceField(
+        choices=Sharing.choices,
+        required=False,
+        help_text="allowed (default: the tenant's default_sharing) or never: the job never shares a GPU.",
+    )
     status = serializers.ChoiceField(choices=Job.Status.choices, read_only=True)
     iterations_done = serializers.FloatField(read_only=True, help_text="Iterations completed so far.")
     failure_reason = serializers.CharField(read_only=True)
@@ -128,6 +166,58 @@ class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
     started_at = serializers.DateTimeField(read_only=True, allow_null=True)
     finished_at = serializers.DateTimeField(read_only=True, allow_null=True)
     placement = PlacementSerializer(source="current_placement", many=True, read_only=True)
+    scheduler_iteration_time_s = serializers.SerializerMethodField(
+        help_text="Exclusive time per iteration at the full batch (s) the scheduler uses now."
+    )
+    iteration_time_source = serializers.SerializerMethodField(
+        help_text="Where it comes from: measured (this job, alone), learned (its class), declared, profile."
+    )
+    predicted_slowdown = serializers.SerializerMethodField(
+        help_text="Running and sharing a GPU: the slowdown ξ predicted for its co-location (null otherwise)."
+    )
+    measured_slowdown = serializers.SerializerMethodField(
+        help_text="Running and sharing a GPU: the ξ measured since (null until measured)."
+    )
+
+    def estimate(self, job: Job) -> Estimate:
+        """The iteration time the scheduler uses for ``job`` (attached in bulk by the list view)."""
+        estimate = getattr(job, "iteration_estimate", None)
+        if estimate is None:
+            estimate = job.iteration_estimate = service.job_estimates([job])[job.pk]
+        return estimate
+
+    def get_scheduler_iteration_time_s(self, job: Job) -> float:
+        return self.estimate(job).value
+
+    @extend_schema_field(serializers.ChoiceField(choices=list(ITER_TIME_SOURCES)))
+    def get_iteration_time_source(self, job: Job) -> str:
+        return self.estimate(job).source
+
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_predicted_slowdown(self, job: Job) -> float | None:
+        return largest([p.predicted_slowdown for p in job.current_placement()])
+
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_measured_slowdown(self, job: Job) -> float | None:
+        return largest([p.measured_slowdown for p in job.current_placement()])
+
+    pending_reason = serializers.SerializerMethodField(
+        help_text="Why a pending job waits: the latest round's reason (null unless pending)."
+    )
+    estimated_start_at = serializers.SerializerMethodField(
+        help_text="When a pending job may start if nothing else arrives (null: no estimate)."
+    )
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_pending_reason(self, job: Job) -> str | None:
+        """Set by the view (:func:`cluster.job_details.describe_jobs`)."""
+        return getattr(job, "pending_reason", None)
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_estimated_start_at(self, job: Job) -> str | None:
+        """Set by the view (:func:`cluster.job_details.describe_jobs`), ISO 8601."""
+        moment = getattr(job, "estimated_start_at", None)
+        return None if moment is None else serializers.DateTimeField().to_representation(moment)
 
     def validate_gpus(self, value: int) -> int:
         """Bound the gang by the healthy GPUs registered; none registered is a clear error."""
@@ -149,8 +239,10 @@ class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
         return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        """Refuse a job that can never run: its memory per GPU at its smallest sub-batch (gradient
-        accumulation, MODEL.md §1–2) exceeds the largest schedulable GPU's memory (MB).
+        """Refuse a job that can never run: one without a command on a cluster whose agents all
+        run real processes (:func:`cluster.runnable.missing_command_refusal`), or one whose memory
+        per GPU at its smallest sub-batch (gradient accumulation, MODEL.md §1–2) exceeds the
+        largest schedulable GPU's memory (MB).
 
         Same memory model as a round: ``scheduling.service.load_state`` builds the core job with
         ``memory_mb`` = ``gpu_memory_mb`` (``None``: the profile's), and the placement asks
@@ -160,6 +252,10 @@ class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
         from scheduling.core.placement import largest_fitting_sub_batch
         from scheduling.profiles import ProfileError, load_default_profile
 
+        if not attrs.get("command"):
+            refusal = runnable.missing_command_refusal()
+            if refusal is not None:
+                raise serializers.ValidationError({"command": [refusal]})
         largest = models.largest_gpu_memory_mb()
         if largest == 0:
             return attrs  # validate_gpus already refuses a submission to a cluster without GPUs
@@ -226,7 +322,7 @@ class TenantSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Tenant
-        fields = ["name", "created_at", "quotas", "usage"]
+        fields = ["name", "created_at", "default_sharing", "quotas", "usage"]
 
     @extend_schema_field(TenantUsageSerializer)
     def get_usage(self, tenant: Tenant) -> dict[str, Any]:
@@ -243,11 +339,12 @@ class AdminTenantSerializer(RejectUnknownFieldsMixin, serializers.ModelSerialize
     """A tenant as admins manage it."""
 
     name = StrictCharField(max_length=64, validators=[models.name_validator])
+    default_sharing = serializers.ChoiceField(choices=Sharing.choices, required=False)
     quotas = TenantQuotaSerializer(many=True, read_only=True)
 
     class Meta:
         model = Tenant
-        fields = ["id", "name", "created_at", "quotas"]
+        fields = ["id", "name", "created_at", "default_sharing", "quotas"]
         read_only_fields = ["id", "created_at"]
 
     def validate_name(self, value: str) -> str:
@@ -339,7 +436,8 @@ class NodeCreateSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
 
 class AgentEventSerializer(serializers.Serializer):
     """A job event from a node agent (AGENT.md §2). Unknown fields are ignored (a newer agent may
-    send more). ``iterations_done`` ≥ 0 iterations; ``iter_time_s`` > 0 s or null."""
+    send more). ``iterations_done`` ≥ 0 iterations; ``iter_time_s`` > 0 s or null; ``memory_mb``
+    > 0 MB or null; ``failure_kind`` ``""`` or ``"oom"``."""
 
     generation = StrictIntegerField(min_value=0)
     event = serializers.ChoiceField(choices=list(EVENTS))
@@ -348,10 +446,19 @@ class AgentEventSerializer(serializers.Serializer):
         required=False, allow_null=True, default=None, max_value=models.MAX_ITERATION_TIME_S
     )
     reason = StrictCharField(required=False, allow_blank=True, default="", max_length=2000)
+    memory_mb = StrictFloatField(
+        required=False, allow_null=True, default=None, max_value=models.MAX_GPU_MEMORY_MB
+    )
+    failure_kind = serializers.ChoiceField(choices=list(FAILURE_KINDS), required=False, default="")
 
     def validate_iter_time_s(self, value: float | None) -> float | None:
         if value is not None and value <= 0:
             raise serializers.ValidationError("must be a positive number of seconds or null")
+        return value
+
+    def validate_memory_mb(self, value: float | None) -> float | None:
+        if value is not None and value <= 0:
+            raise serializers.ValidationError("must be a positive number of MB or null")
         return value
 
 
@@ -378,3 +485,68 @@ class HeartbeatSerializer(serializers.Serializer):
     node = StrictCharField(max_length=64)
     gpus = AgentGPUSerializer(many=True, max_length=1024)
     running = AgentRunningSerializer(many=True, max_length=10_000)
+    executor = serializers.ChoiceField(choices=list(runnable.EXECUTORS), required=False)
+
+
+# ------------------------------------------------------------------ what the scheduler learned
+
+
+class LearnedSlowdownSerializer(serializers.ModelSerializer):
+    """A learned slowdown ξ of ``model_a`` at ``sub_a`` beside ``model_b`` at ``sub_b``: its samples
+    (``count``, geometric ``mean``, ``spread`` = standard deviation of ``ln ξ``), the shipped
+    profile's prior (``prior``, ``prior_source``: measured, predicted, default) and the posterior
+    the scheduler uses (``posterior``; docs/LEARNING.md)."""
+
+    mean = serializers.SerializerMethodField()
+    spread = serializers.SerializerMethodField()
+    prior = serializers.SerializerMethodField()
+    prior_source = serializers.SerializerMethodField()
+    posterior = serializers.SerializerMethodField()
+
+    class Meta:
+        model = LearnedSlowdown
+        fields = [
+            "model_a",
+            "sub_a",
+            "model_b",
+            "sub_b",
+            "count",
+            "mean",
+            "spread",
+            "prior",
+            "prior_source",
+            "posterior",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+    def _view(self, row: LearnedSlowdown) -> service.SlowdownView:
+        view = getattr(row, "view", None)
+        if view is None:
+            view = row.view = service.slowdown_view(row)
+        return view
+
+    def get_mean(self, row: LearnedSlowdown) -> float:
+        return row.stats.mean
+
+    def get_spread(self, row: LearnedSlowdown) -> float:
+        return row.stats.spread
+
+    def get_prior(self, row: LearnedSlowdown) -> float:
+        return self._view(row).prior
+
+    @extend_schema_field(serializers.ChoiceField(choices=["measured", "predicted", "default"]))
+    def get_prior_source(self, row: LearnedSlowdown) -> str:
+        return self._view(row).prior_source
+
+    def get_posterior(self, row: LearnedSlowdown) -> float:
+        return self._view(row).posterior
+
+
+class IncompatiblePairSerializer(serializers.ModelSerializer):
+    """Two ``(model, sub-batch)`` sides that ran out of memory together: never co-located again."""
+
+    class Meta:
+        model = IncompatiblePair
+        fields = ["model_a", "sub_a", "model_b", "sub_b", "job", "partner", "reason", "created_at"]
+        read_only_fields = fields

@@ -8,7 +8,7 @@ without the slash still gets ``APPEND_SLASH``'s redirect first.
 from django.urls import path, re_path
 from rest_framework.routers import DefaultRouter
 
-from cluster import views
+from cluster import job_views, views
 
 router = DefaultRouter(trailing_slash=True)
 router.include_root_view = False
@@ -20,8 +20,23 @@ router.register("admin/gpus", views.AdminGPUViewSet, basename="admin-gpu")
 
 urlpatterns = [
     path("tenant/", views.TenantView.as_view(), name="tenant"),
+    path("admin/slowdowns/", views.AdminSlowdownView.as_view(), name="admin-slowdowns"),
+    path("admin/incompatible-pairs/", views.AdminIncompatiblePairView.as_view(), name="admin-incompatible"),
     path("agent/heartbeat/", views.AgentHeartbeatView.as_view(), name="agent-heartbeat"),
     path("agent/jobs/<int:job_id>/events/", views.AgentJobEventView.as_view(), name="agent-job-events"),
+    re_path(
+        rf"^agent/jobs/(?P<job_id>{views.ID_PATTERN})/logs/$",
+        job_views.AgentJobLogView.as_view(),
+        name="agent-job-logs",
+    ),
+    re_path(
+        rf"^jobs/(?P<job_id>{views.ID_PATTERN})/events/$",
+        job_views.JobEventsView.as_view(),
+        name="job-events",
+    ),
+    re_path(
+        rf"^jobs/(?P<job_id>{views.ID_PATTERN})/logs/$", job_views.JobLogsView.as_view(), name="job-logs"
+    ),
     *router.urls,
     re_path(r"^.*/$", views.api_not_found, name="api-not-found"),  # last: only what nothing else took
 ]

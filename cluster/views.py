@@ -22,7 +22,9 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from cluster import runnable
 from cluster.authentication import NodeTokenAuthentication
+from cluster.job_details import describe_jobs
 from cluster.models import GPU, IdempotencyConflict, Job, Node, Placement, Quota, Tenant
 from cluster.permissions import IsNodeAgent, IsTenantMember, tenant_of
 from cluster.serializers import (
@@ -31,13 +33,17 @@ from cluster.serializers import (
     AgentEventSerializer,
     GPUSerializer,
     HeartbeatSerializer,
+    IncompatiblePairSerializer,
     JobSerializer,
+    LearnedSlowdownSerializer,
     NodeCreateSerializer,
     NodeSerializer,
     TenantSerializer,
 )
 from cluster.throttles import SubmissionThrottle
+from cluster.visibility import Viewer
 from scheduling import service
+from scheduling.models import IncompatiblePair, LearnedSlowdown
 
 #: Idempotency keys: 1-128 visible ASCII characters (a UUID fits).
 MAX_IDEMPOTENCY_KEY = 128
@@ -98,6 +104,23 @@ class JobViewSet(
     def get_throttles(self) -> list[Any]:
         return [SubmissionThrottle()] if self.action == "create" else []
 
+    def viewer(self) -> Viewer:
+        """The caller as the redaction of other tenants' jobs sees them (a member of one tenant)."""
+        tenant = tenant_of(self.request)
+        assert tenant is not None  # IsTenantMember
+        return Viewer(tenant.pk, tenant.name)
+
+    def paginate_queryset(self, queryset: Any) -> list[Job] | None:
+        """One page of jobs, each with the iteration time the scheduler uses (2 queries a page),
+        its pending reason, estimated start and GPU partners (3 more)."""
+        page = super().paginate_queryset(queryset)
+        if page:
+            estimates = service.job_estimates(page)
+            for job in page:
+                job.iteration_estimate = estimates[job.pk]
+            describe_jobs(page, self.viewer())
+        return page
+
     @extend_schema(
         parameters=[
             OpenApiParameter(
@@ -111,7 +134,9 @@ class JobViewSet(
 
     @extend_schema(responses={200: JobSerializer, **_errors(401, 403, 404)})
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return super().retrieve(request, *args, **kwargs)
+        job = self.get_object()
+        describe_jobs([job], self.viewer())
+        return Response(self.get_serializer(job).data)
 
     @extend_schema(
         parameters=[
@@ -139,6 +164,10 @@ class JobViewSet(
         if created:
             service.request_round()  # a round soon (debounced, after commit); no-op without a broker
         job.active_placements = []
+        if job.status == Job.Status.PENDING and created:
+            job.pending_reason = service.NOT_YET_CONSIDERED
+        elif not created:
+            describe_jobs([job], self.viewer())
         serializer.instance = job  # answer with the same serializer: its fields are built once
         headers = {"Location": f"{request.path}{job.pk}/"} if created else {"Idempotent-Replayed": "true"}
         return Response(
@@ -230,6 +259,22 @@ class AdminNodeViewSet(viewsets.ModelViewSet):
 
     def get_serializer_class(self) -> type[serializers.BaseSerializer]:
         return NodeCreateSerializer if self.action == "create" else NodeSerializer
+
+
+class AdminSlowdownView(generics.ListAPIView):
+    """Admins: the learned co-location slowdowns, with their samples, prior and posterior."""
+
+    queryset = LearnedSlowdown.objects.filter(count__gt=0)
+    serializer_class = LearnedSlowdownSerializer
+    permission_classes = [permissions.IsAdminUser]
+
+
+class AdminIncompatiblePairView(generics.ListAPIView):
+    """Admins: the pairs that ran out of memory together, newest first."""
+
+    queryset = IncompatiblePair.objects.all()
+    serializer_class = IncompatiblePairSerializer
+    permission_classes = [permissions.IsAdminUser]
 
 
 class AdminGPUViewSet(mixins.UpdateModelMixin, viewsets.ReadOnlyModelViewSet):
@@ -324,4 +369,5 @@ class AgentHeartbeatView(AgentView):
                 {"error": f"this token belongs to node {node.name}, not {data['node']}"},
                 status=status.HTTP_403_FORBIDDEN,
             )
+        runnable.record_executor(node, data.get("executor"))
         return Response(service.record_heartbeat(node, data["gpus"], data["running"]))

@@ -142,6 +142,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "JobStatusEnum": "cluster.models.Job.Status",
         "NodeStatusEnum": "cluster.models.Node.Status",
+        "SharingEnum": "cluster.models.Sharing",
     },
 }
 
@@ -212,6 +213,22 @@ if SHAREWISE_RECLAIM not in ("preempt", "bound", "both"):
     )
 # Most remaining exclusive time (s) of a job that borrows GPUs under reclaim bound/both.
 SHAREWISE_BORROW_BOUND_S = env.float("SHAREWISE_BORROW_BOUND_S", default=3600.0)
+# Closed-loop sharing (docs/LEARNING.md, "In the service"). A job of unknown memory, or a pair
+# whose slowdown nobody measured or can predict, runs alone until something is measured: a wrong
+# guess costs an out-of-memory crash or a slow pair. True lets them share on the guesses.
+SHAREWISE_SHARE_UNKNOWN = env.bool("SHAREWISE_SHARE_UNKNOWN", default=False)
+# A co-located job that runs out of GPU memory goes back to the queue this many times (its pair
+# is marked incompatible each time) before it fails: bounded, so a job that ran out of memory
+# for another reason does not cycle for ever.
+SHAREWISE_OOM_RETRIES = env.int("SHAREWISE_OOM_RETRIES", default=3)
+# Measured-vs-predicted slowdown records kept for the dashboard (one per co-location segment of a
+# job); older ones are deleted as new ones come. The learned summaries themselves are never cut.
+SHAREWISE_OBSERVATIONS_KEPT = env.int("SHAREWISE_OBSERVATIONS_KEPT", default=10000)
+# Jobs' output kept per job (characters; older output is dropped, the end kept): cluster.joblogs.
+SHAREWISE_JOB_LOG_MAX_CHARS = env.int("SHAREWISE_JOB_LOG_MAX_CHARS", default=1_000_000)
+# Longest a log read waits for new output (s; GET /api/v1/jobs/{id}/logs/?wait=S, the client's
+# `logs --follow`): each waiting reader holds a web worker thread that long.
+SHAREWISE_LOG_WAIT_MAX_S = env.float("SHAREWISE_LOG_WAIT_MAX_S", default=20.0)
 # A round every interval; a tick no worker started within one interval expires (the next one comes).
 CELERY_BEAT_SCHEDULE = {
     "scheduling-round": {

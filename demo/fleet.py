@@ -1,6 +1,6 @@
 """The demo's emulated agent fleet: one node agent per registered node, in this process, fed by
 the in-process dispatcher and reporting over the REST API on loopback, exactly as real agents do
-(docs/AGENT.md)."""
+(docs/AGENT.md). Its jobs run at their true speeds (demo/truth.py), not at the service's belief."""
 
 from __future__ import annotations
 
@@ -14,7 +14,10 @@ from agent.executors import EmulatedExecutor
 from agent.gpus import declared_gpus
 from agent.reporter import HttpTransport, Reporter
 from agent.runner import Runner
+from cluster.models import Job
 from demo.live import LiveRun
+from demo.truth import EmulatedSpeeds
+from scheduling.profiles import load_default_profile
 
 #: Seconds (wall) between passes of the emulated agents: events reach the server this late at most.
 AGENT_TICK_S = 0.05
@@ -22,14 +25,19 @@ AGENT_TICK_S = 0.05
 
 def start_agents(run: LiveRun) -> tuple[threading.Thread, Callable[[dict[str, Any]], None]]:
     """The emulated fleet: one ``Agent`` per node (declared GPUs, ``EmulatedExecutor`` at the
-    demo's speedup), a ``Runner`` thread reporting over HTTP, and the in-process subscriber that
-    hands each placement message to its node's agent. Returns the thread and the subscriber."""
+    demo's speedup and the jobs' true speeds), a ``Runner`` thread reporting over HTTP, and the
+    in-process subscriber that hands each placement message to its node's agent. Returns the
+    thread and the subscriber."""
     config = run.config
+    shipped = load_default_profile()
+    speeds = EmulatedSpeeds(
+        shipped, run.truth or shipped, {j.id: j for j in run.workload.jobs}, run.job_ids, trace_id_of
+    )
     agents = {
         name: Agent(
             name,
             declared_gpus(name, config.gpus_per_node, config.gpu_memory_mb),
-            partial(EmulatedExecutor, speedup=config.speedup),
+            partial(EmulatedExecutor, speedup=config.speedup, truth=speeds),
         )
         for name in run.setup.node_tokens
     }
@@ -48,3 +56,9 @@ def start_agents(run: LiveRun) -> tuple[threading.Thread, Callable[[dict[str, An
 
     thread = threading.Thread(target=runner.run, args=(run.stop,), name="demo-agents", daemon=True)
     return thread, deliver
+
+
+def trace_id_of(job_pk: int) -> int | None:
+    """The trace job id of a replayed job, from its name (``job-<trace id>``, :mod:`demo.live`)."""
+    name = Job.objects.filter(pk=job_pk).values_list("name", flat=True).first() or ""
+    return int(name[4:]) if name.startswith("job-") and name[4:].isdigit() else None

@@ -76,6 +76,8 @@ class LiveRun:
     setup: Setup
     base_url: str
     clock: Clock
+    #: The profile the emulated jobs truly run by (demo/truth.py); ``None``: the shipped table.
+    truth: Any = None
     stop: threading.Event = field(default_factory=threading.Event)
     job_ids: dict[int, int] = field(default_factory=dict)  # database pk → trace job id
     errors: list[str] = field(default_factory=list)

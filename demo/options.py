@@ -41,3 +41,8 @@ class DemoConfig:
     api: str | None = None
     #: Where the node tokens are written (JSON ``{node: token}``, the agent's ``--token-file``).
     token_file: Path | None = None
+    #: The emulated jobs' true slowdowns are the shipped table's off by up to this relative error
+    #: (seeded by ``seed``; demo/truth.py); ``None``: the shipped table's.
+    truth_error: float | None = None
+    #: Seed of the true slowdowns' errors (the simulator's ``--seed``).
+    seed: int = 0

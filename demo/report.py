@@ -13,7 +13,7 @@ from typing import Any
 from cluster.models import Job, JobEvent, Placement
 from demo.live import LiveRun
 from scheduling.core.metrics import JobOutcome
-from scheduling.models import Round
+from scheduling.models import Round, SlowdownObservation
 from scheduling.sim.engine import SimResult
 
 
@@ -109,3 +109,23 @@ def fidelity(live: dict[str, Any], simulated: dict[str, Any]) -> float:
     if not a or not b:
         return math.nan
     return float(a) / float(b)
+
+
+def learning_line(run: LiveRun) -> str:
+    """The live service's slowdown predictions of the run: the co-locations measured and the mean
+    relative error ``|predicted − measured| / measured`` of the first and the last tenth of them
+    (in time order), which falls as the service learns (docs/LEARNING.md, "In the service")."""
+    rows = list(
+        SlowdownObservation.objects.filter(job__in=list(run.job_ids))
+        .order_by("at", "id")
+        .values_list("predicted", "measured")
+    )
+    if not rows:
+        return "slowdown predictions (live): no co-location measured"
+    errors = [abs(p - m) / m for p, m in rows]
+    tenth = max(1, len(errors) // 10)
+    first, last = errors[:tenth], errors[-tenth:]
+    return (
+        f"slowdown predictions (live): {len(errors)} co-locations measured; mean error "
+        f"{sum(first) / len(first):.1%} in the first tenth, {sum(last) / len(last):.1%} in the last"
+    )

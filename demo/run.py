@@ -12,13 +12,15 @@ from demo.database import prepare_database, tune_sqlite
 from demo.fleet import start_agents
 from demo.live import Clock, LiveRun, QuietAgentConflicts, serve, wait_for_jobs, wait_until_ready
 from demo.options import STOPPED_BY_CTRL_C, DemoConfig, DemoError
-from demo.report import fidelity, live_result
+from demo.report import fidelity, learning_line, live_result
+from demo.truth import simulated as simulate_like_live
+from demo.truth import truth_line, truth_profile
 from demo.workload import load_workload
 from scheduling import service
 from scheduling.core import types as core
 from scheduling.core.policies import UnknownPolicyError, get_policy
 from scheduling.profiles import load_default_profile
-from scheduling.sim.engine import SimConfig, simulate
+from scheduling.sim.engine import SimConfig
 from scheduling.sim.report import build_report, format_table
 
 
@@ -33,17 +35,22 @@ def run_demo(config: DemoConfig, say: Callable[[str], None]) -> int:
         raise DemoError(
             f"--round-interval must be a positive number of seconds, got {config.round_interval_s}"
         )
+    if config.truth_error and config.api is not None:
+        raise DemoError("--truth-error needs the in-process emulated agents (it cannot reach --api's)")
     try:
         policy = get_policy(config.policy)
     except UnknownPolicyError as exc:
         raise DemoError(str(exc)) from None
     profile = load_default_profile()
+    truth = truth_profile(profile, config)
     workload = load_workload(config, profile, say)
     tune_sqlite()
     setup = prepare_database(config, sorted({j.tenant for j in workload.jobs}))
     cluster = core.Cluster.uniform(config.nodes, config.gpus_per_node, config.gpu_memory_mb)
     sim_config = SimConfig(round_interval_s=config.round_interval_s, tenant_quotas=dict(setup.quotas))
-    simulated = simulate(workload.jobs, cluster, policy, profile, sim_config)
+    simulated, learned = simulate_like_live(
+        workload.jobs, cluster, policy, profile, truth, sim_config, config
+    )
 
     if config.token_file is not None:
         try:
@@ -59,7 +66,7 @@ def run_demo(config: DemoConfig, say: Callable[[str], None]) -> int:
         wait_until_ready(base_url)
     first = min(j.submit_time for j in workload.jobs)
     clock = Clock(math.floor(first / config.round_interval_s) * config.round_interval_s, config.speedup)
-    run = LiveRun(config, workload, setup, base_url, clock)
+    run = LiveRun(config, workload, setup, base_url, clock, truth)
     threads = [threading.Thread(target=run.replay, name="demo-replay", daemon=True)]
     if config.api is None:
         agents_thread, deliver = start_agents(run)
@@ -83,6 +90,7 @@ def run_demo(config: DemoConfig, say: Callable[[str], None]) -> int:
         f"dashboard: {base_url}/dashboard/  (login: {setup.admin_user} / {setup.admin_password}); "
         f"API docs: {base_url}/api/docs/"
     )
+    say(truth_line(config, learned))
     code: int | None = None
     try:
         finished = wait_for_jobs(run, threads[0])
@@ -101,6 +109,7 @@ def run_demo(config: DemoConfig, say: Callable[[str], None]) -> int:
             f"fidelity: live average JCT / simulated average JCT = {ratio:.3f} "
             f"({abs(ratio - 1):.1%} apart; target within 10 %)"
         )
+        say(learning_line(run))
         for error in run.errors[:10]:
             say(f"error: {error}")
         code = 0 if finished else 1

@@ -11,9 +11,11 @@ from a fixed seed, so no download is needed) and honours the variables the agent
 - ``SHAREWISE_JOB_ID`` (seed of the data) and ``CUDA_VISIBLE_DEVICES`` (uses ``cuda`` when
   torch sees a GPU, else the CPU).
 
-After each iteration it prints ``SHAREWISE_PROGRESS iterations_done=N iter_time_s=X`` (X: wall
-seconds of that iteration), the line the agent reads. On SIGTERM (the agent stopping the job) it
-finishes the current iteration, prints its progress and exits 143.
+After each iteration it reports its progress with the protocol of docs/AGENT.md §4
+(``sharewise_progress.report``, beside this file): ``SHAREWISE_PROGRESS iterations_done=N
+iter_time_s=X memory_mb=M`` (X: wall seconds of that iteration; M: the peak GPU memory PyTorch
+reserved, MiB, on a GPU only). On SIGTERM (the agent stopping the job) it finishes the current
+iteration, prints its progress and exits 143.
 
 Run alone: ``SHAREWISE_SUB_BATCH=16 SHAREWISE_ACCUM_STEPS=4 SHAREWISE_ITERATIONS=20 python
 examples/train_mnist_like.py``.
@@ -27,6 +29,7 @@ import sys
 import time
 
 import torch
+from sharewise_progress import report
 from torch import nn
 
 INPUTS, HIDDEN, CLASSES = 28 * 28, 64, 10
@@ -114,10 +117,9 @@ def main() -> int:
         images, labels = global_batch(iteration, sub_batch * accum_steps, seed)
         loss = train_iteration(model, optimizer, images, labels, sub_batch)
         elapsed = time.perf_counter() - began
-        print(
-            f"SHAREWISE_PROGRESS iterations_done={iteration + 1} iter_time_s={elapsed:.6f} loss={loss:.4f}",
-            flush=True,
-        )
+        memory = torch.cuda.max_memory_reserved(device) / 2**20 if device.type == "cuda" else None
+        report(iteration + 1, elapsed, memory)
+        print(f"iteration {iteration + 1}: loss {loss:.4f}", flush=True)
         if stop:
             return 128 + signal.SIGTERM
     return 0

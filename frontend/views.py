@@ -18,7 +18,7 @@ from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from frontend.payloads import cluster_map, decisions, fairness, queue, timeline
+from frontend.payloads import cluster_map, decisions, fairness, learning, queue, timeline
 from frontend.payloads.common import viewer_of
 
 #: How often the page polls each endpoint (ms) unless ``?poll=`` says otherwise.
@@ -32,6 +32,7 @@ ENDPOINTS: dict[str, Endpoint] = {
     "decisions": (decisions.decisions_payload, "rounds", 5, 1, 50),
     "fairness": (fairness.fairness_payload, "window", 3600, 300, 7 * 86400),
     "queue": (queue.queue_payload, "limit", 100, 1, 1000),
+    "learning": (learning.learning_payload, "window", 3600, 300, 7 * 86400),
 }
 
 #: Plotly draws with inline styles; every script, image, font and request stays on this origin.
@@ -78,7 +79,7 @@ def with_csp(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
 @with_csp
 @login_required(login_url="frontend:login")
 def dashboard(request: HttpRequest) -> HttpResponse:
-    """The dashboard page: cluster map, timeline, sharing decisions, fairness, queue."""
+    """The dashboard page: cluster map, timeline, sharing decisions, learning, fairness, queue."""
     viewer = viewer_of(request.user)
     if viewer is None:
         return render(request, "frontend/forbidden.html", status=403)

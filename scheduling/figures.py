@@ -525,3 +525,49 @@ def round_counts_spec(rounds: Sequence[Mapping[str, Any]]) -> Spec:
             yaxis={"title": {"text": "jobs"}},
         ),
     }
+
+
+def slowdown_pairs_spec(pairs: Sequence[Mapping[str, Any]]) -> Spec:
+    """Predicted vs measured slowdown ξ of each running job beside its GPU partner (MODEL.md §2,
+    docs/LEARNING.md): ``pairs``: ``{"label": str, "predicted": float, "measured": float | None}``
+    (``None``: not measured yet, a gap)."""
+    labels = [p["label"] for p in pairs]
+    data = [
+        {"type": "bar", "orientation": "h", "name": name, "y": labels, "x": [p[key] for p in pairs]}
+        | {"marker": {"color": colour}}
+        for name, key, colour in (
+            ("predicted ξ", "predicted", PALETTE[1]),
+            ("measured ξ", "measured", PALETTE[0]),
+        )
+    ]
+    layout = _layout(
+        "Running pairs: predicted vs measured slowdown ξ",
+        barmode="group",
+        height=min(3000, 180 + 40 * max(len(pairs), 1)),
+        xaxis={"title": {"text": "ξ (shared ÷ exclusive iteration time)"}},
+        yaxis={"automargin": True, "autorange": "reversed"},
+    )
+    return {"data": data, "layout": layout}
+
+
+def prediction_error_spec(
+    times: Sequence[str], errors: Sequence[float], bin_times: Sequence[str], bin_mape: Sequence[float | None]
+) -> Spec:
+    """Error of the slowdown predictions over time: each measured co-location's
+    ``|ξ_predicted − ξ_measured| / ξ_measured`` (%, points, at its start) and their mean per time
+    bin (MAPE, line; ``None``: no measurement in the bin, a gap)."""
+    data = [
+        {"type": "scatter", "mode": "markers", "name": "one co-location", "x": list(times), "y": list(errors)}
+        | {"marker": {"color": PALETTE[4], "size": 6}},
+        {"type": "scatter", "mode": "lines+markers", "name": "mean per bin (MAPE)", "x": list(bin_times)}
+        | {"y": list(bin_mape), "line": {"shape": "hv", "color": PALETTE[0]}},
+    ]
+    return {
+        "data": data,
+        "layout": _layout(
+            "Slowdown prediction error over time",
+            xaxis={"type": "date"},
+            yaxis={"title": {"text": "|predicted − measured| / measured (%)"}, "rangemode": "tozero"},
+            height=340,
+        ),
+    }

@@ -1,9 +1,17 @@
-"""Scheduling rounds and the lease that keeps two rounds from interleaving.
+"""Scheduling rounds, the lease that keeps two rounds from interleaving, and what the scheduler
+learned from the agents' measurements.
 
 A :class:`Round` records one run of the policy over a snapshot of the database: when it ran,
 which policy, how long it took, and every decision with its explanation (the dashboard reads
 ``decisions``). A :class:`SchedulerLease` is one row per lease name; a round claims it with a
 conditional UPDATE (``scheduling.service.RoundLease``), the same on SQLite and PostgreSQL.
+
+The learned profile's memory (docs/LEARNING.md, "In the service"; ``scheduling.core.learning``):
+summaries of samples, not the samples — :class:`LearnedSlowdown` per ordered pair of
+``(model, sub-batch)`` sides, :class:`LearnedIterTime` per class ``(model, global batch, GPUs)``,
+:class:`JobIterTime` per job, each with the fields of ``SampleStats``; :class:`IncompatiblePair`
+for pairs that ran out of memory together; and a bounded log of measured vs predicted slowdowns,
+:class:`SlowdownObservation`, for the dashboard's prediction error over time.
 """
 
 from __future__ import annotations
@@ -11,6 +19,8 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+
+from scheduling.core.learning import SampleStats
 
 
 class Round(models.Model):
@@ -43,6 +53,10 @@ class Round(models.Model):
     n_preempted = models.PositiveIntegerField(default=0)
     decisions = models.JSONField(default=list, blank=True)
     digest = models.CharField(max_length=64, blank=True, default="", editable=False)
+    #: ``{str(job id): POSIX s}``: when the round estimates its first waiting jobs will start
+    #: (``scheduling.core.eta``; empty for a preemptive policy). Not part of ``digest``: a repeated
+    #: round refreshes them on the latest stored round instead (``scheduling.service.waiting``).
+    estimated_starts = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-started_at", "-id"]
@@ -70,3 +84,141 @@ class SchedulerLease(models.Model):
 
     def __str__(self) -> str:
         return f"lease {self.name}: {self.holder or 'free'} until {self.expires_at:%H:%M:%S}"
+
+
+class Stats(models.Model):
+    """The fields of :class:`~scheduling.core.learning.SampleStats`: ``count`` samples, their
+    effective number ``weight``, the exponentially weighted mean and variance of ``ln(sample)``;
+    ``updated_at`` when the last sample came."""
+
+    count = models.PositiveIntegerField(default=0)
+    weight = models.FloatField(default=0.0)
+    mean_log = models.FloatField(default=0.0)
+    var_log = models.FloatField(default=0.0)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        abstract = True
+
+    @property
+    def stats(self) -> SampleStats:
+        """The summary as the core's immutable :class:`SampleStats`."""
+        return SampleStats(self.count, self.weight, self.mean_log, self.var_log)
+
+    def set_stats(self, stats: SampleStats) -> None:
+        """Copy ``stats`` into the fields (not saved)."""
+        self.count, self.weight, self.mean_log, self.var_log = (
+            stats.count,
+            stats.weight,
+            stats.mean_log,
+            stats.var_log,
+        )
+
+
+class LearnedSlowdown(Stats):
+    """Samples of the slowdown ξ of a ``(model_a, sub_a)`` job beside a ``(model_b, sub_b)`` one
+    (ordered: the ξ of side a; models as ``scheduling.core.learning.normalise_model`` writes them;
+    sub-batches in samples)."""
+
+    model_a = models.CharField(max_length=64)
+    sub_a = models.PositiveIntegerField()
+    model_b = models.CharField(max_length=64)
+    sub_b = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["model_a", "sub_a", "model_b", "sub_b"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["model_a", "sub_a", "model_b", "sub_b"], name="slowdown_one_per_pair"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"ξ of {self.model_a}@{self.sub_a} beside {self.model_b}@{self.sub_b}: {self.count} samples"
+
+
+class LearnedIterTime(Stats):
+    """Samples of the exclusive iteration time at the full batch (s) of the jobs of one class:
+    ``(model, global batch, GPUs)`` (``count`` 0: only its memory was measured)."""
+
+    model = models.CharField(max_length=64)
+    batch_size = models.PositiveIntegerField()
+    gpus = models.PositiveIntegerField()
+    #: The largest peak memory per GPU a job of the class reported, at the full batch (MB):
+    #: conservative for the class's jobs that have not run yet.
+    memory_mb = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["model", "batch_size", "gpus"]
+        constraints = [
+            models.UniqueConstraint(fields=["model", "batch_size", "gpus"], name="iter_time_one_per_class")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model} batch {self.batch_size} on {self.gpus} GPUs: {self.count} samples"
+
+
+class JobIterTime(Stats):
+    """Samples of one job's exclusive iteration time at its full batch (s), measured while it ran
+    alone on its GPUs."""
+
+    job = models.OneToOneField(
+        "cluster.Job", on_delete=models.CASCADE, primary_key=True, related_name="iter_stats"
+    )
+
+    def __str__(self) -> str:
+        return f"job {self.job_id}: {self.count} exclusive samples"
+
+
+class IncompatiblePair(models.Model):
+    """Two ``(model, sub-batch)`` sides that ran out of GPU memory together: never placed together
+    again at those sub-batches (unordered: stored as ``scheduling.core.learning.pair_id`` orders
+    it). ``job``/``partner``: the jobs of the first out-of-memory (ids, kept after deletion)."""
+
+    model_a = models.CharField(max_length=64)
+    sub_a = models.PositiveIntegerField()
+    model_b = models.CharField(max_length=64)
+    sub_b = models.PositiveIntegerField()
+    job = models.BigIntegerField()
+    partner = models.BigIntegerField()
+    reason = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["model_a", "sub_a", "model_b", "sub_b"], name="incompatible_one_per_pair"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model_a}@{self.sub_a} and {self.model_b}@{self.sub_b} ran out of memory"
+
+
+class SlowdownObservation(models.Model):
+    """One co-location segment of a job as measured: the ξ the scheduler predicted when it sent
+    the placement (``generation``) and the ξ measured since (the latest sample), beside
+    ``partner``. A bounded log (setting ``SHAREWISE_OBSERVATIONS_KEPT``) for the dashboard."""
+
+    job = models.BigIntegerField()
+    partner = models.BigIntegerField()
+    generation = models.PositiveIntegerField()
+    model_a = models.CharField(max_length=64)
+    sub_a = models.PositiveIntegerField()
+    model_b = models.CharField(max_length=64)
+    sub_b = models.PositiveIntegerField()
+    predicted = models.FloatField()
+    measured = models.FloatField()
+    samples = models.PositiveIntegerField(default=1)
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "generation"], name="observation_one_per_segment")
+        ]
+
+    def __str__(self) -> str:
+        xi = f"ξ {self.predicted:.2f} predicted, {self.measured:.2f} measured"
+        return f"job {self.job} beside job {self.partner}: {xi}"

@@ -12,6 +12,11 @@
 # Usage: scripts/demo.sh [--trace PATH] [--port 8000] [--speedup 50] [--exit-when-done] [--flush]
 #   --flush: (multi-process mode) empty the database named by DATABASE_URL first.
 set -euo pipefail
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
+    # the comment block above is the help
+    sed -n '2,/^[^#]/p' "$0" | sed -n 's/^# \{0,1\}//p'
+    exit 0
+fi
 cd "$(dirname "$0")/.."
 port=8000
 speedup=50

@@ -2,6 +2,11 @@
 # Create the virtual environment in .venv (if needed) and install the pinned requirements.
 # Usage: scripts/setup.sh [requirements file, default requirements-dev.txt]
 set -euo pipefail
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
+    # the comment block above is the help
+    sed -n '2,/^[^#]/p' "$0" | sed -n 's/^# \{0,1\}//p'
+    exit 0
+fi
 cd "$(dirname "$0")/.."
 req="${1:-requirements-dev.txt}"
 py="${PYTHON:-python3}"

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # Set up (virtual environment, pinned requirements) and run the whole test suite.
-# Extra arguments go to pytest, e.g. scripts/test.sh tests/unit -x
+# Usage: scripts/test.sh [pytest arguments], e.g. scripts/test.sh tests/unit -x
 # Uses SQLite unless DATABASE_URL is set; tests that need PostgreSQL, Redis or a browser skip with
 # a reason unless SHAREWISE_REQUIRE_SERVICES=1 (as in .ci/run), where they must run.
 set -euo pipefail
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
+    # the comment block above is the help
+    sed -n '2,/^[^#]/p' "$0" | sed -n 's/^# \{0,1\}//p'
+    exit 0
+fi
 cd "$(dirname "$0")/.."
 scripts/setup.sh requirements-dev.txt
 echo "==> ruff (lint and format)"

@@ -61,9 +61,12 @@ def window_usage(start: datetime, now: datetime) -> list[tuple[int, int, float, 
         .values_list("gpu_id", "job__tenant_id", "begin_s", "end_s")
     )
     lo, hi = start.timestamp(), now.timestamp()
-    return [
+    clipped = [
         (gpu, tenant, max(begin, lo), hi if end is None else min(end, hi)) for gpu, tenant, begin, end in rows
     ]
+    # an interval that ends before it begins (rows written before ended_at was kept ≥ created_at)
+    # holds no GPU time
+    return [row for row in clipped if row[3] > row[2]]
 
 
 def usage_bins(

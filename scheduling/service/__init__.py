@@ -22,7 +22,13 @@ Between rounds, the node agents report (docs/AGENT.md §2–3): :func:`record_ev
 that leaves its GPUs outside a round (``jobs``: :func:`release`, :func:`requeue`,
 :func:`cancel_job`, :func:`stop_job`) tells its agents, sends its GPU partners their new slowdown
 (:func:`refresh_partners`) and asks for a round (:func:`request_round`, ``trigger``, debounced).
-``GET /metrics`` is :func:`scheduling.service.prometheus.metrics_view`.
+Why a pending job waits and when it may start (the latest round's reason and estimate) is
+:func:`waiting_details` (``waiting``). ``GET /metrics`` is
+:func:`scheduling.service.prometheus.metrics_view`.
+
+What the agents measure is learned (docs/LEARNING.md, "In the service"): ``observations`` folds
+the reports into summaries in the database, ``knowledge`` reads them back as the round's
+:func:`learned_profile` and each job's iteration time (:func:`job_estimates`).
 
 Callers outside this package use only the names below (the web views, the Celery tasks, the
 management commands, the demo, the dashboard).
@@ -48,6 +54,13 @@ from scheduling.service.fairness import scheduler_config, summed_quotas, tenant_
 from scheduling.service.generations import generation_window, next_generations
 from scheduling.service.heartbeats import check_heartbeats, heartbeat_interval_s, record_heartbeat
 from scheduling.service.jobs import cancel_job, refresh_partners, release, requeue, stop_job
+from scheduling.service.knowledge import (
+    SlowdownView,
+    forget_learned_profile,
+    job_estimates,
+    learned_profile,
+    slowdown_view,
+)
 from scheduling.service.lease import ROUND_LEASE, RoundLease
 from scheduling.service.persist import insert_rows
 from scheduling.service.rounds import policy_named, run_round
@@ -60,8 +73,10 @@ from scheduling.service.snapshot import (
 )
 from scheduling.service.tick import Tick, tick
 from scheduling.service.trigger import ROUND_REQUEST_KEY, ROUND_TASK, clear_round_request, request_round
+from scheduling.service.waiting import NOT_YET_CONSIDERED, Waiting, waiting_details
 
 __all__ = [
+    "NOT_YET_CONSIDERED",
     "ROUND_LEASE",
     "ROUND_REQUEST_KEY",
     "ROUND_TASK",
@@ -72,7 +87,9 @@ __all__ = [
     "Dispatcher",
     "Message",
     "RoundLease",
+    "SlowdownView",
     "Tick",
+    "Waiting",
     "attained_after_run",
     "broker_configured",
     "build_snapshot",
@@ -81,11 +98,14 @@ __all__ = [
     "check_heartbeats",
     "clear_round_request",
     "estimate_iter_time_s",
+    "forget_learned_profile",
     "generation_window",
     "get_dispatcher",
     "heartbeat_interval_s",
     "heartbeat_timeout_s",
     "insert_rows",
+    "job_estimates",
+    "learned_profile",
     "load_state",
     "local_dispatch",
     "next_generations",
@@ -101,10 +121,12 @@ __all__ = [
     "scheduler_config",
     "set_dispatcher",
     "slowdown_of",
+    "slowdown_view",
     "stop_job",
     "subscribe",
     "summed_quotas",
     "tenant_quotas",
     "tick",
     "unsubscribe",
+    "waiting_details",
 ]

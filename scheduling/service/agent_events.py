@@ -14,13 +14,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from agent.messages import EventKind
 from cluster.models import Job, JobEvent, Node, Placement
 from scheduling.service.generations import generation_window
 from scheduling.service.jobs import TERMINAL, advance_progress, after_release, job_nodes, release
+from scheduling.service.observations import mark_incompatible, observe_memory, observe_progress, oom_partners
 
 
 class AgentError(Exception):
@@ -34,13 +37,17 @@ class AgentError(Exception):
 @dataclass(frozen=True, slots=True)
 class AgentEvent:
     """One job event as validated by the API (AGENT.md §2): ``iterations_done`` (iterations),
-    ``iter_time_s`` (s, measured, ``None`` before the first measurement)."""
+    ``iter_time_s`` (s, measured at the job's sub-batch, ``None`` before the first measurement),
+    ``memory_mb`` (peak GPU memory per GPU at the sub-batch, MB, ``None``: not reported),
+    ``failure_kind`` (``"oom"``: a ``failed`` job ran out of GPU memory)."""
 
     generation: int
     event: EventKind
     iterations_done: float
     iter_time_s: float | None = None
     reason: str = ""
+    memory_mb: float | None = None
+    failure_kind: str = ""
 
 
 def _reported_by_node(job_id: int, floor: int, event: str | None = None) -> dict[str, float]:
@@ -70,6 +77,12 @@ def record_event(node: Node, job_id: int, event: AgentEvent, now: datetime | Non
     ``failed`` → ``failed`` and a ``stop`` to the gang's other nodes; ``stopped`` while the job
     still holds this node's GPUs (the agent shut down) → back to ``pending`` with its progress.
     A job leaving its GPUs frees them for the next round, which is requested.
+
+    Learning (:mod:`scheduling.service.observations`): the measured iteration time and memory of
+    ``started``, ``progress`` and ``finished`` go into the learned profile. A ``failed`` event of
+    kind ``oom`` marks the job and every partner it shared GPUs with incompatible at their
+    sub-batches; a job that shared is requeued (``pending``, progress kept) up to
+    ``SHAREWISE_OOM_RETRIES`` times, a job that was alone (or out of retries) fails.
     """
     now = now or timezone.now()
     partners: set[int] = set()
@@ -104,6 +117,11 @@ def record_event(node: Node, job_id: int, event: AgentEvent, now: datetime | Non
             job.save(update_fields=["iterations_done", "measured_iteration_time_s"])
             return _answer(job, accepted=event.event == "stopped")
         accepted = True
+        if event.event in ("started", "progress", "finished"):
+            if event.memory_mb is not None:
+                observe_memory(job, event.memory_mb)
+            if event.iter_time_s is not None:
+                data["learned"] = observe_progress(job, event.generation, event.iter_time_s, now)
         if event.event in ("started", "progress"):
             accepted = _progress(job, node, event, floor, data, now)
         elif event.event == "finished":
@@ -111,14 +129,7 @@ def record_event(node: Node, job_id: int, event: AgentEvent, now: datetime | Non
         elif event.event == "failed":
             if len(job_nodes(job_id)) <= 1:
                 advance_progress(job, event.iterations_done)
-            partners = release(
-                job,
-                now,
-                Job.Status.FAILED,
-                JobEvent.Kind.FAILED,
-                event.reason or f"failed on node {node.name}",
-                data,
-            )
+            partners = _failed(job, node, event, data, now)
         else:  # stopped by the agent itself: it shut down, or lost the GPUs
             if len(job_nodes(job_id)) <= 1:
                 advance_progress(job, event.iterations_done)
@@ -133,6 +144,32 @@ def record_event(node: Node, job_id: int, event: AgentEvent, now: datetime | Non
         if job.status != Job.Status.RUNNING:
             after_release(partners)
     return _answer(job, accepted=accepted)
+
+
+def _failed(job: Job, node: Node, event: AgentEvent, data: dict[str, Any], now: datetime) -> set[int]:
+    """A failed job leaves its GPUs: failed, or, out of memory beside other jobs with retries
+    left, back to the queue (the pairs marked incompatible first, so the next round avoids them).
+    Returns the jobs that shared its GPUs."""
+    reason = event.reason or f"failed on node {node.name}"
+    if event.failure_kind != "oom":
+        return release(job, now, Job.Status.FAILED, JobEvent.Kind.FAILED, reason, data)
+    beside = oom_partners(job, now)
+    if not beside:
+        return release(
+            job, now, Job.Status.FAILED, JobEvent.Kind.FAILED, f"out of memory alone: {reason}", data
+        )
+    mark_incompatible(job, beside, reason, now)
+    names = ", ".join(f"job {p[0]}" for p in beside)
+    limit = int(settings.SHAREWISE_OOM_RETRIES)
+    if job.oom_retries >= limit:
+        message = f"out of memory beside {names}, after {limit} retries: {reason}"
+        return release(job, now, Job.Status.FAILED, JobEvent.Kind.FAILED, message, data)
+    Job.objects.filter(pk=job.pk).update(oom_retries=F("oom_retries") + 1)
+    job.oom_retries += 1
+    message = f"out of memory beside {names} (retry {job.oom_retries} of {limit}; that pair no longer shares)"
+    return release(
+        job, now, Job.Status.PENDING, JobEvent.Kind.REQUEUED, message, {**data, "failure_kind": "oom"}
+    )
 
 
 def _answer(job: Job, accepted: bool) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from django.conf import settings
@@ -56,6 +57,34 @@ def slowdown_of(
     return xi
 
 
+@dataclass(frozen=True, slots=True)
+class Colocation:
+    """A running job's co-location on its GPUs, as a message describes it.
+
+    ``sub_batch``: the job's micro-batch; ``partners``: per core GPU id the job shares, ``(partner
+    job pk, partner sub-batch, ξ of the job beside it)`` from the profile; ``slowdown``: the job's
+    pace, the largest of those ξ (1 alone; MODEL.md §2)."""
+
+    sub_batch: int
+    partners: dict[int, tuple[int, int, float]]
+    slowdown: float
+
+
+def colocation_of(
+    state: ClusterState, profile: core.Profile, occupied: Occupancy, job_pk: int, gpu_ids: Iterable[int]
+) -> Colocation:
+    """The :class:`Colocation` of job ``job_pk`` on core GPUs ``gpu_ids`` of ``occupied``."""
+    job = state.jobs[job_pk]
+    gpus = list(gpu_ids)
+    sub_batch = next(sub for g in gpus for j, sub in occupied[g].values() if j == job_pk)
+    partners: dict[int, tuple[int, int, float]] = {}
+    for g in gpus:
+        for j, sub in occupied[g].values():
+            if j != job_pk:
+                partners[g] = (j, sub, profile.slowdown(job, sub_batch, state.jobs[j], sub)[0])
+    return Colocation(sub_batch, partners, max([1.0, *(xi for _, _, xi in partners.values())]))
+
+
 def stop_messages(nodes: Iterable[str], job_id: int, generation: int) -> list[Message]:
     """One ``stop`` of ``job_id`` at ``generation`` per node of ``nodes`` (AGENT.md §1)."""
     return [stop_kwargs(node, job_id, generation) for node in nodes]
@@ -70,12 +99,14 @@ def placement_messages(
     generation: int,
     action: Literal["start", "stop", "update"],
     command: str = "",
+    colocation: Colocation | None = None,
 ) -> list[Message]:
     """One message per node holding some of core GPUs ``gpu_ids`` (AGENT.md §1).
 
     A ``start`` or ``update`` carries the job's sub-batch and slowdown ξ on ``occupied`` (the
-    placements after the round's changes), its iteration time at that sub-batch (s) and its
-    progress (iterations); a ``stop`` only the generation.
+    placements after the round's changes; ``colocation`` when already computed), the model and
+    sub-batch of its partners, its iteration time at that sub-batch (s) and its progress
+    (iterations); a ``stop`` only the generation.
     """
     by_node: dict[str, list[int]] = defaultdict(list)
     for g in gpu_ids:
@@ -84,9 +115,9 @@ def placement_messages(
     if action == "stop":
         return stop_messages(by_node, job_pk, generation)
     job = state.jobs[job_pk]
-    sub_batch = next(sub for g in gpu_ids for j, sub in occupied[g].values() if j == job_pk)
-    partners = [(j, sub) for g in gpu_ids for j, sub in occupied[g].values() if j != job_pk]
-    xi = slowdown_of(profile, state.jobs, job_pk, sub_batch, partners)
+    colo = colocation or colocation_of(state, profile, occupied, job_pk, gpu_ids)
+    sub_batch = colo.sub_batch
+    partners = sorted({(state.jobs[j].model, sub) for j, sub, _ in colo.partners.values()})
     return [
         placement_kwargs(
             node,
@@ -100,9 +131,10 @@ def placement_messages(
             iterations=job.iterations,
             iterations_done=min(job.iterations_done, job.iterations),
             iter_time_s=profile.iter_time_s(job, sub_batch),
-            slowdown=xi,
+            slowdown=colo.slowdown,
             command=command,
             model=job.model,
+            partners=partners,
         )
         for node, indices in by_node.items()
     ]

@@ -22,14 +22,16 @@ def scheduler_config() -> core.SchedulerConfig:
     """The :class:`~scheduling.core.types.SchedulerConfig` of every round, from the settings
     ``SHAREWISE_STARVATION_BOUND_S`` (s), ``SHAREWISE_AGING_S`` (s), ``SHAREWISE_RECLAIM``
     (``preempt``, ``bound`` or ``both``) and ``SHAREWISE_BORROW_BOUND_S`` (s) (docs/FAIRNESS.md
-    §1–2; defaults in ``config/settings.py``). Raises ``ImproperlyConfigured`` for a non-positive
-    time or an unknown reclaim mode."""
+    §1–2), and ``SHAREWISE_SHARE_UNKNOWN`` (docs/LEARNING.md: may a job of unknown memory, or a
+    pair of unknown slowdown, share); defaults in ``config/settings.py``. Raises
+    ``ImproperlyConfigured`` for a non-positive time or an unknown reclaim mode."""
     try:
         return core.SchedulerConfig(
             starvation_bound_s=float(settings.SHAREWISE_STARVATION_BOUND_S),
             aging_s=float(settings.SHAREWISE_AGING_S),
             reclaim=str(settings.SHAREWISE_RECLAIM),
             borrow_bound_s=float(settings.SHAREWISE_BORROW_BOUND_S),
+            share_unknown=bool(settings.SHAREWISE_SHARE_UNKNOWN),
         )
     except (TypeError, ValueError) as exc:
         raise ImproperlyConfigured(f"scheduler settings: {exc}") from exc

@@ -21,11 +21,12 @@ from typing import Any
 
 from django.db import transaction
 
+from cluster.expressions import run_end
 from cluster.models import Job, JobEvent, Placement
-from scheduling.profiles import load_default_profile
 from scheduling.service.dispatch import Message, dispatch_after_commit, stop_messages
 from scheduling.service.estimates import attained_after_run
 from scheduling.service.generations import latest_generation
+from scheduling.service.knowledge import learned_profile
 from scheduling.service.lease import RoundLease
 from scheduling.service.persist import partner_updates
 from scheduling.service.snapshot import load_state
@@ -79,7 +80,7 @@ def release(
     if status == Job.Status.PENDING:  # the run's service, read from its placements before they end
         Job.objects.filter(pk=job.pk).update(attained_gpu_s=attained_after_run(now))
         job.refresh_from_db(fields=["attained_gpu_s"])
-    rows.update(active=False, ended_at=now)
+    rows.update(active=False, ended_at=run_end(now))
     job.status = status
     fields = ["status", "iterations_done", "measured_iteration_time_s"]
     if status in TERMINAL:
@@ -146,7 +147,7 @@ def refresh_partners(job_ids: Sequence[int]) -> int:
         return 0
     try:
         with transaction.atomic():
-            profile = load_default_profile()
+            profile = learned_profile()
             state = load_state(profile=profile)
             occupied, job_gpus = state.occupancy()
             ids = [j for j in job_ids if j in job_gpus and j in state.jobs]

@@ -18,9 +18,10 @@ from django.db import connection
 from django.db.models import F, Model, Value
 from django.db.models.functions import Coalesce
 
+from cluster.expressions import run_end
 from cluster.models import Job, JobEvent, Placement
 from scheduling.core import types as core
-from scheduling.service.dispatch import Message, Occupancy, placement_messages
+from scheduling.service.dispatch import Colocation, Message, Occupancy, colocation_of, placement_messages
 from scheduling.service.estimates import attained_after_run
 from scheduling.service.generations import next_generations
 from scheduling.service.snapshot import ClusterState
@@ -75,7 +76,7 @@ def persist_round(
                     del slots[slot]
             changed_partners.update(job for job, _ in slots.values())
         Placement.objects.filter(job_id=p.job_id, active=True).update(
-            active=False, ended_at=now, generation=gen
+            active=False, ended_at=run_end(now), generation=gen
         )
         plan.messages.extend(placement_messages(state, profile, occupied, p.job_id, gpu_ids, gen, "stop"))
         events.append(
@@ -101,6 +102,7 @@ def persist_round(
         else set()
     )
     new_rows: list[Placement] = []
+    rows_of: dict[int, dict[int, Placement]] = {}  # started job → core GPU id → its new row
     started: list[core.Start] = []
     for s in decisions.starts:
         reason = None if s.job_id in still_pending else "no longer pending when the round wrote placements"
@@ -120,20 +122,38 @@ def persist_round(
         for g, slot in zip(s.gpu_ids, slots_for, strict=True):
             changed_partners.update(job for job, _ in occupied.get(g, {}).values())
             occupied.setdefault(g, {})[slot] = (s.job_id, s.sub_batch)
-            new_rows.append(
-                Placement(
-                    job_id=s.job_id,
-                    gpu_id=state.gpu_pks[g],
-                    generation=gen,
-                    sub_batch=s.sub_batch,
-                    slot=slot,
-                    created_at=now,
-                )
+            row = Placement(
+                job_id=s.job_id,
+                gpu_id=state.gpu_pks[g],
+                generation=gen,
+                sub_batch=s.sub_batch,
+                slot=slot,
+                created_at=now,
             )
+            new_rows.append(row)
+            rows_of.setdefault(s.job_id, {})[g] = row
         job_gpus[s.job_id] = list(s.gpu_ids)
         started.append(s)
+    # the co-location each start message describes (a job started alone may have been given a
+    # partner later in the round), written on its rows
+    colocations = {s.job_id: colocation_of(state, profile, occupied, s.job_id, s.gpu_ids) for s in started}
+    for job_pk, colo in colocations.items():
+        for g, row in rows_of[job_pk].items():
+            row.shared_with, _, row.predicted_slowdown = colo.partners.get(g, (None, None, None))
     insert_rows(
-        Placement, new_rows, ("job", "gpu", "generation", "sub_batch", "slot", "active", "created_at")
+        Placement,
+        new_rows,
+        (
+            "job",
+            "gpu",
+            "generation",
+            "sub_batch",
+            "slot",
+            "active",
+            "created_at",
+            "shared_with",
+            "predicted_slowdown",
+        ),
     )
     started_ids = [s.job_id for s in started]
     if started_ids:
@@ -168,6 +188,7 @@ def persist_round(
                 generation[s.job_id],
                 "start",
                 commands[s.job_id],
+                colocations[s.job_id],
             )
         )
         plan.n_started += 1
@@ -192,8 +213,9 @@ def partner_updates(
 ) -> list[Message]:
     """An ``update`` for each running job of ``job_ids`` (each must hold GPUs in ``job_gpus``)
     with its slowdown ξ on ``occupied`` (its GPU partner started or left; AGENT.md §1, MODEL.md
-    §2), under a new generation written on its active rows. Returns the messages to send after
-    commit."""
+    §2), under a new generation written on its active rows with the new co-location (partner and
+    predicted ξ per GPU; the measured ξ of the old one is cleared). Returns the messages to send
+    after commit."""
     if not job_ids:
         return []
     generations = next_generations(job_ids)
@@ -201,7 +223,8 @@ def partner_updates(
     messages: list[Message] = []
     for job_pk in job_ids:
         gen = generations[job_pk]
-        Placement.objects.filter(job_id=job_pk, active=True).update(generation=gen)
+        colo = colocation_of(state, profile, occupied, job_pk, job_gpus[job_pk])
+        write_colocation(state, job_pk, job_gpus[job_pk], colo, gen)
         messages.extend(
             placement_messages(
                 state,
@@ -212,9 +235,25 @@ def partner_updates(
                 gen,
                 "update",
                 commands.get(job_pk, ""),
+                colo,
             )
         )
     return messages
+
+
+def write_colocation(
+    state: ClusterState, job_pk: int, gpu_ids: Sequence[int], colo: Colocation, gen: int
+) -> None:
+    """Write generation ``gen`` and the co-location ``colo`` on the job's active rows: per GPU
+    its partner and predicted ξ, the measured ξ cleared (one UPDATE per distinct partner)."""
+    groups: dict[tuple[int | None, float | None], list[int]] = {}
+    for g in gpu_ids:
+        partner, _, xi = colo.partners.get(g, (None, None, None))
+        groups.setdefault((partner, xi), []).append(state.gpu_pks[g])
+    for (partner, xi), gpu_pks in groups.items():
+        Placement.objects.filter(job_id=job_pk, active=True, gpu_id__in=gpu_pks).update(
+            generation=gen, shared_with=partner, predicted_slowdown=xi, measured_slowdown=None
+        )
 
 
 def insert_rows(model: type[Model], objects: Sequence[Model], fields: Sequence[str]) -> None:

@@ -28,11 +28,12 @@ from django.utils import timezone
 from scheduling.core import types as core
 from scheduling.core.policies import get_policy
 from scheduling.models import Round
-from scheduling.profiles import load_default_profile
 from scheduling.service.dispatch import Message, get_dispatcher
+from scheduling.service.knowledge import learned_profile
 from scheduling.service.lease import RoundLease
 from scheduling.service.persist import persist_round
 from scheduling.service.snapshot import load_state
+from scheduling.service.waiting import carry_estimates, estimates_for
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ def run_round(
     round back (nothing of it is written) and propagates.
     """
     chosen = policy if policy is not None and not isinstance(policy, str) else policy_named(policy)
-    profile = profile or load_default_profile()
+    profile = profile or learned_profile()
     lease = RoundLease()
     if not lease.acquire_within(lease_wait_s):
         log.info("round skipped: another round holds the lease")
@@ -97,12 +98,20 @@ def _locked_round(now: datetime, policy: core.Policy, profile: core.Profile) -> 
             n_preempted=plan.n_preempted,
             decisions=plan.decisions,
         )
+        # estimated starts of the waiting jobs: not part of the digest (they move with the clock)
+        record.estimated_starts = estimates_for(state, decisions, policy, profile)
+        latest_pk = None
         if plan.n_started or plan.n_preempted or plan.messages:
             record.save()  # a round that changed something is never a repeat: no digest needed
         else:
             record.digest = hashlib.sha256(json.dumps([record.policy, plan.decisions]).encode()).hexdigest()
-            if Round.objects.order_by("-id").values_list("digest", flat=True).first() != record.digest:
+            latest_pk, digest = Round.objects.order_by("-id").values_list("pk", "digest").first() or (
+                None,
+                "",
+            )
+            if digest != record.digest:
                 record.save()
+        carry_estimates(record, latest_pk)
         t3 = time.perf_counter()
         record.phases_ms = {
             "snapshot": round((t1 - t0) * 1e3, 3),

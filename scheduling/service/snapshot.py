@@ -21,11 +21,19 @@ from django.db.models import F, Max
 from django.utils import timezone
 
 from cluster.expressions import EpochSeconds
-from cluster.models import GPU, Job, JobEvent, Node, Placement
+from cluster.models import GPU, Job, JobEvent, Node, Placement, Sharing
 from scheduling.core import types as core
-from scheduling.profiles import load_default_profile
 from scheduling.service.estimates import estimate_iter_time_s
 from scheduling.service.fairness import scheduler_config, tenant_quotas
+from scheduling.service.knowledge import (
+    class_key,
+    class_records,
+    iteration_estimate,
+    job_stats,
+    learned_profile,
+    memory_estimate,
+    table_of,
+)
 
 
 def heartbeat_timeout_s() -> float:
@@ -77,15 +85,20 @@ def node_takes_jobs(status: str, last_heartbeat: datetime | None, now: datetime,
 
 
 def load_state(now: datetime | None = None, profile: core.Profile | None = None) -> ClusterState:
-    """Read the cluster from the database as a :class:`ClusterState` (6 queries).
+    """Read the cluster from the database as a :class:`ClusterState` (8 queries).
 
     - GPUs: every registered GPU, ordered by node name and index; ``healthy`` is False for an
       unhealthy GPU and for every GPU of a node that is not ``ready`` (unhealthy, draining) or
       whose last heartbeat is older than ``SHAREWISE_HEARTBEAT_TIMEOUT_S`` (unreachable).
     - Pending jobs (status ``pending``) and running jobs (status ``running`` with active
       placements; their ``Placement`` carries the GPUs, the sub-batch and the first placement's
-      creation time). ``iter_time_s`` is the job's ``iteration_time_s`` or
-      :func:`estimate_iter_time_s`; ``memory_mb`` its ``gpu_memory_mb`` (``None``: the profile's);
+      creation time). ``iter_time_s`` follows the order of trust
+      (:func:`~scheduling.service.knowledge.iteration_estimate`: measured alone for this job >
+      learned for its class > the submitted ``iteration_time_s`` > :func:`estimate_iter_time_s`
+      from the shipped table under ``profile``, default the
+      :func:`~scheduling.service.knowledge.learned_profile`); ``memory_mb``:
+      :func:`~scheduling.service.knowledge.memory_estimate` (``None``: the profile's guess);
+      ``sharing_allowed`` is False for a job of ``sharing: never``;
       ``attained_gpu_s`` (GPU-s) of a pending job is its stored ``Job.attained_gpu_s`` (the service
       of its earlier runs, :func:`attained_after_run`); of a running job, that plus
       ``gpus × (now − created_at of its current run's first active placement)``, so service
@@ -95,7 +108,7 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
     - ``tenant_quotas``: :func:`tenant_quotas`; ``config``: :func:`scheduler_config`.
     """
     now = now or timezone.now()
-    profile = profile or load_default_profile()
+    table = table_of(profile or learned_profile())
     timeout_s = heartbeat_timeout_s()
     gpu_rows = GPU.objects.order_by("node__name", "index").values_list(
         "pk",
@@ -151,6 +164,8 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
             "attained_gpu_s",
             "priority",
             "status",
+            "sharing",
+            "measured_memory_mb",
         )
         .order_by()
     )
@@ -171,6 +186,8 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
         .annotate(t=EpochSeconds(Max("at")))
         .values_list("job_id", "t")
     )
+    own = job_stats()
+    records = class_records()
     for (
         pk,
         tenant,
@@ -185,12 +202,16 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
         stored,
         priority,
         status,
+        sharing,
+        measured_memory,
     ) in rows:
-        if iter_s is None:
-            key = (model, batch, n_gpus)
-            iter_s = estimates.get(key)
-            if iter_s is None:
-                iter_s = estimates[key] = estimate_iter_time_s(profile, model, batch, n_gpus)
+        key = (model, batch, n_gpus)
+        profile_s = estimates.get(key)
+        if profile_s is None:
+            profile_s = estimates[key] = estimate_iter_time_s(table, model, batch, n_gpus)
+        record = records.get(class_key(model, batch, n_gpus))
+        iter_s = iteration_estimate(own.get(pk), record, iter_s, profile_s).value
+        memory = memory_estimate(measured_memory, None if memory is None else float(memory), record)
         attained = float(stored)
         run = placed.get(pk) if status == Job.Status.RUNNING else None
         if run is not None:  # plus the current run, from its first active placement
@@ -205,11 +226,12 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
             iterations,
             submitted,
             iter_s,
-            None if memory is None else float(memory),
+            memory,
             float(done),
             attained,
             queued,
             priority,
+            sharing != Sharing.NEVER,
         )
         jobs[pk] = job
         if status == Job.Status.PENDING:

@@ -67,6 +67,8 @@ def example_job() -> Iterator[tuple[Agent, list[JobEventReport]]]:
 
 
 def load_example() -> ModuleType:
+    if str(SCRIPT.parent) not in sys.path:  # as when run as a script: its helper sits beside it
+        sys.path.append(str(SCRIPT.parent))
     spec = importlib.util.spec_from_file_location("train_mnist_like", SCRIPT)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -10,7 +10,7 @@ from functools import partial
 import pytest
 
 from agent.core import Agent
-from agent.executors import SubprocessExecutor, parse_progress
+from agent.executors import Progress, SubprocessExecutor, parse_progress
 from agent.gpus import declared_gpus
 from agent.messages import JobEventReport
 
@@ -127,9 +127,11 @@ def test_missing_command_or_program_fails_the_job(agent: Agent) -> None:
 
 
 def test_progress_line_parsing() -> None:
-    assert parse_progress("SHAREWISE_PROGRESS iterations_done=7 iter_time_s=0.5 loss=2.3") == (7.0, 0.5)
-    assert parse_progress("SHAREWISE_PROGRESS iter_time_s=0.5 iterations_done=7") == (7.0, 0.5)
-    assert parse_progress("SHAREWISE_PROGRESS iterations_done=7") == (7.0, None)
+    assert parse_progress("SHAREWISE_PROGRESS iterations_done=7 iter_time_s=0.5 loss=2.3") == (7.0, 0.5, None)
+    assert parse_progress("SHAREWISE_PROGRESS iter_time_s=0.5 iterations_done=7") == (7.0, 0.5, None)
+    assert parse_progress("SHAREWISE_PROGRESS iterations_done=7") == (7.0, None, None)
+    line = "SHAREWISE_PROGRESS iterations_done=7 iter_time_s=0.5 memory_mb=10240.5"
+    assert parse_progress(line) == Progress(7.0, 0.5, 10240.5)
     for bad in (
         "iterations_done=7",
         "SHAREWISE_PROGRESS iterations_done=x",
@@ -137,6 +139,8 @@ def test_progress_line_parsing() -> None:
         "SHAREWISE_PROGRESS iterations_done=-1",
         "SHAREWISE_PROGRESS iterations_done=1 iter_time_s=0",
         "SHAREWISE_PROGRESS iterations_done=nan",
+        "SHAREWISE_PROGRESS iterations_done=1 memory_mb=0",
+        "SHAREWISE_PROGRESS iterations_done=1 memory_mb=inf",
     ):
         assert parse_progress(bad) is None, bad
 

@@ -12,12 +12,12 @@ from django.contrib.auth import get_user_model
 from django.test import Client, override_settings
 from django.utils import timezone
 
-from cluster.models import GPU, Job, Node, Quota
+from cluster.models import GPU, Job, Node, Placement, Quota
 from scheduling.figures import PALETTE, SHARED_LABEL
 from scheduling.models import Round
 from tests.frontend.conftest import gpu, make_job, place, session_client
 
-NAMES = ("cluster-map", "timeline", "decisions", "fairness", "queue")
+NAMES = ("cluster-map", "timeline", "decisions", "learning", "fairness", "queue")
 
 
 def get(client: Client, name: str, **params: Any) -> dict[str, Any]:
@@ -507,3 +507,21 @@ def test_endpoints_only_read_the_database(
                 get(web, name)
             writes = [q["sql"] for q in queries if not q["sql"].lstrip().upper().startswith("SELECT")]
             assert queries and writes == [], (name, writes)
+
+
+def test_fairness_survives_a_placement_that_ends_before_its_start(
+    tenant_a: Any, tenant_c: Any, admin_web: Client
+) -> None:
+    # Two jobs share node-00:0; one placement row says it ended a minute before it began (a clock
+    # step between the round that wrote it and the event that ended it). The dashboard used to
+    # answer 500 (the sweep over the shared GPU removed a holder it had never added).
+    now = timezone.now()
+    a = make_job(tenant_a, "a-skewed")
+    c = make_job(tenant_c, "c-sharing")
+    skewed = place(a, gpu("node-00", 0), since=now - timedelta(minutes=10))
+    Placement.objects.filter(pk=skewed.pk).update(active=False, ended_at=now - timedelta(minutes=11))
+    place(c, gpu("node-00", 0), slot=1, since=now - timedelta(minutes=10))
+    rows = {r["tenant"]: r for r in table(get(admin_web, "fairness"), "tenants")}
+    # the skewed interval is empty and charges nothing; c alone holds the GPU for 10 min
+    assert rows["team-a"]["GPU-hours (60 min)"] == 0.0
+    assert rows["team-c"]["GPU-hours (60 min)"] == pytest.approx(10 / 60, abs=0.002)

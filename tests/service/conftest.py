@@ -10,8 +10,10 @@ from scheduling import service
 from tests.api.conftest import (  # noqa: F401 - pytest finds fixtures by name in this module
     _fresh_cache,
     alice,
+    alice_api,
     bob,
     charlie,
+    charlie_api,
     cluster,
     tenant_a,
     tenant_c,

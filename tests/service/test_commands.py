@@ -95,9 +95,43 @@ def test_load_cluster_names_nodes_like_the_simulator(db: None) -> None:
     # Same names as scheduling.core.types.Cluster.uniform(3, 2): node-00, node-01, node-02.
     assert list(Node.objects.values_list("name", flat=True)) == ["node-00", "node-01", "node-02"]
     assert GPU.objects.filter(gpu_type="a100", memory_mb=40_000).count() == 6  # 3 x 2
-    with pytest.raises(CommandError, match="nodes already exist: node-00, node-01"):
-        run("load_cluster", "2x2")
+    with pytest.raises(CommandError, match=r"another number of GPUs than 4: node-00 \(2\), node-01 \(2\)"):
+        run("load_cluster", "2x4")
     assert Node.objects.count() == 3
+
+
+def test_load_cluster_again_adds_only_what_is_missing(db: None, tmp_path: Path) -> None:
+    path = tmp_path / "node-tokens.json"
+    first = run("load_cluster", "2x4", "--token-file", str(path))
+    assert first.splitlines()[0] == "Registered 2 nodes x 4 GPUs = 8 v100 GPUs (node-00, node-01)."
+    tokens = json.loads(path.read_text())
+    again = run("load_cluster", "2x4", "--token-file", str(path))
+    assert again.splitlines() == [
+        "Already registered, left as they are: node-00, node-01.",
+        f"Agent tokens of 2 nodes are in {path}.",
+    ]
+    assert json.loads(path.read_text()) == tokens  # the working tokens are kept
+    grown = run("load_cluster", "3x4", "--token-file", str(path))
+    assert grown.splitlines()[:2] == [
+        "Registered 1 nodes x 4 GPUs = 4 v100 GPUs (node-02).",
+        "Already registered, left as they are: node-00, node-01.",
+    ]
+    assert sorted(json.loads(path.read_text())) == ["node-00", "node-01", "node-02"]
+    assert Node.objects.count() == 3 and GPU.objects.count() == 12
+
+
+def test_load_cluster_says_which_tokens_it_cannot_show_and_issues_new_ones(db: None, tmp_path: Path) -> None:
+    run("load_cluster", "2x4")  # no token file: the tokens are lost
+    path = tmp_path / "node-tokens.json"
+    err = StringIO()
+    call_command("load_cluster", "2x4", "--token-file", str(path), stdout=StringIO(), stderr=err)
+    assert "The tokens of node-00, node-01 are not in" in err.getvalue() and "--new-tokens" in err.getvalue()
+    assert json.loads(path.read_text()) == {}
+    run("load_cluster", "2x4", "--token-file", str(path), "--new-tokens")
+    tokens = json.loads(path.read_text())
+    assert all(Node.objects.get(name=n).check_agent_token(t) for n, t in tokens.items()) and len(tokens) == 2
+    with pytest.raises(CommandError, match="--new-tokens needs --token-file"):
+        run("load_cluster", "2x4", "--new-tokens")
 
 
 @pytest.mark.parametrize("shape", ["4y8", "0x8", "4x0", "4x65", "x8", "4x", "", "4x8x2", "-1x8", "10000x1"])

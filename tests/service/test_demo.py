@@ -63,6 +63,10 @@ def test_demo_replays_a_synthetic_workload_and_compares_with_the_simulator(tmp_p
     assert rows["sjf-bsbf (simulator)"][2] == "6" and rows["sjf-bsbf (simulator)"][-1] == "0"
     ratio = float(re.search(r"fidelity: live average JCT / simulated average JCT = ([0-9.]+)", out)[1])
     assert ratio > 0
+    assert "emulated jobs run at the trace's iteration times and the shipped profile's slowdowns" in out
+    assert re.search(
+        r"slowdown predictions \(live\): (no co-location measured|\d+ co-locations measured)", out
+    )
 
 
 def test_demo_refuses_bad_options_with_one_line(tmp_path: Path) -> None:
@@ -71,6 +75,9 @@ def test_demo_refuses_bad_options_with_one_line(tmp_path: Path) -> None:
     assert "--speedup must be a positive number" in done.stderr and "Traceback" not in done.stderr
     done = run_demo(tmp_path, "--cluster", "4y8")
     assert done.returncode != 0 and "bad --cluster" in done.stderr and "Traceback" not in done.stderr
+    done = run_demo(tmp_path, "--truth-error", "1.5", "--exit-when-done")
+    assert done.returncode != 0 and "--truth-error must be in [0, 1)" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_demo_refuses_a_cluster_the_service_cannot_register(tmp_path: Path) -> None:

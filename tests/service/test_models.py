@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from cluster.models import (
     GPU,
@@ -45,6 +47,17 @@ def test_cancel_ends_active_placements(tenant_a: Tenant, alice: Any, cluster: li
     job.cancel()
     assert Placement.objects.filter(job=job, active=True).count() == 0
     assert Placement.objects.filter(job=job, ended_at__isnull=False).count() == 4
+
+
+def test_a_placement_never_ends_before_it_began(tenant_a: Tenant, alice: Any, cluster: list[Node]) -> None:
+    # the round that wrote the row ran on a clock 60 s ahead of the process that cancels the job
+    job, _ = Job.submit(tenant_a, alice, FIELDS)
+    ahead = timezone.now() + timedelta(seconds=60)
+    gpu = GPU.objects.filter(node=cluster[0]).first()
+    Placement.objects.create(job=job, gpu=gpu, generation=1, sub_batch=8, created_at=ahead)
+    job.cancel()
+    row = Placement.objects.get(job=job)
+    assert row.ended_at == row.created_at == ahead  # an empty interval, not a negative one
 
 
 def test_submit_replays_and_detects_conflicts(tenant_a: Tenant, alice: Any) -> None:

@@ -10,6 +10,8 @@ ROOT = Path(__file__).resolve().parents[2]
 #: Top-level packages of the project (tests are checked for neither rule: fixtures may peek).
 PACKAGES = ("agent", "cluster", "common", "config", "demo", "frontend", "scheduling")
 MAX_LINES = 600
+#: The client package's root (``client/src/sharewise``, installed on its own): the same rules.
+CLIENT_ROOT = ROOT / "client" / "src"
 
 
 def project_files() -> list[Path]:
@@ -24,7 +26,7 @@ def module_name(path: Path, root: Path = ROOT) -> str:
     return ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
 
 
-def private_uses(path: Path, root: Path = ROOT) -> list[str]:
+def private_uses(path: Path, root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> list[str]:
     """Where ``path`` imports or uses an underscore name of another project module: ``from pkg.m
     import _x`` and ``m._x`` for a project module imported as ``m``. Dunder names are public."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -33,7 +35,7 @@ def private_uses(path: Path, root: Path = ROOT) -> list[str]:
     aliases: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module.split(".")[0] not in PACKAGES:
+            if node.module.split(".")[0] not in packages:
                 continue
             for alias in node.names:
                 private = alias.name.startswith("_") and not alias.name.startswith("__")
@@ -44,7 +46,7 @@ def private_uses(path: Path, root: Path = ROOT) -> list[str]:
                 aliases.add(alias.asname or alias.name)
         elif isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.split(".")[0] in PACKAGES:
+                if alias.name.split(".")[0] in packages:
                     aliases.add(alias.asname or alias.name.split(".")[0])
     for node in ast.walk(tree):
         if (
@@ -82,4 +84,12 @@ def test_no_project_file_is_over_600_lines() -> None:
     long = {
         str(f.relative_to(ROOT)): n for f in project_files() if (n := f.read_text().count("\n")) > MAX_LINES
     }
+    assert long == {}
+
+
+def test_the_client_keeps_the_same_rules() -> None:
+    files = sorted((CLIENT_ROOT / "sharewise").rglob("*.py"))
+    assert len(files) >= 5, "the client package was not found"
+    assert [hit for f in files for hit in private_uses(f, CLIENT_ROOT, ("sharewise",))] == []
+    long = {f.name: n for f in files if (n := f.read_text().count("\n")) > MAX_LINES}
     assert long == {}

@@ -75,6 +75,16 @@ class Command(BaseCommand):
             "Celery beat and agents from `python -m agent --fleet` (see Procfile)",
         )
         parser.add_argument(
+            "--truth-error",
+            type=float,
+            default=None,
+            metavar="E",
+            help="the emulated jobs' true slowdowns are the shipped profile's times a factor in "
+            "[1-E, 1+E] per ordered pair of job types (seeded by --seed; the simulator's "
+            "--truth-error): the service starts from a wrong profile and learns",
+        )
+        parser.add_argument("--seed", type=int, default=0, help="seed of --truth-error (0)")
+        parser.add_argument(
             "--token-file",
             type=Path,
             default=None,
@@ -110,6 +120,8 @@ class Command(BaseCommand):
             timeout_s=options["timeout"],
             api=options["api"],
             token_file=options["token_file"],
+            truth_error=options["truth_error"],
+            seed=options["seed"],
         )
         if config.api is not None and not config.api.startswith(("http://", "https://")):
             raise CommandError(f"--api must be an http(s) URL, got {config.api!r}")

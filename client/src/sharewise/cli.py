@@ -1,0 +1,367 @@
+"""The ``sharewise`` command: submit, list, follow and cancel jobs of your tenant (click).
+
+Run ``sharewise --help`` or ``sharewise COMMAND --help``. The service and the token come from
+``--api``/``--token``, else ``SHAREWISE_API``/``SHAREWISE_TOKEN``, else the file ``sharewise login``
+writes (:mod:`sharewise.config`). Errors are one line on stderr (``sharewise: error: ...``, never a
+traceback) and the exit status says what happened (:mod:`sharewise.errors`: 0 ok, 1 the service,
+2 usage, 3 not found, 4 refused, 5 authentication, 6 throttled, 7 a watched job did not succeed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+from rich.console import Group
+from rich.live import Live
+from rich.text import Text
+
+from sharewise import __version__, render
+from sharewise.api import TERMINAL, Client
+from sharewise.config import config_path, normalise_api, read_config, write_config
+from sharewise.errors import JobEnded, SharewiseError, UsageError
+from sharewise.jobfile import merge, parse_sets, read_job_file
+
+STATUSES = ("pending", "running", "succeeded", "failed", "cancelled")
+
+output_option = click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="table for people, json for scripts (the API's objects)",
+)
+
+
+class State:
+    """What the group's options say, and the client made from them on first use."""
+
+    def __init__(self, api: str | None, token: str | None, retries: int = 4) -> None:
+        self.api, self.token, self.retries = api, token, retries
+        self._client: Client | None = None
+
+    @property
+    def client(self) -> Client:
+        if self._client is None:
+            self._client = Client(self.api, self.token, retries=self.retries)
+        return self._client
+
+
+pass_state = click.make_pass_decorator(State)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("--api", metavar="URL", help="the service, e.g. http://sharewise:8000 (default $SHAREWISE_API)")
+@click.option(
+    "--token", metavar="TOKEN", help="your API token (default $SHAREWISE_TOKEN; prefer the variable)"
+)
+@click.option(
+    "--retries",
+    type=click.IntRange(min=0),
+    default=4,
+    show_default=True,
+    help="tries again after a failed connection or a 5xx (waiting 1, 2, 4 s ...)",
+)
+@click.version_option(__version__, prog_name="sharewise")
+@click.pass_context
+def cli(ctx: click.Context, api: str | None, token: str | None, retries: int) -> None:
+    """Submit, follow and cancel training jobs on a Sharewise GPU cluster.
+
+    Exit status: 0 ok, 1 service unreachable or failing, 2 usage error, 3 no such job,
+    4 request refused (invalid job, finished job), 5 not logged in or bad token,
+    6 throttled, 7 a watched job failed or was cancelled.
+    """
+    ctx.obj = State(api, token, retries)
+
+
+# --------------------------------------------------------------------------------- login, whoami
+
+
+@cli.command()
+@click.option("--api", "api_url", metavar="URL", help="the service's base URL (asked when not given)")
+@click.option("--token-stdin", is_flag=True, help="read the token from standard input (scripts)")
+@pass_state
+def login(state: State, api_url: str | None, token_stdin: bool) -> None:
+    """Check a token against the service and save both in your config file (mode 0600)."""
+    stored = read_config()
+    default_api = api_url or state.api or os.environ.get("SHAREWISE_API") or stored.get("api")
+    url = normalise_api(api_url or click.prompt("API URL", default=default_api or "http://127.0.0.1:8000"))
+    if token_stdin:
+        token = sys.stdin.readline().strip()
+    else:
+        token = state.token or click.prompt("API token", hide_input=True)
+    if not token:
+        raise UsageError("the token is empty")
+    with Client(url, token, retries=state.retries) as client:
+        tenant = client.tenant()
+    path = write_config(url, token)
+    click.echo(f"Logged in to {url} as a member of tenant {tenant.get('name')}; saved in {path}")
+
+
+@cli.command()
+@output_option
+@pass_state
+def whoami(state: State, output: str) -> None:
+    """Your tenant: its quota and what it uses now."""
+    tenant = state.client.tenant()
+    if output == "json":
+        render.dump_json(tenant)
+        return
+    usage = tenant.get("usage") or {}
+    jobs = usage.get("jobs") or {}
+    click.echo(f"tenant {tenant.get('name')} at {state.client.api}")
+    click.echo(f"GPUs in use {usage.get('gpus_in_use', 0)} of {usage.get('guaranteed_gpus', 0)} guaranteed")
+    click.echo("jobs " + ", ".join(f"{jobs.get(s, 0)} {s}" for s in STATUSES))
+
+
+# --------------------------------------------------------------------------------- submit
+
+
+@cli.command()
+@click.argument("job_file", required=False, metavar="[FILE]")
+@click.option("--name", help="1-64 lowercase letters, digits and inner hyphens")
+@click.option("--model", help="the model, e.g. resnet50")
+@click.option("--batch-size", type=int, help="global batch (samples)")
+@click.option("--iterations", type=int, help="training iterations")
+@click.option("--gpus", type=int, help="GPUs of the gang")
+@click.option("--gpu-memory-mb", type=int, help="memory per GPU at the full batch (MB)")
+@click.option("--iteration-time-s", type=float, help="measured time of one iteration (s)")
+@click.option("--command", "command", help="what the agent runs (no shell), e.g. 'python train.py'")
+@click.option("--priority", type=int, help="-100 to 100 (default 0)")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="any other job field (repeatable)")
+@click.option("--idempotency-key", metavar="KEY", help="default: a new UUID; reuse one to make re-runs safe")
+@click.option("-q", "--quiet", is_flag=True, help="print only the job id")
+@output_option
+@pass_state
+def submit(
+    state: State,
+    job_file: str | None,
+    sets: Sequence[str],
+    idempotency_key: str | None,
+    quiet: bool,
+    output: str,
+    **flags: Any,
+) -> None:
+    """Submit a job: FILE is YAML or JSON with the API's job fields ('-' reads stdin), like an
+    sbatch script; flags and --set override the file's fields.
+
+    \b
+    sharewise submit examples/jobs/steps.yaml
+    sharewise submit --name bert-a --model bert-base --batch-size 32 --iterations 2000 \\
+        --gpus 2 --command "python train.py --lr 3e-4"
+    """
+    fields = merge(read_job_file(job_file) if job_file else {}, flags, parse_sets(sets))
+    if not fields:
+        raise UsageError("nothing to submit: give a job FILE or the fields as flags (see --help)")
+    job = state.client.submit(fields, idempotency_key)
+    if output == "json":
+        render.dump_json(job)
+    elif quiet:
+        click.echo(job["id"])
+    else:
+        click.echo(f"Submitted job {job['id']} ({job.get('name')}), {job.get('status')}")
+
+
+# --------------------------------------------------------------------------------- list, queue, show
+
+
+def fetch_active(client: Client) -> list[dict[str, Any]]:
+    """Running jobs, then pending ones (each newest first)."""
+    return [job for status in ("running", "pending") for job in client.jobs(status=status)]
+
+
+def print_jobs(jobs: list[dict[str, Any]], output: str, empty: str) -> None:
+    if output == "json":
+        render.dump_json(jobs)
+    elif not jobs:
+        click.echo(empty)
+    else:
+        render.emit(render.jobs_table(jobs))
+
+
+@cli.command("list")
+@click.option("--status", type=click.Choice(STATUSES), help="only jobs in this status")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="newest jobs shown")
+@click.option("--all", "show_all", is_flag=True, help="every job (no limit)")
+@output_option
+@pass_state
+def list_jobs(state: State, status: str | None, limit: int, show_all: bool, output: str) -> None:
+    """Your tenant's jobs, newest first, with why each pending job waits."""
+    jobs = state.client.jobs(status=status, limit=None if show_all else limit)
+    print_jobs(jobs, output, "No jobs." if status is None else f"No {status} jobs.")
+
+
+@cli.command()
+@output_option
+@pass_state
+def queue(state: State, output: str) -> None:
+    """Running and pending jobs (like squeue): where each runs, or why it waits and when it may start."""
+    print_jobs(fetch_active(state.client), output, "No job is running or waiting.")
+
+
+@cli.command()
+@click.argument("job_id", type=int)
+@click.option(
+    "--events",
+    "n_events",
+    type=click.IntRange(min=0),
+    default=20,
+    show_default=True,
+    help="last events shown",
+)
+@output_option
+@pass_state
+def show(state: State, job_id: int, n_events: int, output: str) -> None:
+    """One job: status, placement and sharing partner, why it waits, and its latest events."""
+    job = state.client.job(job_id)
+    events = state.client.events(job_id, limit=n_events) if n_events else []
+    if output == "json":
+        render.dump_json({**job, "events": events})
+        return
+    render.emit(render.job_details(job), *([render.events_table(events)] if events else []))
+
+
+# --------------------------------------------------------------------------------- cancel, logs
+
+
+@cli.command()
+@click.argument("job_ids", nargs=-1, required=True, type=int, metavar="ID...")
+@output_option
+@pass_state
+def cancel(state: State, job_ids: Sequence[int], output: str) -> None:
+    """Cancel pending or running jobs (a cancelled job stays cancelled; a finished one is refused)."""
+    done = [state.client.cancel(job_id) for job_id in job_ids]
+    if output == "json":
+        render.dump_json(done)
+        return
+    for job in done:
+        click.echo(f"Cancelled job {job['id']} ({job.get('name')})")
+
+
+@cli.command()
+@click.argument("job_id", type=int)
+@click.option("-f", "--follow", is_flag=True, help="keep printing new output until the job has ended")
+@click.option("--tail", type=click.IntRange(min=1), metavar="N", help="start with the last N lines")
+@pass_state
+def logs(state: State, job_id: int, follow: bool, tail: int | None) -> None:
+    """The job's output (stdout and stderr), as its agents captured it."""
+    client = state.client
+    offset = 0
+    if tail is not None:
+        piece = client.logs(job_id, offset=-max(4096, tail * 400))
+        lines = piece.get("data", "").splitlines(keepends=True)
+        sys.stdout.write("".join(lines[-tail:]))
+        offset = int(piece.get("next_offset", 0))
+    if not follow:
+        if tail is None:
+            while True:
+                piece = client.logs(job_id, offset=offset)
+                sys.stdout.write(piece.get("data", ""))
+                if not piece.get("data"):
+                    break
+                offset = int(piece["next_offset"])
+        sys.stdout.flush()
+        return
+    for text in client.follow_logs(job_id, offset):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+# --------------------------------------------------------------------------------- watch
+
+
+@cli.command()
+@click.argument("job_ids", nargs=-1, type=int, metavar="[ID...]")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.2),
+    default=2.0,
+    show_default=True,
+    help="seconds between refreshes",
+)
+@click.option("--count", type=click.IntRange(min=1), help="stop after this many refreshes")
+@pass_state
+def watch(state: State, job_ids: Sequence[int], interval: float, count: int | None) -> None:
+    """Refresh the queue (or the jobs ID...) until Ctrl-C; with IDs, until they have all ended
+    (exit status 7 when one of them did not succeed)."""
+    client = state.client
+
+    def snapshot() -> list[dict[str, Any]]:
+        return [client.job(j) for j in job_ids] if job_ids else fetch_active(client)
+
+    def view(jobs: list[dict[str, Any]]) -> Group:
+        stamp = datetime.now(UTC).strftime("%H:%M:%S UTC")
+        header = Text(f"{client.api}  {stamp}  every {interval:g} s (Ctrl-C stops)", style="dim")
+        body: Any = render.jobs_table(jobs) if jobs else Text("No job is running or waiting.")
+        return Group(header, body)
+
+    def ended(jobs: list[dict[str, Any]]) -> bool:
+        return bool(job_ids) and all(j.get("status") in TERMINAL for j in jobs)
+
+    jobs = snapshot()
+    refreshes = 1
+    out = render.console()
+    live = Live(view(jobs), console=out, auto_refresh=False) if out.is_terminal else None
+    if live is None:
+        render.emit(view(jobs))  # piped: one table per refresh
+    with live or contextlib.nullcontext():
+        while not ended(jobs) and (count is None or refreshes < count):
+            time.sleep(interval)
+            jobs = snapshot()
+            refreshes += 1
+            if live is not None:
+                live.update(view(jobs), refresh=True)
+            else:
+                render.emit("", view(jobs))
+    failed = [j for j in jobs if job_ids and j.get("status") in TERMINAL and j.get("status") != "succeeded"]
+    if failed:
+        raise JobEnded(", ".join(f"job {j['id']} {j['status']}" for j in failed))
+
+
+# --------------------------------------------------------------------------------- entry point
+
+
+def main(argv: Sequence[str] | None = None, exit: Callable[[int], Any] = sys.exit) -> None:
+    """Run the command line; exit with its status (never a traceback unless SHAREWISE_DEBUG=1)."""
+    try:
+        code = cli.main(
+            args=list(argv) if argv is not None else None, prog_name="sharewise", standalone_mode=False
+        )
+    except SharewiseError as exc:
+        click.echo(f"sharewise: error: {exc}", err=True)
+        exit(exc.exit_code)
+        return
+    except click.exceptions.Exit as exc:
+        exit(exc.exit_code)
+        return
+    except click.ClickException as exc:
+        exc.show()
+        exit(exc.exit_code)
+        return
+    except (click.Abort, KeyboardInterrupt):
+        click.echo("", err=True)
+        exit(130)
+        return
+    except BrokenPipeError:
+        exit(0)
+        return
+    except Exception as exc:  # a bug: one line, and the traceback only on request
+        if os.environ.get("SHAREWISE_DEBUG") == "1":
+            raise
+        click.echo(
+            f"sharewise: internal error: {type(exc).__name__}: {exc} (SHAREWISE_DEBUG=1 shows where)",
+            err=True,
+        )
+        exit(1)
+        return
+    exit(code if isinstance(code, int) else 0)
+
+
+__all__ = ["cli", "config_path", "main"]

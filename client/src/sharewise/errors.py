@@ -1,0 +1,111 @@
+"""What can go wrong, as exceptions that carry the CLI's exit code.
+
+Every error the client raises is a :class:`SharewiseError`; ``str()`` is one line meant for a
+person, ``exit_code`` what the ``sharewise`` command exits with (README, "Exit codes"):
+
+====  =====================  ==============================================================
+code  exception              when
+====  =====================  ==============================================================
+0     —                      success
+1     :class:`ServiceError`  the service is unreachable, answered 5xx or something unreadable
+2     :class:`UsageError`    a bad command line, a missing setting, an unreadable job file
+3     :class:`NotFound`      404: no such job in your tenant
+4     :class:`Rejected`      400, 409, 413, 415, 422: the service refused the request as given
+5     :class:`AuthError`     401, 403: no token, a wrong token, or not a member of a tenant
+6     :class:`Throttled`     429 after the waits allowed: too many submissions
+7     :class:`JobEnded`      ``watch ID`` saw the job end without succeeding
+====  =====================  ==============================================================
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class SharewiseError(Exception):
+    """Base of every client error; ``exit_code`` is the CLI's status for it."""
+
+    exit_code = 1
+
+
+class ServiceError(SharewiseError):
+    """The service could not be reached, or answered with a server error (5xx) or an unreadable body.
+
+    ``status``: the HTTP status, ``None`` when no answer came."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class UsageError(SharewiseError):
+    """The command line, the settings or a job file is wrong; nothing was sent."""
+
+    exit_code = 2
+
+
+class ApiError(SharewiseError):
+    """The service answered with a 4xx: ``status``, its ``error`` message and, for validation
+    errors, ``fields`` (field name → messages)."""
+
+    exit_code = 4
+
+    def __init__(self, status: int, message: str, fields: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.fields = fields or {}
+
+
+class NotFound(ApiError):
+    """404: no such job (or path) in the caller's tenant."""
+
+    exit_code = 3
+
+
+class Rejected(ApiError):
+    """The request was refused as given (400 invalid input, 409 conflict, 413, 415, 422)."""
+
+    exit_code = 4
+
+
+class AuthError(ApiError):
+    """401 or 403: no token, a wrong one, or an account that belongs to no tenant."""
+
+    exit_code = 5
+
+
+class Throttled(ApiError):
+    """429 and still throttled after the waits the client allows; ``retry_after_s`` says when to retry."""
+
+    exit_code = 6
+
+    def __init__(self, status: int, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(status, message)
+        self.retry_after_s = retry_after_s
+
+
+class JobEnded(SharewiseError):
+    """A watched job ended without succeeding (failed or cancelled)."""
+
+    exit_code = 7
+
+
+def error_for(status: int, body: Any) -> ApiError:
+    """The exception for a 4xx answer with JSON ``body`` (``{"error": ..., "fields": ...}``, the
+    API's error shape; anything else is quoted)."""
+    if isinstance(body, dict) and isinstance(body.get("error"), str):
+        message = body["error"]
+        fields = body.get("fields") if isinstance(body.get("fields"), dict) else None
+    else:
+        message = f"HTTP {status}: {str(body)[:200]}"
+        fields = None
+    if status == 404:
+        return NotFound(status, message)
+    if status in (401, 403):
+        return AuthError(status, message)
+    if status == 429:
+        retry = body.get("retry_after") if isinstance(body, dict) else None
+        return Throttled(status, message, float(retry) if isinstance(retry, int | float) else None)
+    return Rejected(status, message, fields)

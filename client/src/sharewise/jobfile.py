@@ -1,0 +1,110 @@
+"""Job files (like an ``sbatch`` script's directives): a YAML or JSON mapping of the API's job
+fields, and the command line's fields on top of them.
+
+.. code-block:: yaml
+
+    # examples/jobs/mnist-like.yaml
+    name: mnist-like
+    model: resnet18
+    batch_size: 64
+    iterations: 200
+    gpus: 1
+    command: python examples/train_mnist_like.py   # or a list: [python, examples/train_mnist_like.py]
+
+Keys are passed to the service as they are (it rejects unknown ones, naming them), so a field a
+newer service accepts needs no newer client. A ``command`` given as a list of arguments is joined
+with shell quoting (:func:`shlex.join`), the string form the API stores and the agent splits again.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sharewise.errors import UsageError
+
+#: The job fields the API documents (docs/API.md); the command line has a flag for each.
+JOB_FIELDS = (
+    "name",
+    "model",
+    "batch_size",
+    "iterations",
+    "gpus",
+    "gpu_memory_mb",
+    "iteration_time_s",
+    "command",
+    "priority",
+)
+
+
+def read_job_file(path: str) -> dict[str, Any]:
+    """The job fields in the YAML or JSON file at ``path`` (``-``: standard input). Raises
+    :class:`UsageError` for an unreadable file, invalid YAML/JSON or anything but a mapping."""
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read job file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"job file {path} is not UTF-8 text") from None
+    try:
+        data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"job file {path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UsageError(f"job file {path}: invalid YAML{where}: {problem}") from None
+    if not isinstance(data, dict):
+        kind = "nothing" if data is None else type(data).__name__
+        raise UsageError(
+            f"job file {path} must hold a mapping of job fields (name: ..., gpus: ...), got {kind}"
+        )
+    return normalise(data, f"job file {path}")
+
+
+def parse_sets(assignments: Iterable[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs (``--set``), each value read as a YAML scalar (``4`` is a number,
+    ``true`` a boolean, ``'4'`` a string). Raises :class:`UsageError` for a pair without ``=``."""
+    fields: dict[str, Any] = {}
+    for item in assignments:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--set takes KEY=VALUE, got {item!r}")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        fields[key.strip()] = value
+    return normalise(fields, "--set")
+
+
+def normalise(fields: Mapping[Any, Any], where: str) -> dict[str, Any]:
+    """``fields`` with string keys and a list ``command`` joined (:func:`shlex.join`). Raises
+    :class:`UsageError` for a non-string key or a command list holding a non-string."""
+    out: dict[str, Any] = {}
+    for key, value in fields.items():
+        if not isinstance(key, str):
+            raise UsageError(f"{where}: field names are strings, got {key!r}")
+        out[key] = value
+    command = out.get("command")
+    if isinstance(command, list):
+        if not all(isinstance(arg, str | int | float) for arg in command):
+            raise UsageError(f"{where}: command must be a string or a list of strings")
+        out["command"] = shlex.join(str(arg) for arg in command)
+    return out
+
+
+def merge(*layers: Mapping[str, Any]) -> dict[str, Any]:
+    """Later layers' fields replace earlier ones' (a file, then flags, then ``--set``); ``None``
+    values (a flag not given) are skipped."""
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        merged.update({k: v for k, v in layer.items() if v is not None})
+    return merged

@@ -1,0 +1,159 @@
+"""Jobs' output: appending what agents send, bounded per job, and reading it back by offset.
+
+Offsets count characters (Unicode code points) from the start of the job's log. Agents send
+their runs' output in chunks, each at an offset within its own run (docs/AGENT.md §2a);
+:func:`append_output` stores the part not stored yet (a chunk delivered twice is stored once,
+one that overlaps what arrived is cut), notes output an agent had to drop, and heads the output
+of a new run with ``==> node/g<generation> <==`` when the log already holds another run's (like
+``tail`` with several files). :func:`read_output` answers a reader. The models are
+:mod:`cluster.joblog_models`.
+
+Units: characters, seconds (s).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.db.models.functions import Length
+from django.utils import timezone
+
+from cluster.joblog_models import JobLogChunk, JobLogRun
+from cluster.models import Job, Node
+
+#: Most characters one read returns; a reader asks again from ``next_offset`` for more.
+MAX_READ_CHARS = 262_144
+#: A job that ended this long ago (s) has its output complete even if a run never said so (a run
+#: that printed nothing and whose agent had nothing to send) **(ours)**.
+LOG_SETTLE_S = 2.0
+#: A run silent this long (s) after its job ended is taken as over (its agent died) **(ours)**.
+LOG_STALE_S = 60.0
+TERMINAL = (Job.Status.SUCCEEDED, Job.Status.FAILED, Job.Status.CANCELLED)
+
+
+def max_log_chars() -> int:
+    """Characters kept per job (setting ``SHAREWISE_JOB_LOG_MAX_CHARS``); older output is dropped."""
+    return int(settings.SHAREWISE_JOB_LOG_MAX_CHARS)
+
+
+def log_extent(job_id: int) -> tuple[int, int]:
+    """``(first, end)``: the offset of the oldest character kept and the offset just past the last
+    one (``(0, 0)`` for a job without output)."""
+    chunks = JobLogChunk.objects.filter(job_id=job_id)
+    first = chunks.order_by("offset").values_list("offset", flat=True).first()
+    last = chunks.order_by("-offset").annotate(n=Length("text")).values_list("offset", "n").first()
+    if first is None or last is None:
+        return 0, 0
+    return first, last[0] + last[1]
+
+
+def append_output(
+    job_id: int,
+    node: Node,
+    run_key: str,
+    offset: int,
+    data: str,
+    eof: bool = False,
+    now: datetime | None = None,
+) -> int:
+    """Store ``data``, the output of run ``run_key`` of job ``job_id`` on ``node`` from character
+    ``offset`` of that run on; ``eof``: the run's output is complete. Returns how many characters
+    of the run have arrived (the agent's next offset).
+
+    What is already stored is skipped; a gap (``offset`` past what arrived: the agent dropped
+    output it could not keep) is noted in the log as ``[sharewise: N characters of output were
+    not received]``. Past ``SHAREWISE_JOB_LOG_MAX_CHARS`` characters per job, whole chunks at the
+    start are deleted. One transaction, the job's row locked, so two nodes of a gang append one
+    after the other."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        Job.objects.select_for_update().filter(pk=job_id).values_list("pk", flat=True).first()
+        run, _ = JobLogRun.objects.get_or_create(job_id=job_id, key=run_key, defaults={"node": node.name})
+        if offset > run.received:
+            note = f"[sharewise: {offset - run.received} characters of output were not received]\n"
+            new = data
+        else:
+            note, new = "", data[run.received - offset :]
+        if note or new:
+            _store(job_id, run, note + new)
+        run.received = max(run.received, offset + len(data))
+        run.eof = run.eof or eof
+        run.updated_at = now
+        run.save(update_fields=["received", "eof", "updated_at"])
+    return run.received
+
+
+def _store(job_id: int, run: JobLogRun, text: str) -> None:
+    last = (
+        JobLogChunk.objects.filter(job_id=job_id)
+        .order_by("-offset")
+        .values_list("offset", "text", "run_id")
+        .first()
+    )
+    end = 0
+    if last is not None:
+        end = last[0] + len(last[1])
+        if last[2] != run.pk:  # another run wrote last: say whose output follows
+            text = ("" if last[1].endswith("\n") else "\n") + f"==> {run.key} <==\n" + text
+    JobLogChunk.objects.create(job_id=job_id, run=run, offset=end, text=text)
+    cutoff = end + len(text) - max_log_chars()
+    if cutoff > 0:
+        JobLogChunk.objects.filter(job_id=job_id, offset__lt=cutoff).annotate(
+            e=F("offset") + Length("text")
+        ).filter(e__lte=cutoff).delete()
+
+
+@dataclass(frozen=True, slots=True)
+class LogPiece:
+    """What a read returns: ``data`` from character ``offset`` to ``next_offset`` of the job's log;
+    ``first_offset``: the oldest character still kept; ``complete``: the job has ended and all of
+    its output has arrived (nothing after ``next_offset`` will come)."""
+
+    offset: int
+    next_offset: int
+    data: str
+    first_offset: int
+    complete: bool
+
+
+def read_output(
+    job: Job, offset: int = 0, limit: int = MAX_READ_CHARS, now: datetime | None = None
+) -> LogPiece:
+    """The job's log from ``offset`` (negative: that many characters before the end; below the
+    oldest character kept: from there), at most ``limit`` characters."""
+    first, end = log_extent(job.pk)
+    start = max(first, end + offset if offset < 0 else offset)
+    start = min(start, end)
+    data = ""
+    if start < end:
+        rows = (
+            JobLogChunk.objects.filter(job_id=job.pk, offset__lt=start + limit)
+            .annotate(e=F("offset") + Length("text"))
+            .filter(e__gt=start)
+            .order_by("offset")
+            .values_list("offset", "text")
+        )
+        parts = []
+        for chunk_offset, text in rows:
+            parts.append(text[max(0, start - chunk_offset) :])
+        data = "".join(parts)[:limit]
+    return LogPiece(start, start + len(data), data, first, output_complete(job, now))
+
+
+def output_complete(job: Job, now: datetime | None = None) -> bool:
+    """Whether no more output of ``job`` will come: it has ended, none of its runs is still sending
+    (one silent for :data:`LOG_STALE_S` after the end counts as over), and either every run said
+    its output is complete or the end is :data:`LOG_SETTLE_S` old."""
+    if job.status not in TERMINAL:
+        return False
+    now = now or timezone.now()
+    stale = now - timedelta(seconds=LOG_STALE_S)
+    runs = list(JobLogRun.objects.filter(job_id=job.pk).values_list("eof", "updated_at"))
+    if any(not eof and updated > stale for eof, updated in runs):
+        return False
+    settled = job.finished_at is None or (now - job.finished_at).total_seconds() >= LOG_SETTLE_S
+    return settled or bool(runs)

@@ -1,0 +1,224 @@
+"""What the scheduler has learned, read from the database: the learned profile every round decides
+with, and the iteration time and memory each job is scheduled with (docs/LEARNING.md, "In the
+service").
+
+- :func:`learned_profile`: :class:`~scheduling.core.learning.LearnedProfile` over the shipped
+  table with the :class:`~scheduling.core.learning.Knowledge` of the ``LearnedSlowdown`` and
+  ``IncompatiblePair`` rows. Kept per process while those tables do not change
+  (:func:`knowledge_version`), so the policies' memos, kept per profile object, stay warm.
+- :func:`class_records` / :func:`job_stats`: the pooled and per-job exclusive iteration times.
+- :func:`iteration_estimate`: the order of trust of ``choose_iter_time`` (measured for this job >
+  learned for its class > declared > the profile's estimate).
+- :func:`memory_estimate`: the job's memory per GPU at the full batch: measured for this job >
+  declared > measured for its class (the largest) > unknown (the profile's guess).
+
+The writing side (agent reports → these rows) is :mod:`scheduling.service.observations`.
+Units: seconds (s), MB.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Count, Max, Sum
+
+from cluster.models import Job
+from scheduling.core import types as core
+from scheduling.core.learning import (
+    PRIOR_SIGMA,
+    Estimate,
+    IterKey,
+    Knowledge,
+    LearnedProfile,
+    PairKey,
+    SampleStats,
+    choose_iter_time,
+    normalise_model,
+    posterior_log,
+)
+from scheduling.models import IncompatiblePair, JobIterTime, LearnedIterTime, LearnedSlowdown
+from scheduling.profiles import load_default_profile
+from scheduling.service.estimates import estimate_iter_time_s
+
+_lock = threading.Lock()
+_cached: tuple[tuple[Any, ...], LearnedProfile] | None = None
+
+
+def table_of(profile: core.Profile) -> core.Profile:
+    """The shipped table under ``profile`` (its ``base`` for a learned profile): what
+    :func:`~scheduling.service.estimates.estimate_iter_time_s` reads throughputs from."""
+    return profile.base if isinstance(profile, LearnedProfile) else profile
+
+
+def knowledge_version() -> tuple[Any, ...]:
+    """A cheap fingerprint of the learned slowdowns and incompatible pairs (2 aggregate queries):
+    rows, samples and the latest update of each table. Any new sample or mark changes it."""
+    slowdowns = LearnedSlowdown.objects.aggregate(n=Count("id"), samples=Sum("count"), at=Max("updated_at"))
+    pairs = IncompatiblePair.objects.aggregate(n=Count("id"), at=Max("created_at"))
+    return (slowdowns["n"], slowdowns["samples"], slowdowns["at"], pairs["n"], pairs["at"])
+
+
+def load_knowledge() -> Knowledge:
+    """The :class:`Knowledge` in the database (2 queries). ``memory_seen`` stays empty: the
+    service folds measured memory into each job's own ``memory_mb`` (:func:`memory_estimate`),
+    so the profile's ``memory_known`` sees it there, per job class rather than per model."""
+    slowdowns: dict[PairKey, SampleStats] = {
+        ((ma, sa), (mb, sb)): SampleStats(count, weight, mean, var)
+        for ma, sa, mb, sb, count, weight, mean, var in LearnedSlowdown.objects.filter(count__gt=0)
+        .order_by()
+        .values_list("model_a", "sub_a", "model_b", "sub_b", "count", "weight", "mean_log", "var_log")
+    }
+    incompatible = frozenset(
+        ((ma, sa), (mb, sb))
+        for ma, sa, mb, sb in IncompatiblePair.objects.order_by().values_list(
+            "model_a", "sub_a", "model_b", "sub_b"
+        )
+    )
+    return Knowledge(slowdowns, incompatible)
+
+
+def learned_profile() -> LearnedProfile:
+    """The profile of the next round: the shipped table with what was learned, rebuilt only when
+    :func:`knowledge_version` changed since the last call in this process."""
+    global _cached
+    version = knowledge_version()
+    with _lock:
+        if _cached is not None and _cached[0] == version:
+            return _cached[1]
+    profile = LearnedProfile(load_default_profile(), load_knowledge())
+    with _lock:
+        _cached = (version, profile)
+    return profile
+
+
+def forget_learned_profile() -> None:
+    """Drop the process's cached profile (tests that rewrite the tables by hand)."""
+    global _cached
+    with _lock:
+        _cached = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClassRecord:
+    """What is known of a job class ``(model, global batch, GPUs)``: its pooled exclusive
+    iteration time at the full batch (``None`` without a sample) and the largest memory per GPU
+    at the full batch any of its jobs reported (MB, ``None``: never)."""
+
+    stats: SampleStats | None
+    memory_mb: float | None
+
+
+def class_key(model: str, batch_size: int, gpus: int) -> IterKey:
+    """``(normalised model, global batch, GPUs)``: the key of ``LearnedIterTime``
+    (``scheduling.core.learning.iter_key`` of a job with these fields)."""
+    return (normalise_model(model), batch_size, gpus)
+
+
+def class_records(keys: Iterable[IterKey] | None = None) -> dict[IterKey, ClassRecord]:
+    """The :class:`ClassRecord` of every learned class (1 query), or of those of ``keys``."""
+    rows = LearnedIterTime.objects.order_by()
+    if keys is not None:
+        models = {k[0] for k in keys}
+        if not models:
+            return {}
+        rows = rows.filter(model__in=models)
+    return {
+        (model, batch, gpus): ClassRecord(SampleStats(count, weight, mean, var) if count else None, memory)
+        for model, batch, gpus, count, weight, mean, var, memory in rows.values_list(
+            "model", "batch_size", "gpus", "count", "weight", "mean_log", "var_log", "memory_mb"
+        )
+    }
+
+
+def job_stats(job_ids: Iterable[int] | None = None) -> dict[int, SampleStats]:
+    """Each job's exclusive samples (``JobIterTime``), for the jobs of ``job_ids`` that have some
+    (``None``: every pending or running job; 1 query)."""
+    rows = JobIterTime.objects.filter(count__gt=0).order_by()
+    if job_ids is None:
+        rows = rows.filter(job__status__in=Job.ACTIVE_STATUSES)
+    else:
+        ids = list(job_ids)
+        if not ids:
+            return {}
+        rows = rows.filter(job_id__in=ids)
+    return {
+        job: SampleStats(count, weight, mean, var)
+        for job, count, weight, mean, var in rows.values_list(
+            "job_id", "count", "weight", "mean_log", "var_log"
+        )
+    }
+
+
+def iteration_estimate(
+    own: SampleStats | None,
+    record: ClassRecord | None,
+    declared_s: float | None,
+    profile_s: float,
+) -> Estimate:
+    """The exclusive iteration time at the full batch (s) a round uses for a job, with its source
+    (``measured``, ``learned``, ``declared``, ``profile``): ``choose_iter_time`` of the job's own
+    samples ``own``, its class's, the submitted ``iteration_time_s`` and the profile's
+    ``profile_s``."""
+    return choose_iter_time(own, record.stats if record else None, declared_s, profile_s)
+
+
+def memory_estimate(
+    measured_mb: float | None, declared_mb: float | None, record: ClassRecord | None
+) -> float | None:
+    """The job's memory per GPU at the full batch (MB) for the round: its own measurement (the
+    truth, when the job has run), else what the submitter declared, else the largest its class
+    reported; ``None``: unknown (the profile's guess, and the job does not share unless
+    ``SHAREWISE_SHARE_UNKNOWN``)."""
+    if measured_mb is not None:
+        return measured_mb
+    if declared_mb is not None:
+        return declared_mb
+    return record.memory_mb if record is not None else None
+
+
+def job_estimates(jobs: Iterable[Job]) -> dict[int, Estimate]:
+    """:func:`iteration_estimate` of each of ``jobs`` (rows), by primary key (2 queries): what the
+    job API shows as ``scheduler_iteration_time_s`` and ``iteration_time_source``."""
+    jobs = list(jobs)
+    own = job_stats(j.pk for j in jobs)
+    records = class_records(class_key(j.model, j.batch_size, j.gpus) for j in jobs)
+    table = load_default_profile()
+    profile_s: dict[IterKey, float] = {}
+    answer = {}
+    for job in jobs:
+        key = (job.model, job.batch_size, job.gpus)
+        if key not in profile_s:
+            profile_s[key] = estimate_iter_time_s(table, *key)
+        answer[job.pk] = iteration_estimate(
+            own.get(job.pk),
+            records.get(class_key(*key)),
+            job.iteration_time_s,
+            profile_s[key],
+        )
+    return answer
+
+
+@dataclass(frozen=True, slots=True)
+class SlowdownView:
+    """A learned slowdown beside its prior: the shipped table's ξ (``prior``) and where it comes
+    from (``prior_source``: measured, predicted, default), and the posterior the rounds use."""
+
+    prior: float
+    prior_source: str
+    posterior: float
+
+
+def slowdown_view(row: LearnedSlowdown) -> SlowdownView:
+    """The :class:`SlowdownView` of one ``LearnedSlowdown`` row: the posterior of
+    ``LearnedProfile`` (``posterior_log`` over the table's ξ with its source's σ)."""
+    table = load_default_profile()
+    a = core.Job(0, "", row.model_a, row.sub_a, 1, 1, 0.0, 1.0)
+    b = core.Job(0, "", row.model_b, row.sub_b, 1, 1, 0.0, 1.0)
+    prior = table.slowdown(a, row.sub_a, b, row.sub_b)[0]
+    source = table.slowdown_source(a, row.sub_a, b, row.sub_b)
+    posterior = math.exp(posterior_log(prior, PRIOR_SIGMA.get(source, 1.0), row.stats))
+    return SlowdownView(prior, source, posterior)

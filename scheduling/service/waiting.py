@@ -1,0 +1,111 @@
+"""Why each pending job waits and when it may start, as the latest round left it.
+
+A round records every ``wait`` decision with the policy's reason (``Round.decisions``, what the
+dashboard's queue shows) and, for a non-preemptive policy, the estimated start of the first
+:data:`~scheduling.core.eta.MAX_ESTIMATED_JOBS` waiting jobs (``Round.estimated_starts``,
+:func:`estimates_for`; the method is :mod:`scheduling.core.eta`). A round that repeats the last
+recorded one is not stored again, but its fresh estimates replace the stored ones, so they follow
+the clock. :func:`waiting_details` reads both for the API.
+
+Units: seconds (s); estimates are POSIX timestamps (s).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from scheduling.core import types as core
+from scheduling.core.eta import estimate_mode, estimated_starts
+from scheduling.models import Round
+from scheduling.service.snapshot import ClusterState
+
+#: What a pending job no round has looked at yet is said to wait for (the dashboard's words).
+NOT_YET_CONSIDERED = "not yet considered"
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """A pending job's ``reason`` (the policy's words, not yet redacted for other tenants) and
+    ``estimated_start_s`` (POSIX s, ``None``: no estimate)."""
+
+    reason: str
+    estimated_start_s: float | None
+
+
+def estimates_for(
+    state: ClusterState, decisions: core.RoundDecisions, policy: core.Policy, profile: core.Profile
+) -> dict[str, float]:
+    """``{str(job id): estimated start (POSIX s)}`` of the round's waiting jobs, in the policy's
+    order (its ``waits``), starts only at the rounds to come (every ``SHAREWISE_ROUND_INTERVAL_S``);
+    empty for a preemptive policy (:func:`~scheduling.core.eta.estimate_mode`)."""
+    mode = estimate_mode(policy)
+    if mode is None or not decisions.waits:
+        return {}
+    starts = estimated_starts(
+        state.snapshot,
+        decisions,
+        profile,
+        [w.job_id for w in decisions.waits],
+        mode,
+        round_interval_s=float(settings.SHAREWISE_ROUND_INTERVAL_S),
+    )
+    return {str(job_id): round(t, 3) for job_id, t in starts.items()}
+
+
+def carry_estimates(record: Round, latest_pk: int | None) -> None:
+    """A round not stored (a repeat of the latest one, ``latest_pk``) leaves its fresh estimates
+    (``record.estimated_starts``) on that latest round, so readers see the newest ones."""
+    if record.pk is None and latest_pk is not None:
+        Round.objects.filter(pk=latest_pk).update(estimated_starts=record.estimated_starts)
+
+
+_parsed: dict[tuple[Any, ...], dict[int, str]] = {}
+_parsed_lock = threading.Lock()
+
+
+def _reasons_of(key: tuple[Any, ...]) -> dict[int, str]:
+    """``{job id: reason}`` of the ``wait`` decisions of the round ``key`` = ``(pk, finished_at)``
+    names, parsed once per process (decisions never change once written; only the latest round's
+    are kept; ``finished_at`` tells apart two rounds of one primary key, e.g. after a flush)."""
+    with _parsed_lock:
+        cached = _parsed.get(key)
+    if cached is not None:
+        return cached
+    decisions: Any = Round.objects.filter(pk=key[0]).values_list("decisions", flat=True).first() or []
+    reasons = {int(d["job_id"]): str(d.get("reason", "")) for d in decisions if d.get("action") == "wait"}
+    with _parsed_lock:
+        _parsed.clear()
+        _parsed[key] = reasons
+    return reasons
+
+
+def waiting_details(job_ids: Iterable[int]) -> dict[int, Waiting]:
+    """For each of ``job_ids`` (pending jobs): the latest round's reason and estimated start
+    (:data:`NOT_YET_CONSIDERED` and no estimate for a job that round did not see). Two small
+    queries, plus the round's decisions once per round and process."""
+    ids = list(job_ids)
+    if not ids:
+        return {}
+    latest = (
+        Round.objects.order_by("-started_at", "-id")
+        .values_list("pk", "finished_at", "estimated_starts")
+        .first()
+    )
+    if latest is None:
+        return {j: Waiting(NOT_YET_CONSIDERED, None) for j in ids}
+    pk, finished, estimates = latest
+    reasons = _reasons_of((pk, finished))
+    estimates = estimates or {}
+    found: dict[int, Waiting] = {}
+    for j in ids:
+        reason = reasons.get(j)
+        if reason is None:
+            found[j] = Waiting(NOT_YET_CONSIDERED, None)
+        else:
+            found[j] = Waiting(reason, estimates.get(str(j)))
+    return found
