@@ -117,7 +117,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds without progress after a preempted job restarts",
     )
     parser.add_argument(
-        "--seed", type=int, default=0, help="recorded in the report (the simulator is deterministic)"
+        "--seed",
+        type=int,
+        default=0,
+        help="seeds the factors of --prior-error/--truth-error and the --measure-noise; recorded in "
+        "the report (the simulator is deterministic)",
     )
     defaults = SchedulerConfig()
     parser.add_argument(
