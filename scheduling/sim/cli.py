@@ -47,6 +47,7 @@ from scheduling.sim.engine import (
     simulate,
 )
 from scheduling.sim.fidelity_cli import add_fidelity_arguments, resolve
+from scheduling.sim.learning_options import add_learning_arguments, format_learning_table, learning_setup
 from scheduling.sim.loaders import TraceError, load_traces
 from scheduling.sim.quotas import demand_gpu_s, proportional_quotas, quotas_from_json
 from scheduling.sim.report import (
@@ -115,7 +116,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"seconds without progress after a preempted job restarts (default {DEFAULT_RESTART_COST_S:g})",
     )
     parser.add_argument(
-        "--seed", type=int, default=0, help="recorded in the report (the simulator is deterministic)"
+        "--seed",
+        type=int,
+        default=0,
+        help="seeds the factors of --prior-error/--truth-error and the --measure-noise; recorded in "
+        "the report (the simulator is deterministic)",
     )
     defaults = SchedulerConfig()
     parser.add_argument(
@@ -160,6 +165,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --quotas: an owner's job blocked by lent GPUs longer than this counts "
         "as a guarantee violation",
     )
+    add_learning_arguments(parser)
     parser.add_argument("--json", type=Path, metavar="OUT.json", help="write the report as JSON")
     parser.add_argument("--html", type=Path, metavar="OUT.html", help="write a Plotly HTML report")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
@@ -337,6 +343,10 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
         for field, option in OPTION_OF_FIELD.items():  # name the option the user typed
             message = message.replace(field, option)
         raise CliError(message) from None
+    try:
+        learning = learning_setup(args)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     requested = read_quotas(args.quotas) if args.quotas is not None else None
     check_output(args.json, "--json")
     check_output(args.html, "--html")
@@ -358,19 +368,31 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
             print(f"warning: {warning}", file=sys.stderr)
     results = {}
     violations: dict[str, int] = {}
+    truth = profile if learning is None else learning.truth(profile, args.seed)
     for policy in policies:
         watched = Watched(policy, quotas, args.grace_s) if quotas else None
+        belief = None if learning is None else learning.belief(profile, truth, args.seed)
         results[policy.name] = simulate(
-            trace.jobs, cluster, watched or policy, profile, config, progress=not args.no_progress
+            trace.jobs,
+            cluster,
+            watched or policy,
+            truth,
+            config,
+            progress=not args.no_progress,
+            belief=belief,
         )
         if watched is not None:
             violations[policy.name] = len(watched.monitor.violated)
     report = build_report(
         trace, cluster, config, results, never_fit_reasons(trace.jobs, cluster, profile), violations
     )
+    if learning is not None:
+        report["learning"] = learning.as_dict()
     stdout.write(format_table(report) + "\n")
     if quotas:
         stdout.write("\n" + format_fairness_table(report) + "\n")
+    if learning is not None:
+        stdout.write("\n" + format_learning_table(report) + "\n")
     for name, summary in report["policies"].items():
         unfinished = unfinished_warning(name, summary)
         if unfinished is not None:

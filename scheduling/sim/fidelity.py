@@ -30,8 +30,8 @@ Overheads are per model and gang size (:class:`OverheadTable`); the named tables
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from scheduling.core.metrics import PERCENTILE_METHODS
 from scheduling.core.types import Job
@@ -222,6 +222,11 @@ class Fidelity:
                 f"percentile must be one of {', '.join(PERCENTILE_METHODS)}, got {self.percentile!r}"
             )
 
+    def scaled(self, jobs: Sequence[Job]) -> Sequence[Job]:
+        """``jobs`` with their iteration times × :attr:`iteration_time_factor` (as they are at 1)."""
+        factor = self.iteration_time_factor
+        return jobs if factor == 1.0 else [replace(j, iter_time_s=j.iter_time_s * factor) for j in jobs]
+
     def start_delay(self, job: Job, preemptions: int, restart_cost_s: float) -> float:
         """Seconds without progress after ``job`` starts: its first-start overhead, or after a
         preemption the restart cost plus its relaunch overhead (with ``charge="interrupted"``
@@ -230,6 +235,12 @@ class Fidelity:
         if self.charge == "interrupted":
             return restart_cost_s if preemptions else 0.0
         return restart_cost_s + self.relaunch.seconds(job) if preemptions else self.first_start.seconds(job)
+
+    def started(self, s: JobState, now: float, restart_cost_s: float) -> None:
+        """Job ``s`` starts at ``now`` (s): no progress until ``now +`` :meth:`start_delay`, and
+        the start is its last launch for the ``"interrupted"`` charge."""
+        s.resume_at = now + self.start_delay(s.base, s.preemptions, restart_cost_s)
+        s.mark, s.mark_done = now, s.done
 
     def replans(self, before: bool, changed: bool) -> bool:
         """Whether a due round relaunches the running jobs, asked ``before`` its decisions (the

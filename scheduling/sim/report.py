@@ -12,11 +12,15 @@ The JSON document (``build_report``) is::
                            "jain_gpu_hours", "mean_shared_slowdown", "unfinished",
                            "unfinished_reasons": {REASON: COUNT}, "rounds", "preemptions",
                            "fairness": {"jain_index", "max_wait_s", "p99_wait_s", "avg_wait_s",
-                                        ["usage_vs_quota", "guarantee_violations"]}}},
+                                        ["usage_vs_quota", "guarantee_violations"]},
+                           ["learning": {"decisions", "regretted", "pair_sides", "xi_mape",
+                                         "xi_mape_parts", "part_end_s", "slowdown_reports",
+                                         "exclusive_reports", "profiles_built"}]}},
      "scheduler": {"starvation_bound_s", "aging_s", "reclaim", "borrow_bound_s", ["placement"],
                    ["tiresias": {"thresholds", "service", "starvation_guard",
                                  "starvation_factor", "demoted"}]},
-     ["tenant_quotas": {TENANT: {"guaranteed_gpus", "borrow_limit"}}]}
+     ["tenant_quotas": {TENANT: {"guaranteed_gpus", "borrow_limit"}}],
+     ["learning": {"prior_error", "truth_error", "learn", "measure_noise", "report_interval_s"}]}
 
 ``fairness`` (issue 6, docs/FAIRNESS.md): waits are each job's total pending time
 (:func:`scheduling.core.fairness.wait_stats`); ``jain_index`` is Jain's index of the tenants'
@@ -25,9 +29,10 @@ quotas (:func:`scheduling.core.fairness.usage_vs_quota`; tenants guaranteed 0 GP
 1 for every tenant (then it equals ``jain_gpu_hours``). With quotas, also ``usage_vs_quota`` per
 tenant and, when the rounds were watched (:class:`scheduling.core.fairness.GuaranteeMonitor`),
 ``guarantee_violations``: jobs kept waiting longer than the grace by GPUs lent to other tenants.
-The bracketed keys appear only with quotas, except ``fidelity`` (:meth:`Fidelity.summary
-<scheduling.sim.fidelity.Fidelity.summary>`), ``placement`` and ``tiresias``, which appear only
-when not at their defaults (so a default run's report is as before).
+The bracketed keys appear only with quotas; the ``learning`` ones only with a belief
+(``--prior-error``, ``--truth-error``, ``--learn``; :mod:`scheduling.sim.belief`); ``fidelity``
+(:meth:`Fidelity.summary <scheduling.sim.fidelity.Fidelity.summary>`), ``placement`` and
+``tiresias`` only when not at their defaults (so a default run's report is as before).
 
 ``never_fit``: accepted jobs no policy can ever start on this cluster (gang too large, or too
 little GPU memory even at the smallest sub-batch); ``unfinished_reasons``: why each policy's
@@ -44,6 +49,7 @@ import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +142,8 @@ def policy_summary(
         rounds=result.rounds,
         preemptions=result.preemptions,
     )
+    if result.learning is not None:  # a run with a belief (docs/LEARNING.md §5)
+        summary["learning"] = asdict(result.learning)
     return summary
 
 

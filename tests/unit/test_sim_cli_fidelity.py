@@ -97,7 +97,7 @@ def test_options_win_over_the_preset() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--round-interval", "inf"], "inf only with rounds on events"),
+        (["--round-interval", "inf"], "inf: on events"),
         (["--relaunch-overhead", "slow"], "unknown overhead table 'slow'"),
         (["--tiresias-thresholds", "700,300"], "increasing"),
         (["--iteration-time-factor", "0"], "iteration-time factor"),
