@@ -274,8 +274,8 @@ def fidelity_lines(report: Mapping[str, Any]) -> list[str]:
         out.append(
             f"fidelity: iteration time x{fid['iteration_time_factor']:g}; first-start overhead "
             f"{fid['first_start_overhead']}; relaunch overhead {fid['relaunch_overhead']}; re-plan "
-            f"{fid['replan']}; rounds at horizon {'on' if fid['rounds_at_horizon'] else 'off'}; "
-            f"percentiles {fid['percentile']}"
+            f"{fid['replan']} (charged at {fid['charge']}); rounds at horizon "
+            f"{'on' if fid['rounds_at_horizon'] else 'off'}; percentiles {fid['percentile']}"
         )
     sc = report.get("scheduler", {})
     if "placement" in sc:
