@@ -305,6 +305,17 @@ SHAREWISE_JOB_LOG_MAX_CHARS = env.int("SHAREWISE_JOB_LOG_MAX_CHARS", default=1_0
 # Longest a log read waits for new output (s; GET /api/v1/jobs/{id}/logs/?wait=S, the client's
 # `logs --follow`): each waiting reader holds a web worker thread that long.
 SHAREWISE_LOG_WAIT_MAX_S = env.float("SHAREWISE_LOG_WAIT_MAX_S", default=20.0)
+# Baselines (docs/FIDELITY.md): where FIFO, SJF, SRTF and Tiresias put a gang on idle GPUs:
+# spread (one node if possible, else the fewest nodes) or consolidated (the peers' yarn rule).
+SHAREWISE_PLACEMENT = env("SHAREWISE_PLACEMENT", default="spread")
+# Tiresias: queue thresholds (comma-separated; n thresholds, n + 1 queues), in GPU-s (gpu_s) or
+# executed seconds (wall_s); the starvation guard and its factor; where a demoted job goes
+# (ahead: before the lower queue's pending jobs; back: the peers' queue lists, kept by the worker).
+SHAREWISE_TIRESIAS_THRESHOLDS = env.list("SHAREWISE_TIRESIAS_THRESHOLDS", cast=float, default=[3200.0])
+SHAREWISE_TIRESIAS_SERVICE = env("SHAREWISE_TIRESIAS_SERVICE", default="gpu_s")
+SHAREWISE_TIRESIAS_STARVATION_GUARD = env.bool("SHAREWISE_TIRESIAS_STARVATION_GUARD", default=True)
+SHAREWISE_TIRESIAS_STARVATION_FACTOR = env.float("SHAREWISE_TIRESIAS_STARVATION_FACTOR", default=1.0)
+SHAREWISE_TIRESIAS_DEMOTED = env("SHAREWISE_TIRESIAS_DEMOTED", default="ahead")
 # A round every interval; a tick no worker started within one interval expires (the next one comes).
 CELERY_BEAT_SCHEDULE = {
     "scheduling-round": {

@@ -10,7 +10,9 @@ shipped table (docs/LEARNING.md). Pure Python: no Django, no I/O, no clock.
   it ran alone on its GPUs (a measurement at sub-batch ``b`` is brought to the full batch with the
   base profile's samples/s curve, :func:`full_batch_time_s`).
 - *Exclusive iteration time of a job class* ``(model, global batch, GPUs)`` (:data:`IterKey`): the
-  same measurements pooled over every job of the class, for jobs that have not run yet.
+  first such measurement of every job of the class, pooled, for jobs that have not run yet — one
+  sample per job, so that :data:`MIN_CLASS_SAMPLES` counts jobs and the spread is the spread
+  between jobs (one long job reporting again and again must not speak for its whole class).
 - *Slowdown* ``ξ`` of a job class beside another, keyed by ``(model, sub-batch)`` of each side,
   ordered (:data:`PairKey`: ``ξ`` of the first beside the second): a measured shared iteration time
   divided by the exclusive iteration time at the same sub-batch. The key is the one the shipped
@@ -38,7 +40,10 @@ measurement outweighs a measured-table prior by ``σ_p² / σ_o² = 9``.
 **Order of trust.** Iteration time (:func:`choose_iter_time`): measured for this job > learned
 for its class (at least :data:`MIN_CLASS_SAMPLES` samples) > declared by the user > the profile's
 estimate. A declared time is the user's unverified claim, and shortest-job-first rewards
-under-declaring: measurements of the same class win over it. Slowdown: the posterior above, whose
+under-declaring: measurements of the same class win over it — when the class is homogeneous (its
+samples agree within :data:`MAX_CLASS_SPREAD`); the jobs of a class whose measurements differ by
+factors (one model name over many datasets and lengths) say little about one more job, whose own
+declaration then stands. Slowdown: the posterior above, whose
 prior is, in order, the shipped table's measured pair, its predictor for unseen pairs, or its
 conservative default. A pair whose ``ξ`` has no measurement, no table entry and no prediction is
 *unknown*: it does not share (:meth:`LearnedProfile.pair_allowed`) unless the round's
@@ -76,6 +81,20 @@ OBS_SIGMA_MIN = 0.05
 PRIOR_SIGMA: Mapping[str, float] = {"measured": 0.15, "predicted": 0.35, "default": 1.0}
 #: Samples of a class before its pooled iteration time is trusted over a declared one **(ours)**.
 MIN_CLASS_SAMPLES = 3
+#: Largest spread (standard deviation of ``ln`` samples) of a class whose pooled iteration time is
+#: trusted over a declared one: its jobs agree within about 25 % **(ours)**. Five times the report
+#: jitter (:data:`OBS_SIGMA_MIN`): a class of one kind of job passes even with noisy reports; a
+#: class mixing jobs that differ by factors does not.
+MAX_CLASS_SPREAD = 0.25
+
+#: A slowdown summary is published to the rounds (a new :class:`Knowledge`) only when it moved
+#: materially since last published: its mean or spread of ``ln ξ`` by more than this, or its
+#: weight by more than :data:`PUBLISH_WEIGHT_RATIO` **(ours)**. A tenth of one report's jitter
+#: (:data:`OBS_SIGMA_MIN`): no decision should hang on less, and every new knowledge costs the
+#: policies their memo.
+PUBLISH_TOL = 0.005
+#: See :data:`PUBLISH_TOL`: of equal samples, weights 1, 2, 3, 4, 6, 8, 11, 14 and 18 are published.
+PUBLISH_WEIGHT_RATIO = 1.25
 
 ITER_TIME_SOURCES = ("measured", "learned", "declared", "profile")
 """Where the iteration time a round uses came from (:func:`choose_iter_time`), best first."""
@@ -142,16 +161,17 @@ class SampleStats:
 def posterior_log(prior_value: float, prior_sigma: float, stats: SampleStats | None) -> float:
     """``ln`` of the posterior mean estimate (conjugate normal update in log space, module
     docstring): ``(ln prior/σ_p² + w·m/σ_o²) / (1/σ_p² + w/σ_o²)``, ``σ_o = max(OBS_SIGMA_MIN,
-    spread)``. With no sample it is ``ln prior_value``."""
+    spread)``, computed as ``ln prior + k·(m − ln prior)`` with ``k = (w/σ_o²) / (1/σ_p² + w/σ_o²)``
+    (the same value; exactly ``ln prior`` when the samples agree with the prior, so a learned
+    profile over a right prior decides bit for bit as the prior). With no sample: ``ln prior``."""
     prior_log = math.log(prior_value)
     if stats is None or stats.count == 0:
         return prior_log
     obs_var = max(OBS_SIGMA_MIN, stats.spread) ** 2
     prior_precision = 1.0 / (prior_sigma * prior_sigma)
     data_precision = stats.weight / obs_var
-    return (prior_log * prior_precision + stats.mean_log * data_precision) / (
-        prior_precision + data_precision
-    )
+    gain = data_precision / (prior_precision + data_precision)
+    return prior_log + gain * (stats.mean_log - prior_log)
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,11 +214,16 @@ def choose_iter_time(
     profile_s: float,
 ) -> Estimate:
     """The exclusive iteration time ``t_j(B_j)`` (s) a round uses, by the order of trust (module
-    docstring): measured for this job, learned for its class (≥ :data:`MIN_CLASS_SAMPLES`
-    samples), declared, the profile's estimate ``profile_s``."""
+    docstring): measured for this job; learned for its class (≥ :data:`MIN_CLASS_SAMPLES`
+    samples, and over a declared time only with a spread ≤ :data:`MAX_CLASS_SPREAD`); declared;
+    the profile's estimate ``profile_s``."""
     if job_stats is not None and job_stats.count:
         return Estimate(job_stats.mean, "measured", job_stats.count, job_stats.spread)
-    if class_stats is not None and class_stats.count >= MIN_CLASS_SAMPLES:
+    if (
+        class_stats is not None
+        and class_stats.count >= MIN_CLASS_SAMPLES
+        and (declared_s is None or class_stats.spread <= MAX_CLASS_SPREAD)
+    ):
         return Estimate(class_stats.mean, "learned", class_stats.count, class_stats.spread)
     if declared_s is not None:
         return Estimate(declared_s, "declared")
@@ -283,8 +308,9 @@ class LearnedProfile:
         stats = self.knowledge.slowdowns.get(key)
         if stats is None or stats.count == 0:
             return Estimate(prior, source)
-        value = math.exp(posterior_log(prior, PRIOR_SIGMA.get(source, 1.0), stats))
-        return Estimate(value, "learned", stats.count, stats.spread)
+        # prior · exp(shift) rather than exp(ln ξ̂): exactly the prior when the samples agree with it
+        shift = posterior_log(prior, PRIOR_SIGMA.get(source, 1.0), stats) - math.log(prior)
+        return Estimate(prior * math.exp(shift), "learned", stats.count, stats.spread)
 
     def pair_allowed(self, a: Job, sub_a: int, b: Job, sub_b: int, unknown_ok: bool = False) -> bool:
         """Whether ``a`` at ``sub_a`` may share a GPU with ``b`` at ``sub_b``: never after an
@@ -305,8 +331,9 @@ class LearnedProfile:
 class Learner:
     """Accumulates measurements (the simulator's memory; the service keeps the same summaries in
     the database). Mutable. :meth:`knowledge` returns an immutable view of the slowdowns, rebuilt
-    only after one changed (:attr:`version`); :meth:`iter_time` the iteration time by the order
-    of trust."""
+    only after one changed materially (:attr:`version`, :data:`PUBLISH_TOL`): the view holds each
+    pair's summary as last published; :meth:`iter_time` the iteration time by the order of
+    trust."""
 
     def __init__(self) -> None:
         self.jobs: dict[JobId, SampleStats] = {}
@@ -316,12 +343,16 @@ class Learner:
         self.memory_seen: set[str] = set()
         self.version = 0
         self._view: tuple[int, Knowledge] | None = None
+        self._published: dict[PairKey, SampleStats] = {}
 
     def observe_exclusive(self, job: Job, full_batch_s: float) -> None:
-        """``job`` ran alone at ``t_j(B_j) = full_batch_s`` (s, :func:`full_batch_time_s`)."""
-        self.jobs[job.id] = self.jobs.get(job.id, SampleStats()).add(full_batch_s)
-        key = iter_key(job)
-        self.classes[key] = self.classes.get(key, SampleStats()).add(full_batch_s)
+        """``job`` ran alone at ``t_j(B_j) = full_batch_s`` (s, :func:`full_batch_time_s`): a sample
+        of the job, and — its first only — of its class (module docstring)."""
+        own = self.jobs.get(job.id, SampleStats())
+        self.jobs[job.id] = own.add(full_batch_s)
+        if own.count == 0:
+            key = iter_key(job)
+            self.classes[key] = self.classes.get(key, SampleStats()).add(full_batch_s)
 
     def iter_time(self, job: Job, declared_s: float | None, profile_s: float) -> Estimate:
         """:func:`choose_iter_time` for ``job`` from what was observed."""
@@ -330,17 +361,36 @@ class Learner:
     def observe_slowdown(self, a: Job, sub_a: int, b: Job, sub_b: int, xi_a: float) -> None:
         """``a`` at ``sub_a`` ran ``xi_a`` times slower beside ``b`` at ``sub_b`` than alone."""
         key = (side_key(a, sub_a), side_key(b, sub_b))
-        self.slowdowns[key] = self.slowdowns.get(key, SampleStats()).add(xi_a)
-        self.version += 1
+        stats = self.slowdowns[key] = self.slowdowns.get(key, SampleStats()).add(xi_a)
+        shown = self._published.get(key)
+        if (
+            shown is None
+            or abs(stats.mean_log - shown.mean_log) > PUBLISH_TOL
+            or abs(stats.spread - shown.spread) > PUBLISH_TOL
+            or stats.weight > shown.weight * PUBLISH_WEIGHT_RATIO
+        ):
+            self._published[key] = stats
+            self.version += 1
+
+    def observe_memory(self, job: Job) -> None:
+        """The memory use of ``job``'s model was measured (it may share even without a declared
+        memory, :meth:`LearnedProfile.memory_known`). Changes the knowledge only the first time."""
+        model = normalise_model(job.model)
+        if model not in self.memory_seen:
+            self.memory_seen.add(model)
+            self.version += 1
 
     def mark_incompatible(self, a: Job, sub_a: int, b: Job, sub_b: int) -> None:
-        """``a`` at ``sub_a`` and ``b`` at ``sub_b`` ran out of memory together."""
-        self.incompatible.add(pair_id(side_key(a, sub_a), side_key(b, sub_b)))
-        self.version += 1
+        """``a`` at ``sub_a`` and ``b`` at ``sub_b`` ran out of memory together (the knowledge
+        changes only the first time)."""
+        pair = pair_id(side_key(a, sub_a), side_key(b, sub_b))
+        if pair not in self.incompatible:
+            self.incompatible.add(pair)
+            self.version += 1
 
     def knowledge(self) -> Knowledge:
         """An immutable view of the slowdowns learned (the same object until one changes)."""
         if self._view is None or self._view[0] != self.version:
-            view = Knowledge(dict(self.slowdowns), frozenset(self.incompatible), frozenset(self.memory_seen))
+            view = Knowledge(dict(self._published), frozenset(self.incompatible), frozenset(self.memory_seen))
             self._view = (self.version, view)
         return self._view[1]

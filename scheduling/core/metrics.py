@@ -5,7 +5,9 @@ Used by the simulator's report and by the service's dashboard; no I/O, no clock.
 Definitions (all times in seconds):
 
 - JCT of a job = ``end_time − submit_time``; percentiles by linear interpolation between
-  closest ranks (the "linear" method of Hyndman & Fan type 7, NumPy's default).
+  closest ranks (the "linear" method of Hyndman & Fan type 7, NumPy's default), or, as the
+  peers' ``calc.py`` reads its 99th percentile, the element at index ``int(n · q / 100)`` of the
+  sorted values (``"index"``).
 - Makespan = last end − first submit over the finished jobs.
 - Queueing delay of a job = total time it spent pending: before its first start plus after
   every preemption (``queue_s``); the mean is over finished jobs.
@@ -60,17 +62,28 @@ class TenantStats:
     gpu_hours: float
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """The ``q``-th percentile (0 ≤ q ≤ 100) of ``values``, linear interpolation (type 7).
+PERCENTILE_METHODS: tuple[str, ...] = ("linear", "index")
+"""How :func:`percentile` reads a percentile: ``"linear"`` (ours) or ``"index"`` (the peers')."""
 
-    ``percentile([1, 2, 3, 4], 50) == 2.5``. Raises ``ValueError`` for no values or q outside
-    [0, 100].
+
+def percentile(values: Sequence[float], q: float, method: str = "linear") -> float:
+    """The ``q``-th percentile (0 ≤ q ≤ 100) of ``values``.
+
+    ``method="linear"``: linear interpolation (type 7), ``percentile([1, 2, 3, 4], 50) == 2.5``;
+    ``method="index"``: ``sorted(values)[min(int(n · q / 100), n − 1)]`` as Muri's and Tiresias'
+    ``calc.py`` compute their 99th JCT (``jct_list[int(cnt*0.99)]``), ``percentile([1, 2, 3,
+    4], 50, "index") == 3``. Raises ``ValueError`` for no values, q outside [0, 100] or another
+    method.
     """
     if not values:
         raise ValueError("percentile of no values")
     if not 0.0 <= q <= 100.0:
         raise ValueError(f"percentile must be within [0, 100], got {q}")
+    if method not in PERCENTILE_METHODS:
+        raise ValueError(f"percentile method must be one of {', '.join(PERCENTILE_METHODS)}, got {method!r}")
     ordered = sorted(values)
+    if method == "index":
+        return ordered[min(int(len(ordered) * q / 100.0), len(ordered) - 1)]
     rank = (len(ordered) - 1) * q / 100.0
     lo = math.floor(rank)
     hi = min(lo + 1, len(ordered) - 1)
@@ -87,16 +100,17 @@ def mean(values: Iterable[float]) -> float:
     return total / n if n else math.nan
 
 
-def jct_summary(outcomes: Sequence[JobOutcome]) -> dict[str, float]:
-    """``{"avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s"}`` (s); ``nan`` when no job finished."""
+def jct_summary(outcomes: Sequence[JobOutcome], method: str = "linear") -> dict[str, float]:
+    """``{"avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s"}`` (s), percentiles by ``method``
+    (:func:`percentile`); ``nan`` when no job finished."""
     jcts = [o.jct_s for o in outcomes]
     if not jcts:
         return dict.fromkeys(("avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s"), math.nan)
     return {
         "avg_jct_s": mean(jcts),
-        "p50_jct_s": percentile(jcts, 50),
-        "p95_jct_s": percentile(jcts, 95),
-        "p99_jct_s": percentile(jcts, 99),
+        "p50_jct_s": percentile(jcts, 50, method),
+        "p95_jct_s": percentile(jcts, 95, method),
+        "p99_jct_s": percentile(jcts, 99, method),
     }
 
 
@@ -184,8 +198,10 @@ def summarise(
     outcomes: Sequence[JobOutcome],
     timeline: Sequence[tuple[float, int, int]],
     capacity_gpus: int,
+    percentile_method: str = "linear",
 ) -> dict[str, object]:
-    """The report's per-policy dict (JSON-ready; times in s, fractions in [0, 1]).
+    """The report's per-policy dict (JSON-ready; times in s, fractions in [0, 1]); percentiles
+    by ``percentile_method`` (:func:`percentile`).
 
     Keys: ``jobs``, ``avg_jct_s``, ``p50_jct_s``, ``p95_jct_s``, ``p99_jct_s``, ``makespan_s``,
     ``avg_queue_s``, ``gpu_util``, ``shared_gpu_time_frac``, ``per_tenant``
@@ -197,7 +213,7 @@ def summarise(
     tenants = per_tenant(outcomes)
     return {
         "jobs": len(outcomes),
-        **jct_summary(outcomes),
+        **jct_summary(outcomes, percentile_method),
         "makespan_s": end - start,
         "avg_queue_s": mean_queueing_delay(outcomes),
         "gpu_util": util,

@@ -11,6 +11,13 @@ keeps whole nodes free for large gangs); otherwise the nodes with the most idle 
 first (the fewest nodes), the last one again chosen by best fit. GPUs are always distinct
 (:meth:`RoundState.pick_idle`, :meth:`RoundState.pick_idle_with_memory`).
 
+With ``consolidated=True`` (``SchedulerConfig.placement``, the exclusive baselines only) the
+choice follows the peers' ``yarn`` placement instead (Tiresias' and Muri's simulators,
+``switch.py``): a gang of at most one node's GPUs goes to the first node, in cluster order, with
+enough idle GPUs; a larger one takes the first wholly idle nodes, in cluster order, while at
+least a node's worth of GPUs remains, and the rest on the first other node with enough idle GPUs;
+otherwise it does not fit, however many GPUs are idle elsewhere (:meth:`RoundState.pick_consolidated`).
+
 For the sharing policies the state also keeps the *residents*: running jobs alone on their GPUs
 whose memory leaves room for a partner (:class:`Resident`).
 """
@@ -18,16 +25,74 @@ whose memory leaves room for a partner (:class:`Resident`).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from scheduling.core.types import GPU, Job, JobId, Profile, RunningJob, Snapshot
+from scheduling.core.types import GPU, Cluster, Job, JobId, Profile, RunningJob, Snapshot
 
 
 def healthy_memory_desc(snapshot: Snapshot) -> list[int]:
     """Memory (MB) of the healthy GPUs, largest first."""
     return sorted((g.memory_mb for g in snapshot.cluster.gpus if g.healthy), reverse=True)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterLayout:
+    """What every round needs of a cluster and that no round changes (:func:`cluster_layout`).
+
+    ``node_of``: node ordinal of each GPU id; ``node_names``/``node_sizes``: per node ordinal,
+    in cluster order; ``healthy_by_node``: the healthy GPU ids of each node, ascending;
+    ``memory_desc_mb``: memory (MB) of the healthy GPUs, largest first.
+    """
+
+    node_of: tuple[int, ...]
+    node_names: tuple[str, ...]
+    node_sizes: tuple[int, ...]
+    healthy_by_node: tuple[tuple[int, ...], ...]
+    healthy_count: int
+    memory_desc_mb: tuple[int, ...]
+
+    @classmethod
+    def of(cls, cluster: Cluster) -> ClusterLayout:
+        """Derive the layout of ``cluster`` (O(GPUs))."""
+        node_of: list[int] = []
+        names: list[str] = []
+        ordinal: dict[str, int] = {}
+        for gpu in cluster.gpus:
+            if gpu.node not in ordinal:
+                ordinal[gpu.node] = len(names)
+                names.append(gpu.node)
+            node_of.append(ordinal[gpu.node])
+        sizes = [0] * len(names)
+        healthy: list[list[int]] = [[] for _ in names]
+        for gpu in cluster.gpus:
+            sizes[node_of[gpu.id]] += 1
+            if gpu.healthy:
+                healthy[node_of[gpu.id]].append(gpu.id)
+        memory = sorted((g.memory_mb for g in cluster.gpus if g.healthy), reverse=True)
+        return cls(
+            tuple(node_of),
+            tuple(names),
+            tuple(sizes),
+            tuple(tuple(ids) for ids in healthy),
+            sum(len(ids) for ids in healthy),
+            tuple(memory),
+        )
+
+
+_last_layout: list[tuple[Cluster, ClusterLayout]] = []
+
+
+def cluster_layout(cluster: Cluster) -> ClusterLayout:
+    """:meth:`ClusterLayout.of`, remembered for the last ``Cluster`` object seen (a driver hands
+    the same object round after round; a cache, it changes nothing)."""
+    last = _last_layout
+    if last and last[0][0] is cluster:
+        return last[0][1]
+    layout = ClusterLayout.of(cluster)
+    last[:] = [(cluster, layout)]
+    return layout
 
 
 @dataclass(slots=True)
@@ -63,41 +128,41 @@ class RoundState:
     partner runs alone. A GPU with two jobs, or an unhealthy GPU, is never offered.
     """
 
-    def __init__(self, snapshot: Snapshot, profile: Profile | None = None, *, track_sharing: bool = False):
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        profile: Profile | None = None,
+        *,
+        track_sharing: bool = False,
+        consolidated: bool = False,
+    ):
         self.gpus: tuple[GPU, ...] = snapshot.cluster.gpus
+        self.consolidated = consolidated
         self.reserve_mb = snapshot.config.memory_reserve_mb
         self.min_sub_batch = snapshot.config.min_sub_batch
         self.can_share = track_sharing and snapshot.config.max_jobs_per_gpu >= 2
         self.share_unknown = snapshot.config.share_unknown
         self.profile = profile
+        layout = cluster_layout(snapshot.cluster)
         n = len(self.gpus)
-        self.load = [0] * n
-        self.node_of: list[int] = []
-        self.node_names: list[str] = []
-        ordinal: dict[str, int] = {}
-        for gpu in self.gpus:
-            if gpu.node not in ordinal:
-                ordinal[gpu.node] = len(self.node_names)
-                self.node_names.append(gpu.node)
-            self.node_of.append(ordinal[gpu.node])
+        load = self.load = [0] * n
+        self.node_of: tuple[int, ...] = layout.node_of
+        self.node_names: tuple[str, ...] = layout.node_names
         for rj in snapshot.running:
             for g in rj.placement.gpu_ids:
                 if 0 <= g < n:
-                    self.load[g] += 1
-        self._idle: list[dict[int, None]] = [{} for _ in self.node_names]
-        for gpu in self.gpus:
-            if gpu.healthy and self.load[gpu.id] == 0:
-                self._idle[self.node_of[gpu.id]][gpu.id] = None
-        per_node = [0] * len(self.node_names)
-        for node in self.node_of:
-            per_node[node] += 1
-        self._widest = max(per_node, default=0)
+                    load[g] += 1
+        self._idle: list[dict[int, None]] = [
+            {g: None for g in ids if not load[g]} for ids in layout.healthy_by_node
+        ]
+        self.node_sizes: tuple[int, ...] = layout.node_sizes
+        self._widest = max(self.node_sizes, default=0)
         self._by_free: list[dict[int, None]] = [{} for _ in range(self._widest + 1)]
         for node, idle in enumerate(self._idle):
             self._by_free[len(idle)][node] = None
         self.idle_count = sum(len(idle) for idle in self._idle)
-        self.healthy_count = sum(1 for g in self.gpus if g.healthy)
-        self.memory_desc_mb = healthy_memory_desc(snapshot)
+        self.healthy_count = layout.healthy_count
+        self.memory_desc_mb: Sequence[int] = layout.memory_desc_mb
         self.largest_memory_mb = self.memory_desc_mb[0] if self.memory_desc_mb else 0
         # every healthy GPU has the same memory: any idle set fits a job as well as any other, so
         # the choice of idle GPUs needs no memory floor (the fast path of start_on_idle)
@@ -119,6 +184,8 @@ class RoundState:
         ``None`` when fewer than ``count`` GPUs are idle. Does not take them (see :meth:`take`)."""
         if count < 1 or count > self.idle_count:
             return None
+        if self.consolidated:
+            return self.pick_consolidated(count, [sorted(idle) for idle in self._idle])
         node = self._best_fit(count, ())
         if node is not None:
             return tuple(sorted(self._idle[node])[:count])
@@ -159,6 +226,11 @@ class RoundState:
                 total += len(ids)
         if total < count:
             return None
+        if self.consolidated:
+            by_node: list[list[int]] = [[] for _ in self._idle]
+            for _, node, ids in eligible:
+                by_node[node] = ids
+            return self.pick_consolidated(count, by_node)
         picked: list[int] = []
         remaining = count
         rest = sorted(eligible, key=lambda e: (-e[0], e[1]))  # most such GPUs first
@@ -170,6 +242,39 @@ class RoundState:
             first = rest.pop(0)
             picked.extend(first[2])
             remaining -= first[0]
+        return tuple(sorted(picked))
+
+    def pick_consolidated(self, count: int, free: list[list[int]]) -> tuple[int, ...] | None:
+        """``count`` GPU ids (sorted) from ``free`` (node ordinal → its usable GPU ids, sorted) by
+        the peers' ``yarn`` rule (module docstring), or ``None`` when the rule finds no room.
+
+        A gang of at most the widest node's GPUs: the first node with ``count`` usable GPUs,
+        its lowest ids. A larger gang: the first nodes whose GPUs are all usable while at least
+        a node's worth remains, then the rest on the first other node with enough usable GPUs.
+        O(nodes)."""
+        if count <= self._widest:
+            for ids in free:
+                if len(ids) >= count:
+                    return tuple(ids[:count])
+            return None
+        picked: list[int] = []
+        whole: set[int] = set()
+        remaining = count
+        for node, ids in enumerate(free):
+            size = self.node_sizes[node]
+            if remaining < size:
+                continue
+            if len(ids) == size:
+                picked.extend(ids)
+                whole.add(node)
+                remaining -= size
+        if remaining > 0:
+            rest = next(
+                (ids for node, ids in enumerate(free) if node not in whole and len(ids) >= remaining), None
+            )
+            if rest is None:
+                return None
+            picked.extend(rest[:remaining])
         return tuple(sorted(picked))
 
     def idle_memory_desc(self, count: int) -> int | None:

@@ -1,8 +1,8 @@
 """The round skeletons the policies share (pure Python).
 
 - :func:`exclusive_in_order` (FIFO, SJF): pending jobs in a given order on idle GPUs, exclusively;
-- :func:`preemptive_exclusive` (SRTF, Tiresias): pending and running jobs ranked together,
-  the losers among the running ones preempted;
+- :func:`preemptive_exclusive` (SRTF, Tiresias; in :mod:`scheduling.core.preemptive`): pending
+  and running jobs ranked together, the losers among the running ones preempted;
 - :func:`sharing_round` (SJF-FFS, SJF-BSBF, SJF-BSBF-fair, which differ only in their
   :class:`PartnerFinder` and, for the fair policy, its order, reservation and preemptions).
 
@@ -22,6 +22,7 @@ from typing import Protocol
 
 from scheduling.core.backfill import expected_free_times, shadow_time
 from scheduling.core.placement import never_fits_reason, start_on_idle
+from scheduling.core.preemptive import preemptive_exclusive
 from scheduling.core.profile_cache import CachedProfile, cached
 from scheduling.core.quota import QuotaGate, gate_for
 from scheduling.core.round_state import Resident, ResidentListener, RoundState
@@ -31,12 +32,21 @@ from scheduling.core.types import (
     Preempt,
     Profile,
     RoundDecisions,
-    RunningJob,
     Share,
     Snapshot,
     Start,
     Wait,
 )
+
+__all__ = [
+    "PartnerFinder",
+    "SharePlan",
+    "arrival_key",
+    "exclusive_in_order",
+    "preemptive_exclusive",
+    "sharing_round",
+    "sjf_key",
+]
 
 # -- orders ----------------------------------------------------------------------------------------
 
@@ -61,9 +71,11 @@ def exclusive_in_order(
     ``blocking=True``: strict order — once a job that could ever fit does not fit now, every later
     job waits too (FIFO's head-of-line blocking). ``blocking=False``: a job that does not fit is
     skipped and later ones may start (backfill). Jobs that can never fit, or that their tenant's
-    quota refuses, never block.
+    quota refuses, never block. With ``SchedulerConfig.placement == "consolidated"`` a gang goes
+    where the peers' ``yarn`` rule puts it, and one it cannot place waits (and, blocking, blocks)
+    however many GPUs are idle elsewhere.
     """
-    state = RoundState(snapshot)
+    state = RoundState(snapshot, consolidated=snapshot.config.placement == "consolidated")
     profile = cached(profile)
     gate = gate_for(snapshot, can_start=lambda j: never_fits_reason(j, state, profile) is None)
     min_sub = snapshot.config.min_sub_batch
@@ -91,93 +103,6 @@ def exclusive_in_order(
         elif blocker is not None or state.idle_count == 0:
             break  # nothing later can start, and no one asked why
     return tuple(starts), tuple(waits)
-
-
-def preemptive_exclusive(
-    snapshot: Snapshot,
-    profile: Profile,
-    policy: str,
-    key: Callable[[Job], tuple],
-    *,
-    explain: bool,
-) -> RoundDecisions:
-    """One round of a preemptive, exclusive policy (SRTF, Tiresias).
-
-    All jobs, pending and running, are ranked by ``key`` (smallest first). Walking that ranking,
-    each job is admitted while its GPUs fit in the healthy GPUs not yet promised (a running job
-    keeps its own GPUs; a pending one needs ``job.gpus``); a job that does not fit is skipped and
-    later ones may still be admitted. Running jobs not admitted are preempted; admitted pending
-    jobs start on the GPUs left idle once the preempted jobs are gone (preemptions are applied
-    before starts, see :class:`RoundDecisions`). Running jobs are never migrated. With quotas, a
-    pending job is admitted only if the quota gate allows it (it does not reclaim lent GPUs, so
-    borrowing is time-bounded).
-    """
-    state = RoundState(snapshot)
-    profile = cached(profile)
-    gate = gate_for(snapshot, can_start=lambda j: never_fits_reason(j, state, profile) is None)
-    min_sub = snapshot.config.min_sub_batch
-    promised: set[int] = set()
-    free = state.healthy_count
-    # (key, job, its running entry or None for a pending job); a stable sort keeps running jobs
-    # before pending ones of an equal key
-    ranking: list[tuple[tuple, Job, RunningJob | None]] = [
-        (key(rj.job), rj.job, rj) for rj in snapshot.running
-    ]
-    ranking.extend((key(job), job, None) for job in snapshot.pending)
-    ranked = sorted(ranking, key=lambda entry: entry[0])
-    admitted: list[Job] = []
-    preemptions: list[Preempt] = []
-    waits: list[Wait] = []
-    # for the quota gate: healthy GPUs held by running jobs not yet ranked (not idle for owners)
-    later: dict[int, int] = {}
-    for rj in snapshot.running:
-        for g in rj.placement.gpu_ids:
-            if 0 <= g < len(state.gpus) and state.gpus[g].healthy:
-                later[g] = later.get(g, 0) + 1
-    for rank, (_, job, entry) in enumerate(ranked, start=1):
-        if entry is None:  # pending
-            reason = never_fits_reason(job, state, profile)
-            if reason is None and gate is not None and job.gpus <= free:
-                reason = gate.refusal(job, free - job.gpus - len(later))
-            if reason is None and job.gpus <= free:
-                free -= job.gpus
-                admitted.append(job)
-                if gate is not None:
-                    gate.admit(job)
-            elif explain:
-                waits.append(
-                    Wait(
-                        job.id,
-                        reason
-                        or f"rank {rank} under {policy}: needs {job.gpus} GPUs, "
-                        f"{free} left after higher-ranked jobs",
-                    )
-                )
-            continue
-        healthy = {g for g in entry.placement.gpu_ids if 0 <= g < len(state.gpus) and state.gpus[g].healthy}
-        for g in healthy:
-            later[g] -= 1
-            if later[g] == 0 or g in promised:
-                del later[g]
-        cost = len(healthy - promised)
-        if cost <= free:
-            free -= cost
-            promised |= healthy
-        else:
-            state.release(entry.placement.gpu_ids)
-            if gate is not None:
-                gate.release(entry.job)
-            preemptions.append(
-                Preempt(entry.job.id, f"rank {rank} under {policy}: its GPUs go to higher-ranked jobs")
-            )
-    starts: list[Start] = []
-    for job in admitted:
-        outcome = start_on_idle(state, job, profile, min_sub)
-        if isinstance(outcome, Start):
-            starts.append(outcome)
-        elif explain:
-            waits.append(Wait(job.id, outcome))
-    return RoundDecisions(policy, snapshot.now, tuple(starts), tuple(preemptions), tuple(waits))
 
 
 @dataclass(frozen=True, slots=True)

@@ -145,6 +145,60 @@ class RunningJob:
     placement: Placement
 
 
+TIRESIAS_SERVICE_UNITS: tuple[str, ...] = ("gpu_s", "wall_s")
+"""Values of :attr:`TiresiasConfig.service`: attained GPU-seconds, or executed (wall) seconds."""
+
+TIRESIAS_DEMOTED: tuple[str, ...] = ("ahead", "back")
+"""Values of :attr:`TiresiasConfig.demoted` (where a job demoted to a lower queue goes)."""
+
+PLACEMENTS: tuple[str, ...] = ("spread", "consolidated")
+"""Values of :attr:`SchedulerConfig.placement`."""
+
+
+@dataclass(frozen=True, slots=True)
+class TiresiasConfig:
+    """Knobs of the Tiresias baseline (``scheduling.core.policies.tiresias``; Gu et al., NSDI'19).
+
+    - ``thresholds``: service at which a job moves down one queue, strictly increasing; ``n``
+      thresholds make ``n + 1`` queues (ours: one threshold of 3,200 GPU-s, two queues).
+    - ``service``: what the thresholds measure: ``"gpu_s"`` (attained GPU-seconds, GPUs × wall
+      time held) or ``"wall_s"`` (executed wall time, s).
+    - ``starvation_guard``/``starvation_factor``: a pending job of a lower queue that has waited
+      longer than ``factor ×`` its executed time is promoted to the highest queue.
+    - ``demoted``: where a demoted job goes: ``"ahead"`` (ours; it keeps running before the
+      lower queue's pending jobs, and the ranking is a pure function of the snapshot) or
+      ``"back"`` (Tiresias' and Muri's simulators: to the back of the lower queue's list, the
+      queue lists and their guard's bookkeeping kept by the policy between rounds).
+
+    Raises ``ValueError`` for thresholds that are not positive, finite and increasing, a factor
+    that is not a positive finite number, or an unknown unit or demotion mode.
+    """
+
+    thresholds: tuple[float, ...] = (3_200.0,)
+    service: str = "gpu_s"
+    starvation_guard: bool = True
+    starvation_factor: float = 1.0
+    demoted: str = "ahead"
+
+    def __post_init__(self) -> None:
+        values = tuple(float(t) for t in self.thresholds)
+        if any(not (math.isfinite(t) and t > 0) for t in values) or any(
+            b <= a for a, b in zip(values, values[1:], strict=False)
+        ):
+            raise ValueError(f"Tiresias thresholds must be positive, finite and increasing, got {values}")
+        object.__setattr__(self, "thresholds", values)
+        if self.service not in TIRESIAS_SERVICE_UNITS:
+            raise ValueError(
+                f"Tiresias service must be one of {', '.join(TIRESIAS_SERVICE_UNITS)}, got {self.service!r}"
+            )
+        if not (isinstance(self.starvation_factor, int | float) and math.isfinite(self.starvation_factor)):
+            raise ValueError(f"starvation factor must be a finite number, got {self.starvation_factor!r}")
+        if self.starvation_factor <= 0:
+            raise ValueError(f"starvation factor must be > 0, got {self.starvation_factor}")
+        if self.demoted not in TIRESIAS_DEMOTED:
+            raise ValueError(f"demoted must be one of {', '.join(TIRESIAS_DEMOTED)}, got {self.demoted!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class SchedulerConfig:
     """Knobs shared by all policies.
@@ -169,7 +223,17 @@ class SchedulerConfig:
       ``borrow_bound_s``), or ``"both"``. Non-preemptive policies always apply the bound.
     - ``borrow_bound_s``: the bound (s) on the remaining exclusive time of a borrowing job.
 
-    Raises ``ValueError`` for a non-positive or non-finite time or an unknown reclaim mode.
+    Baselines (docs/FIDELITY.md):
+
+    - ``placement``: where the exclusive baselines (FIFO, SJF, SRTF, Tiresias) put a gang on idle
+      GPUs: ``"spread"`` (ours: one node if possible, else the fewest nodes, so a gang never waits
+      for fragmentation) or ``"consolidated"`` (the peers' ``yarn`` placement: a gang of at most
+      one node's GPUs on one node, a larger one on whole idle nodes plus one node for the rest; it
+      waits when no such GPUs are idle). The sharing policies always spread.
+    - ``tiresias``: :class:`TiresiasConfig`.
+
+    Raises ``ValueError`` for a non-positive or non-finite time, an unknown reclaim mode or
+    placement.
     """
 
     memory_reserve_mb: int = 1024
@@ -180,8 +244,12 @@ class SchedulerConfig:
     aging_s: float = 3600.0
     reclaim: str = "preempt"
     borrow_bound_s: float = 3600.0
+    placement: str = "spread"
+    tiresias: TiresiasConfig = field(default_factory=TiresiasConfig)
 
     def __post_init__(self) -> None:
+        if self.placement not in PLACEMENTS:
+            raise ValueError(f"placement must be one of {', '.join(PLACEMENTS)}, got {self.placement!r}")
         for name in ("starvation_bound_s", "aging_s", "borrow_bound_s"):
             value = getattr(self, name)
             if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):

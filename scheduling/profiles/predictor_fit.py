@@ -86,6 +86,7 @@ class ErrorRow:
     method: str
     n: int
     mae: float
+    mape: float
     median_rel: float
     p90_rel: float
     over_share: float
@@ -97,7 +98,8 @@ def error_row(
 ) -> ErrorRow:
     """Errors of ``guess`` against ``truth`` over the same ordered pairs.
 
-    ``mae``: mean |ξ̂ − ξ|; ``median_rel``/``p90_rel``: median / 90th percentile of |ξ̂ − ξ| / ξ;
+    ``mae``: mean |ξ̂ − ξ|; ``mape``: mean |ξ̂ − ξ| / ξ; ``median_rel``/``p90_rel``: median / 90th
+    percentile of |ξ̂ − ξ| / ξ;
     ``over_share``: fraction of pairs guessed below the truth by more than 10 % (optimistic: leads to
     sharing that hurts); ``decision_agreement``: fraction of unordered pairs where the equal-length
     pairwise rule decides the same with the guess as with the measurement
@@ -116,6 +118,7 @@ def error_row(
         method,
         len(pairs),
         statistics.fmean(abs(guess[p] - truth[p]) for p in pairs),
+        statistics.fmean(rel),
         statistics.median(rel),
         rel[min(len(rel) - 1, int(0.9 * len(rel)))],
         sum(1 for p in pairs if guess[p] < truth[p] / 1.1) / len(pairs),
@@ -162,12 +165,12 @@ def format_rows(title: str, rows: Iterable[ErrorRow]) -> str:
     """A plain-text table of :class:`ErrorRow`."""
     lines = [
         title,
-        f"{'method':<34}{'ξ':>6}{'MAE ξ':>8}{'med rel':>9}{'p90 rel':>9}"
+        f"{'method':<34}{'ξ':>6}{'MAE ξ':>8}{'MAPE':>8}{'med rel':>9}{'p90 rel':>9}"
         f"{'optimistic':>11}{'same decision':>15}",
     ]
     for r in rows:
         lines.append(
-            f"{r.method:<34}{r.n:>6}{r.mae:>8.3f}{r.median_rel:>9.1%}{r.p90_rel:>9.1%}"
+            f"{r.method:<34}{r.n:>6}{r.mae:>8.3f}{r.mape:>8.1%}{r.median_rel:>9.1%}{r.p90_rel:>9.1%}"
             f"{r.over_share:>11.1%}{r.decision_agreement:>15.1%}"
         )
     return "\n".join(lines)

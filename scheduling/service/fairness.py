@@ -22,9 +22,11 @@ def scheduler_config() -> core.SchedulerConfig:
     """The :class:`~scheduling.core.types.SchedulerConfig` of every round, from the settings
     ``SHAREWISE_STARVATION_BOUND_S`` (s), ``SHAREWISE_AGING_S`` (s), ``SHAREWISE_RECLAIM``
     (``preempt``, ``bound`` or ``both``) and ``SHAREWISE_BORROW_BOUND_S`` (s) (docs/FAIRNESS.md
-    §1–2), and ``SHAREWISE_SHARE_UNKNOWN`` (docs/LEARNING.md: may a job of unknown memory, or a
-    pair of unknown slowdown, share); defaults in ``config/settings.py``. Raises
-    ``ImproperlyConfigured`` for a non-positive time or an unknown reclaim mode."""
+    §1–2), ``SHAREWISE_SHARE_UNKNOWN`` (docs/LEARNING.md: may a job of unknown memory, or a
+    pair of unknown slowdown, share), ``SHAREWISE_PLACEMENT`` and the ``SHAREWISE_TIRESIAS_*``
+    knobs (docs/FIDELITY.md); defaults in ``config/settings.py``. Raises
+    ``ImproperlyConfigured`` for a non-positive time, an unknown reclaim mode or placement, or
+    bad Tiresias knobs."""
     try:
         return core.SchedulerConfig(
             starvation_bound_s=float(settings.SHAREWISE_STARVATION_BOUND_S),
@@ -32,6 +34,14 @@ def scheduler_config() -> core.SchedulerConfig:
             reclaim=str(settings.SHAREWISE_RECLAIM),
             borrow_bound_s=float(settings.SHAREWISE_BORROW_BOUND_S),
             share_unknown=bool(settings.SHAREWISE_SHARE_UNKNOWN),
+            placement=str(settings.SHAREWISE_PLACEMENT),
+            tiresias=core.TiresiasConfig(
+                thresholds=tuple(float(t) for t in settings.SHAREWISE_TIRESIAS_THRESHOLDS),
+                service=str(settings.SHAREWISE_TIRESIAS_SERVICE),
+                starvation_guard=bool(settings.SHAREWISE_TIRESIAS_STARVATION_GUARD),
+                starvation_factor=float(settings.SHAREWISE_TIRESIAS_STARVATION_FACTOR),
+                demoted=str(settings.SHAREWISE_TIRESIAS_DEMOTED),
+            ),
         )
     except (TypeError, ValueError) as exc:
         raise ImproperlyConfigured(f"scheduler settings: {exc}") from exc

@@ -125,9 +125,12 @@ def observe_progress(job: Job, generation: int, iter_time_s: float, now: datetim
     table = load_default_profile()
     if not now_beside:
         full = full_batch_time_s(table, core_job(job), sub, iter_time_s)
-        add_sample(locked(JobIterTime, job=job), full)
-        model, batch, gpus = class_key(job.model, job.batch_size, job.gpus)
-        add_sample(locked(LearnedIterTime, model=model, batch_size=batch, gpus=gpus), full)
+        own = locked(JobIterTime, job=job)
+        first = own.count == 0
+        add_sample(own, full)
+        if first:  # a class takes each job's first exclusive report only, as core.learning.Learner
+            model, batch, gpus = class_key(job.model, job.batch_size, job.gpus)
+            add_sample(locked(LearnedIterTime, model=model, batch_size=batch, gpus=gpus), full)
         return "exclusive"
     # the pair with the largest predicted ξ sets the gang's pace: the measurement is its ξ
     gpu, _, partner_pk, predicted = max(rows, key=lambda r: (r[3] or 0.0, -r[0]))

@@ -46,6 +46,8 @@ from scheduling.sim.engine import (
     SimulationError,
     simulate,
 )
+from scheduling.sim.fidelity_cli import add_fidelity_arguments, resolve
+from scheduling.sim.learning_options import add_learning_arguments, format_learning_table, learning_setup
 from scheduling.sim.loaders import TraceError, load_traces
 from scheduling.sim.quotas import demand_gpu_s, proportional_quotas, quotas_from_json
 from scheduling.sim.report import (
@@ -101,9 +103,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--round-interval",
         type=float,
-        default=DEFAULT_ROUND_INTERVAL_S,
         metavar="S",
-        help="seconds between scheduling rounds",
+        help=f"seconds between rounds (default {DEFAULT_ROUND_INTERVAL_S:g}; inf: only event rounds)",
     )
     parser.add_argument(
         "--round-on-events", action="store_true", help="also run a round at every arrival and completion"
@@ -111,12 +112,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--restart-cost-s",
         type=float,
-        default=DEFAULT_RESTART_COST_S,
         metavar="S",
-        help="seconds without progress after a preempted job restarts",
+        help=f"seconds without progress after a preempted job restarts (default {DEFAULT_RESTART_COST_S:g})",
     )
     parser.add_argument(
-        "--seed", type=int, default=0, help="recorded in the report (the simulator is deterministic)"
+        "--seed",
+        type=int,
+        default=0,
+        help="seeds the factors of --prior-error/--truth-error and the --measure-noise; recorded in "
+        "the report (the simulator is deterministic)",
     )
     defaults = SchedulerConfig()
     parser.add_argument(
@@ -161,10 +165,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --quotas: an owner's job blocked by lent GPUs longer than this counts "
         "as a guarantee violation",
     )
+    add_learning_arguments(parser)
     parser.add_argument("--json", type=Path, metavar="OUT.json", help="write the report as JSON")
     parser.add_argument("--html", type=Path, metavar="OUT.html", help="write a Plotly HTML report")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.add_argument("--verbose", action="store_true", help="log every rejected trace row")
+    add_fidelity_arguments(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -315,24 +321,32 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
     if not (args.grace_s >= 0 and math.isfinite(args.grace_s)):
         raise CliError(f"--grace-s must be a finite number ≥ 0, got {args.grace_s}")
     try:
+        chosen = resolve(args)  # the options, --preset and our defaults
         scheduler = SchedulerConfig(
             starvation_bound_s=args.starvation_bound_s,
             aging_s=args.aging_s,
             reclaim=args.reclaim,
             borrow_bound_s=args.borrow_bound_s,
+            placement=chosen.placement,
+            tiresias=chosen.tiresias,
         )
         config = SimConfig(
-            round_interval_s=args.round_interval,
-            round_on_events=args.round_on_events,
-            restart_cost_s=args.restart_cost_s,
+            round_interval_s=chosen.round_interval_s,
+            round_on_events=chosen.round_on_events,
+            restart_cost_s=chosen.restart_cost_s,
             seed=args.seed,
             scheduler=scheduler,
+            fidelity=chosen.fidelity,
         )
     except ValueError as exc:
         message = str(exc)
         for field, option in OPTION_OF_FIELD.items():  # name the option the user typed
             message = message.replace(field, option)
         raise CliError(message) from None
+    try:
+        learning = learning_setup(args)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     requested = read_quotas(args.quotas) if args.quotas is not None else None
     check_output(args.json, "--json")
     check_output(args.html, "--html")
@@ -354,19 +368,31 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
             print(f"warning: {warning}", file=sys.stderr)
     results = {}
     violations: dict[str, int] = {}
+    truth = profile if learning is None else learning.truth(profile, args.seed)
     for policy in policies:
         watched = Watched(policy, quotas, args.grace_s) if quotas else None
+        belief = None if learning is None else learning.belief(profile, truth, args.seed)
         results[policy.name] = simulate(
-            trace.jobs, cluster, watched or policy, profile, config, progress=not args.no_progress
+            trace.jobs,
+            cluster,
+            watched or policy,
+            truth,
+            config,
+            progress=not args.no_progress,
+            belief=belief,
         )
         if watched is not None:
             violations[policy.name] = len(watched.monitor.violated)
     report = build_report(
         trace, cluster, config, results, never_fit_reasons(trace.jobs, cluster, profile), violations
     )
+    if learning is not None:
+        report["learning"] = learning.as_dict()
     stdout.write(format_table(report) + "\n")
     if quotas:
         stdout.write("\n" + format_fairness_table(report) + "\n")
+    if learning is not None:
+        stdout.write("\n" + format_learning_table(report) + "\n")
     for name, summary in report["policies"].items():
         unfinished = unfinished_warning(name, summary)
         if unfinished is not None:

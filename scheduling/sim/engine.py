@@ -36,6 +36,8 @@ Semantics (issue 3; MODEL.md §1–2; Luo et al., IWQoS 2024):
   ``policy.skip_rule`` (:class:`scheduling.core.skip.SkipRule`; none: only an empty queue is
   skipped), and with quotas every skipped stretch ends when a pending job reaches the starvation
   bound (:func:`scheduling.core.skip.bound_crossing_horizon`).
+- ``SimConfig.fidelity`` (:mod:`scheduling.sim.fidelity`, docs/FIDELITY.md): overheads, re-plans,
+  rounds at the policy's horizon; ``round_interval_s = inf``: only event (and horizon) rounds.
 - The engine has no randomness: the same trace, cluster, policy, profile and config always give
   the same result. ``seed`` is carried into the result for the report.
 """
@@ -66,6 +68,8 @@ from scheduling.core.types import (
     Snapshot,
     TenantQuota,
 )
+from scheduling.sim.belief import Belief, LearningSummary
+from scheduling.sim.fidelity import Fidelity
 from scheduling.sim.job_state import JobState, with_progress
 
 #: Default cost (s) of restarting a preempted job: no progress while its checkpoint is restored.
@@ -85,8 +89,9 @@ class SimConfig:
     completion; ``restart_cost_s`` (s, ≥ 0): no-progress time after a preempted job restarts;
     ``seed``: recorded in the result (the engine itself is deterministic); ``skip_idle_rounds``:
     skip rounds that provably change nothing (off only to check that it changes nothing);
-    ``scheduler``/``tenant_quotas``: passed to the policy in every snapshot.
-    Raises ``ValueError`` for a non-positive interval or a negative restart cost.
+    ``scheduler``/``tenant_quotas``: passed to the policy in every snapshot; ``fidelity``:
+    :class:`~scheduling.sim.fidelity.Fidelity`. Raises ``ValueError`` for a non-positive
+    interval (``inf`` needs ``round_on_events``) or a negative restart cost.
     """
 
     round_interval_s: float = DEFAULT_ROUND_INTERVAL_S
@@ -96,12 +101,12 @@ class SimConfig:
     skip_idle_rounds: bool = True
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     tenant_quotas: Mapping[str, int | TenantQuota] = field(default_factory=dict)
+    fidelity: Fidelity = field(default_factory=Fidelity)
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.round_interval_s) and self.round_interval_s > 0):
-            raise ValueError(
-                f"round interval must be a positive number of seconds, got {self.round_interval_s}"
-            )
+        interval = self.round_interval_s
+        if not (interval > 0 and (math.isfinite(interval) or self.round_on_events)):
+            raise ValueError(f"round interval must be a positive number of s (inf: on events): {interval}")
         if not (math.isfinite(self.restart_cost_s) and self.restart_cost_s >= 0):
             raise ValueError(f"restart cost must be ≥ 0 s, got {self.restart_cost_s}")
 
@@ -114,7 +119,8 @@ class SimResult:
     (the policy left them waiting with nothing else left to happen); ``timeline``: ``(t, busy
     GPUs, shared GPUs)`` change points (s); ``capacity_gpus``: healthy GPUs; ``rounds``: policy
     calls made; ``preemptions``: preemptions applied; ``mean_shared_slowdown``: mean ξ over the
-    time jobs ran shared, weighted by that time (``nan`` if nothing was shared).
+    time jobs ran shared, weighted by that time (``nan`` if nothing was shared); ``learning``: the
+    belief's summary (:class:`~scheduling.sim.belief.LearningSummary`) of a run with one.
     """
 
     policy: str
@@ -126,13 +132,17 @@ class SimResult:
     preemptions: int
     mean_shared_slowdown: float
     seed: int = 0
+    learning: LearningSummary | None = None
 
 
 class Simulator:
     """One run of ``policy`` over ``jobs`` on ``cluster`` (see the module docstring).
 
     ``jobs`` need not be sorted; their ids must be unique (``ValueError`` otherwise). Call
-    :meth:`run` once. ``progress``: show a tqdm bar (completed jobs) on stderr.
+    :meth:`run` once. ``progress``: show a tqdm bar (completed jobs) on stderr. ``belief``
+    (:class:`~scheduling.sim.belief.Belief`, built over the same ``profile`` as its truth): the
+    policy decides from the belief's profile and iteration times, observations feed it; without
+    one the policy sees ``profile``, the truth.
     """
 
     def __init__(
@@ -144,12 +154,15 @@ class Simulator:
         config: SimConfig | None = None,
         *,
         progress: bool = False,
+        belief: Belief | None = None,
     ) -> None:
         self.cluster = cluster
+        self.belief = belief
         self.policy = policy
         self.profile = profile
         self.config = config or SimConfig()
         self.progress = progress
+        jobs = self.config.fidelity.scaled(jobs)
         self._arrivals = sorted(jobs, key=lambda j: (j.submit_time, j.id))
         self._states = {j.id: JobState(j) for j in self._arrivals}
         if len(self._states) != len(self._arrivals):
@@ -177,12 +190,13 @@ class Simulator:
         # (with quotas the gate then waives the borrow bound), so an idle cluster's queue may change
         self._crossing = math.inf
         self._preemptions = 0
+        self._since_due, self._change = False, math.inf  # since the last due round: an event; a horizon
         self._xi_weighted = 0.0
         self._xi_time = 0.0
 
     # ------------------------------------------------------------------ queue
     def _enqueue(self, s: JobState, now: float) -> None:
-        self._pending[s.base.id] = s.view
+        self._pending[s.base.id] = s.view if self.belief is None else self.belief.believe(s.view)
         g = s.base.gpus
         self._pending_gangs[g] = self._pending_gangs.get(g, 0) + 1
         s.queued_since = now
@@ -240,11 +254,14 @@ class Simulator:
         assert s.placement is not None
         xi = 1.0
         jid = s.base.id
+        worst: JobId | None = None  # the partner beside which it is slowest
         occupancy = [self._gpu_jobs[g] for g in s.placement.gpu_ids]
         for on_gpu in occupancy:
             for other in on_gpu:
                 if other != jid:
-                    xi = max(xi, self._slowdown(s, self._states[other]))
+                    x = self._slowdown(s, self._states[other])
+                    if x > xi or worst is None:
+                        xi, worst = max(xi, x), other
         s.xi = xi
         s.charge_rate = charge_rates(occupancy, self._pair_slowdown)[jid]
         s.rate = 1.0 / (s.iter_s * xi)
@@ -254,6 +271,8 @@ class Simulator:
         end = t_start + (remaining / s.rate if remaining > 0 else 0.0)
         self._seq += 1
         heapq.heappush(self._heap, (end, self._seq, jid, s.version))
+        if self.belief is not None:
+            self.belief.segment(s, now, None if worst is None else self._states[worst])
 
     def _mark(self, now: float) -> None:
         point = (now, self._n_busy, self._n_shared)
@@ -349,11 +368,14 @@ class Simulator:
                 raise SimulationError(f"{self.policy.name}: start of unknown job {st.job_id}")
             gpu_ids = tuple(st.gpu_ids)
             self._check_start(s, gpu_ids, st.sub_batch)
+            if self.belief is not None and st.shares:  # judged with the truth, before it runs
+                truth = [self._true_job(self._states[sh.partner_id], now) for sh in st.shares]
+                self.belief.decided(now, with_progress(s.base, s.done, 0.0, None), st, truth)
             self._dequeue(s, now)
             s.placement = Placement(s.base.id, gpu_ids, st.sub_batch, now)
             s.iter_s = self.profile.iter_time_s(s.base, st.sub_batch)
             s.last = now
-            s.resume_at = now + self.config.restart_cost_s if s.preemptions else now
+            self.config.fidelity.started(s, now, self.config.restart_cost_s)
             if math.isnan(s.first_start):
                 s.first_start = now
             self._running[s.base.id] = None
@@ -366,13 +388,24 @@ class Simulator:
             return True
         return False
 
+    def _true_job(self, s: JobState, now: float) -> tuple[Job, int]:
+        """A running job as it truly is at ``now`` (trace iteration time, progress), its sub-batch."""
+        assert s.placement is not None
+        return with_progress(s.base, self._progress_at(s, now), 0.0, None), s.placement.sub_batch
+
     def _snapshot(self, now: float) -> Snapshot:
+        belief = self.belief
+        if belief is not None:  # pending jobs whose believed iteration time changed
+            for jid in belief.changed_jobs():
+                if jid in self._pending:
+                    self._pending[jid] = belief.believe(self._states[jid].view)
         running = []
         for jid in self._running:
             s = self._states[jid]
             assert s.placement is not None
             attained = s.attained + s.base.gpus * (now - s.last)
-            job = with_progress(s.base, self._progress_at(s, now), attained, s.queued_since)
+            base = s.base if belief is None else belief.believe(s.base)
+            job = with_progress(base, self._progress_at(s, now), attained, s.queued_since)
             running.append(RunningJob(job, s.placement))
         pending = tuple(self._pending.values())
         return Snapshot(
@@ -404,6 +437,26 @@ class Simulator:
             return
         self._horizon = min(rule.horizon(snapshot), self._crossing)
 
+    def _relaunch(self, now: float, started: set[JobId], before: bool) -> None:
+        """At a re-plan, relaunch every running job not started in it (:mod:`~scheduling.sim.fidelity`)."""
+        fid = self.config.fidelity
+        if fid.replans(before, self._since_due or self._change <= now):
+            for jid in self._running:
+                if jid not in started:
+                    s = self._states[jid]
+                    self._advance(s, now)
+                    fid.relaunch_job(s, now)
+                    self._reschedule(s, now)
+
+    def _next_horizon_round(self, now: float) -> float:
+        """After a due round: the policy's horizon (after its decisions), for horizon rounds and
+        re-plans on a queue change; returns the next horizon round (``inf``: none)."""
+        fid, self._since_due = self.config.fidelity, False
+        horizon = getattr(self.policy, "skip_rule", NO_SKIP).horizon
+        if horizon is not None and (fid.rounds_at_horizon or fid.replan == "on-change"):
+            self._change = horizon(self._snapshot(now))
+        return self._change + 2e-6 if fid.rounds_at_horizon and self._change + 2e-6 > now else math.inf
+
     # ------------------------------------------------------------------ run
     def run(self) -> SimResult:
         """Replay the whole trace; returns a :class:`SimResult`.
@@ -412,6 +465,11 @@ class Simulator:
         """
         interval = self.config.round_interval_s
         on_events = self.config.round_on_events
+        fid = self.config.fidelity
+        periodic_on = math.isfinite(interval)
+        visit_all = fid.replan != "never"  # a re-plan may relaunch jobs at any due round
+        fid_on = visit_all or fid.rounds_at_horizon
+        t_horizon = inf = math.inf
         arrivals = self._arrivals
         heap = self._heap
         states = self._states
@@ -419,7 +477,6 @@ class Simulator:
         ai = 0
         next_k = 0  # first periodic round (at next_k × interval) not yet passed
         changed = True  # an arrival, completion or decision since the last round that did nothing
-        inf = math.inf
         bar = tqdm(
             total=n_arrivals,
             desc=self.policy.name,
@@ -438,13 +495,15 @@ class Simulator:
             if idle and (not self._pending or (not changed and self._crossing == inf)):
                 break  # nothing left, or a queue no round can ever change
             useful_from = self._useful_from(changed)
-            if useful_from == inf:
+            if not periodic_on or (useful_from == inf and not visit_all):
                 t_round = inf
-            elif useful_from > next_k * interval:
+            elif useful_from > next_k * interval and not visit_all:
                 t_round = _first_round_at_or_after(useful_from, interval) * interval
             else:
                 t_round = next_k * interval
-            now = min(t_done, t_arrive, t_round)
+            now = min(
+                t_done, t_arrive, t_round, t_horizon, inf if self.belief is None else self.belief.next_due
+            )
             if now == inf:
                 break
             event = False
@@ -476,19 +535,29 @@ class Simulator:
                 self._enqueue(states[arrivals[ai].id], now)
                 ai += 1
                 event = True
+            if self.belief is not None and self.belief.next_due <= now and self.belief.observe(now):
+                changed = True  # something learned: a round that decided nothing may now decide
             if event:
-                changed = True
-            k_now = _first_round_at_or_after(now, interval)
+                changed = self._since_due = True
+            k_now = _first_round_at_or_after(now, interval) if periodic_on else -1
             periodic = k_now >= next_k and k_now * interval == now
             next_k = max(next_k, k_now + 1 if periodic else k_now)  # boundaries up to now are passed
-            due = periodic or (event and on_events)
+            due = periodic or (event and on_events) or now == t_horizon
+            started: set[JobId] = set()
+            if due and fid_on:
+                self._relaunch(now, started, before=True)
             if due and self._useful_from(changed) <= now:
                 self._rounds += 1
                 snapshot = self._snapshot(now)
-                decisions = self.policy.decide(snapshot, self.profile, explain=False)
+                profile = self.profile if self.belief is None else self.belief.profile()
+                decisions = self.policy.decide(snapshot, profile, explain=False)
                 changed = self._apply(decisions, now)
+                started = {st.job_id for st in decisions.starts}
                 if not changed:
                     self._set_horizon(snapshot)
+            if due and fid_on:
+                self._relaunch(now, started, before=False)
+                t_horizon = self._next_horizon_round(now)
             if finished_since_bar:
                 bar.update(finished_since_bar)
                 finished_since_bar = 0
@@ -505,6 +574,7 @@ class Simulator:
             preemptions=self._preemptions,
             mean_shared_slowdown=self._xi_weighted / self._xi_time if self._xi_time else math.nan,
             seed=self.config.seed,
+            learning=None if self.belief is None else self.belief.summary(),
         )
 
 
@@ -522,6 +592,7 @@ def simulate(
     config: SimConfig | None = None,
     *,
     progress: bool = False,
+    belief: Belief | None = None,
 ) -> SimResult:
     """Convenience wrapper: ``Simulator(...).run()`` (see :class:`Simulator`)."""
-    return Simulator(jobs, cluster, policy, profile, config, progress=progress).run()
+    return Simulator(jobs, cluster, policy, profile, config, progress=progress, belief=belief).run()

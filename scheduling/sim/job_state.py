@@ -35,6 +35,8 @@ class JobState:
         "charge_rate",
         "last",
         "resume_at",
+        "mark",
+        "mark_done",
         "version",
         "preemptions",
     )
@@ -56,6 +58,8 @@ class JobState:
         self.charge_rate = 0.0
         self.last = 0.0
         self.resume_at = 0.0
+        self.mark = 0.0  # last start or re-plan (s), and the progress then (fidelity's overhead charge)
+        self.mark_done = 0.0
         self.version = 0
         self.preemptions = 0
 

@@ -4,7 +4,7 @@ The JSON document (``build_report``) is::
 
     {"trace": NAME, "trace_rows": N, "rejected": {REASON: COUNT},
      "cluster": {"nodes", "gpus_per_node", "gpus", "gpu_memory_mb", "gpu_type"},
-     "config": {"round_interval_s", "round_on_events", "restart_cost_s", "seed"},
+     "config": {"round_interval_s", "round_on_events", "restart_cost_s", "seed", ["fidelity"]},
      "never_fit": N,
      "policies": {POLICY: {"jobs", "avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s",
                            "makespan_s", "avg_queue_s", "gpu_util", "shared_gpu_time_frac",
@@ -12,9 +12,15 @@ The JSON document (``build_report``) is::
                            "jain_gpu_hours", "mean_shared_slowdown", "unfinished",
                            "unfinished_reasons": {REASON: COUNT}, "rounds", "preemptions",
                            "fairness": {"jain_index", "max_wait_s", "p99_wait_s", "avg_wait_s",
-                                        ["usage_vs_quota", "guarantee_violations"]}}},
-     ["scheduler": {"starvation_bound_s", "aging_s", "reclaim", "borrow_bound_s"},
-      "tenant_quotas": {TENANT: {"guaranteed_gpus", "borrow_limit"}}]}
+                                        ["usage_vs_quota", "guarantee_violations"]},
+                           ["learning": {"decisions", "regretted", "pair_sides", "xi_mape",
+                                         "xi_mape_parts", "part_end_s", "slowdown_reports",
+                                         "exclusive_reports", "profiles_built"}]}},
+     "scheduler": {"starvation_bound_s", "aging_s", "reclaim", "borrow_bound_s", ["placement"],
+                   ["tiresias": {"thresholds", "service", "starvation_guard",
+                                 "starvation_factor", "demoted"}]},
+     ["tenant_quotas": {TENANT: {"guaranteed_gpus", "borrow_limit"}}],
+     ["learning": {"prior_error", "truth_error", "learn", "measure_noise", "report_interval_s"}]}
 
 ``fairness`` (issue 6, docs/FAIRNESS.md): waits are each job's total pending time
 (:func:`scheduling.core.fairness.wait_stats`); ``jain_index`` is Jain's index of the tenants'
@@ -23,7 +29,10 @@ quotas (:func:`scheduling.core.fairness.usage_vs_quota`; tenants guaranteed 0 GP
 1 for every tenant (then it equals ``jain_gpu_hours``). With quotas, also ``usage_vs_quota`` per
 tenant and, when the rounds were watched (:class:`scheduling.core.fairness.GuaranteeMonitor`),
 ``guarantee_violations``: jobs kept waiting longer than the grace by GPUs lent to other tenants.
-The bracketed keys appear only with quotas.
+The bracketed keys appear only with quotas; the ``learning`` ones only with a belief
+(``--prior-error``, ``--truth-error``, ``--learn``; :mod:`scheduling.sim.belief`); ``fidelity``
+(:meth:`Fidelity.summary <scheduling.sim.fidelity.Fidelity.summary>`), ``placement`` and
+``tiresias`` only when not at their defaults (so a default run's report is as before).
 
 ``never_fit``: accepted jobs no policy can ever start on this cluster (gang too large, or too
 little GPU memory even at the smallest sub-batch); ``unfinished_reasons``: why each policy's
@@ -40,6 +49,7 @@ import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +58,7 @@ from scheduling.core.fairness import usage_vs_quota, wait_stats
 from scheduling.core.metrics import binned_utilisation, jain_index, makespan_window, summarise
 from scheduling.core.profiles import ProfileError
 from scheduling.core.quota import normalise
-from scheduling.core.types import Cluster, Job, JobId, Profile, TenantQuota
+from scheduling.core.types import Cluster, Job, JobId, Profile, TenantQuota, TiresiasConfig
 from scheduling.sim.engine import SimConfig, SimResult
 from scheduling.sim.loaders import LoadedTrace
 
@@ -118,10 +128,13 @@ def cluster_summary(cluster: Cluster) -> dict[str, Any]:
     }
 
 
-def policy_summary(result: SimResult, never_fit: Mapping[JobId, str] | None = None) -> dict[str, Any]:
+def policy_summary(
+    result: SimResult, never_fit: Mapping[JobId, str] | None = None, percentile_method: str = "linear"
+) -> dict[str, Any]:
     """One policy's entry of the report (see the module docstring); ``never_fit`` (from
-    :func:`never_fit_reasons`) explains the unfinished jobs in ``"unfinished_reasons"``."""
-    summary = summarise(result.outcomes, result.timeline, result.capacity_gpus)
+    :func:`never_fit_reasons`) explains the unfinished jobs in ``"unfinished_reasons"``;
+    percentiles by ``percentile_method`` (:func:`scheduling.core.metrics.percentile`)."""
+    summary = summarise(result.outcomes, result.timeline, result.capacity_gpus, percentile_method)
     summary.update(
         mean_shared_slowdown=result.mean_shared_slowdown,
         unfinished=len(result.unfinished),
@@ -129,6 +142,8 @@ def policy_summary(result: SimResult, never_fit: Mapping[JobId, str] | None = No
         rounds=result.rounds,
         preemptions=result.preemptions,
     )
+    if result.learning is not None:  # a run with a belief (docs/LEARNING.md §5)
+        summary["learning"] = asdict(result.learning)
     return summary
 
 
@@ -176,33 +191,48 @@ def build_report(
     never_fit = never_fit or {}
     violations = violations or {}
     quotas = normalise(config.tenant_quotas)
-    report = {
+    run_config: dict[str, Any] = {
+        "round_interval_s": config.round_interval_s,
+        "round_on_events": config.round_on_events,
+        "restart_cost_s": config.restart_cost_s,
+        "seed": config.seed,
+    }
+    if not config.fidelity.is_default():
+        run_config["fidelity"] = config.fidelity.summary()
+    report: dict[str, Any] = {
         "trace": trace.name,
         "trace_rows": trace.rows,
         "rejected": dict(sorted(trace.rejected.items())),
         "cluster": cluster_summary(cluster),
-        "config": {
-            "round_interval_s": config.round_interval_s,
-            "round_on_events": config.round_on_events,
-            "restart_cost_s": config.restart_cost_s,
-            "seed": config.seed,
-        },
+        "config": run_config,
         "never_fit": len(never_fit),
         "policies": {
             name: {
-                **policy_summary(r, never_fit),
+                **policy_summary(r, never_fit, config.fidelity.percentile),
                 "fairness": fairness_summary(r, quotas, violations.get(name)),
             }
             for name, r in results.items()
         },
     }
     sc = config.scheduler
-    report["scheduler"] = {
+    scheduler: dict[str, Any] = {
         "starvation_bound_s": sc.starvation_bound_s,
         "aging_s": sc.aging_s,
         "reclaim": sc.reclaim,
         "borrow_bound_s": sc.borrow_bound_s,
     }
+    report["scheduler"] = scheduler
+    if sc.placement != "spread":
+        scheduler["placement"] = sc.placement
+    if sc.tiresias != TiresiasConfig():
+        t = sc.tiresias
+        scheduler["tiresias"] = {
+            "thresholds": list(t.thresholds),
+            "service": t.service,
+            "starvation_guard": t.starvation_guard,
+            "starvation_factor": t.starvation_factor,
+            "demoted": t.demoted,
+        }
     if quotas:
         report["tenant_quotas"] = {
             t: {"guaranteed_gpus": q.guaranteed_gpus, "borrow_limit": q.borrow_limit}
@@ -233,6 +263,32 @@ def format_fairness_table(report: Mapping[str, Any]) -> str:
         "quotas (guaranteed GPUs): " + ", ".join(f"{t} {q['guaranteed_gpus']}" for t, q in quotas.items())
     )
     return "\n".join(lines)
+
+
+def fidelity_lines(report: Mapping[str, Any]) -> list[str]:
+    """The table's lines on the fidelity knobs and baseline settings not at their defaults
+    (none for a default run)."""
+    out: list[str] = []
+    fid = report["config"].get("fidelity")
+    if fid is not None:
+        out.append(
+            f"fidelity: iteration time x{fid['iteration_time_factor']:g}; first-start overhead "
+            f"{fid['first_start_overhead']}; relaunch overhead {fid['relaunch_overhead']}; re-plan "
+            f"{fid['replan']} (charged at {fid['charge']}); rounds at horizon "
+            f"{'on' if fid['rounds_at_horizon'] else 'off'}; percentiles {fid['percentile']}"
+        )
+    sc = report.get("scheduler", {})
+    if "placement" in sc:
+        out.append(f"placement of the exclusive baselines: {sc['placement']}")
+    t = sc.get("tiresias")
+    if t is not None:
+        guard = f"guard on (factor {t['starvation_factor']:g})" if t["starvation_guard"] else "guard off"
+        unit = "GPU-s" if t["service"] == "gpu_s" else "s"
+        out.append(
+            f"tiresias: thresholds {', '.join(f'{x:g}' for x in t['thresholds'])} {unit}; {guard}; "
+            f"demoted jobs {t['demoted']}"
+        )
+    return out
 
 
 def _json_safe(value: Any) -> Any:
@@ -282,12 +338,17 @@ def format_table(report: Mapping[str, Any]) -> str:
     cfg = report["config"]
     lines.append("")
     events = " and on events" if cfg["round_on_events"] else ""
+    rounds = (
+        f"rounds every {cfg['round_interval_s']:g} s{events}"
+        if cfg["round_interval_s"]
+        else "rounds on events"
+    )
     lines.append(
         f"trace {report['trace']}: {report['trace_rows']} rows; cluster "
         f"{c['nodes']}x{c['gpus_per_node']} {c['gpu_type']} ({c['gpu_memory_mb']} MB); "
-        f"rounds every {cfg['round_interval_s']:g} s{events}; "
-        f"restart cost {cfg['restart_cost_s']:g} s; seed {cfg['seed']}"
+        f"{rounds}; restart cost {cfg['restart_cost_s']:g} s; seed {cfg['seed']}"
     )
+    lines.extend(fidelity_lines(report))
     rejected = report["rejected"]
     if rejected:
         lines.append(

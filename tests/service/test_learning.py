@@ -93,6 +93,22 @@ def test_three_measured_jobs_teach_their_class(
     assert running(later).iter_time_s == pytest.approx(0.5)  # learned (≥ 3 samples) beats declared
 
 
+def test_a_class_counts_each_job_once(
+    fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable
+) -> None:
+    # one long job reporting three times is one job of its class, not three (else it alone would
+    # make a "learned" class time that overrides every other job's declaration)
+    job = make_job(tenant, "long", iteration_time_s=1.0)
+    run_round(django_capture_on_commit_callbacks, "fifo")
+    for done, measured in ((10, 0.4), (20, 0.5), (30, 0.6)):
+        report(fleet, job, django_capture_on_commit_callbacks, iterations_done=done, iter_time_s=measured)
+    assert JobIterTime.objects.get(job=job).count == 3
+    learned = LearnedIterTime.objects.get(model="resnet18", batch_size=128, gpus=1)
+    assert learned.count == 1 and learned.stats.mean == pytest.approx(0.4)  # its first report
+    later = make_job(tenant, "later", iteration_time_s=2.0)
+    assert running(later).iter_time_s == 2.0  # one sample is no class: the declaration stands
+
+
 # ------------------------------------------------------------------------------- slowdowns
 
 

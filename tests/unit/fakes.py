@@ -21,7 +21,10 @@ class FakeProfile:
     - ``slowdown(a, _, b, _) = slowdowns[(a.model, b.model)]``, or reversed from
       ``slowdowns[(b.model, a.model)]``, else ``(default_xi, default_xi)``; a per-sub-batch entry
       ``slowdowns[(a.model, sub_a, b.model, sub_b)]`` wins when present;
-    - ``sub_batches``: powers of two dividing the batch, largest first, down to ``min_sub_batch``.
+    - ``sub_batches``: powers of two dividing the batch, largest first, down to ``min_sub_batch``;
+    - ``memory_known``: False for the models in ``unknown_memory``;
+    - ``pair_allowed``: False for ``(model_a, sub_a, model_b, sub_b)`` in ``incompatible`` (either
+      order), and, unless ``unknown_ok``, for the model pairs in ``unknown_pairs`` (either order).
     """
 
     memory: Mapping[str, tuple[float, float]] = field(default_factory=dict)
@@ -29,6 +32,9 @@ class FakeProfile:
     step_factor: Mapping[tuple[str, int], float] = field(default_factory=dict)
     default_xi: float = 1.3
     accum_overhead: float = 0.1
+    unknown_memory: frozenset[str] = frozenset()
+    incompatible: frozenset[tuple[str, int, str, int]] = frozenset()
+    unknown_pairs: frozenset[tuple[str, str]] = frozenset()
 
     def iter_time_s(self, job: Job, sub_batch: int) -> float:
         factor = self.step_factor.get((job.model, sub_batch))
@@ -52,10 +58,14 @@ class FakeProfile:
         return tuple(sorted(subs, reverse=True))
 
     def memory_known(self, job: Job) -> bool:
-        return True
+        return job.model not in self.unknown_memory
 
     def pair_allowed(self, a: Job, sub_a: int, b: Job, sub_b: int, unknown_ok: bool = False) -> bool:
-        return True
+        pair = (a.model, sub_a, b.model, sub_b)
+        if pair in self.incompatible or (b.model, sub_b, a.model, sub_a) in self.incompatible:
+            return False
+        unknown = (a.model, b.model) in self.unknown_pairs or (b.model, a.model) in self.unknown_pairs
+        return unknown_ok or not unknown
 
     def slowdown(self, a: Job, sub_a: int, b: Job, sub_b: int) -> tuple[float, float]:
         exact = self.slowdowns.get((a.model, sub_a, b.model, sub_b))

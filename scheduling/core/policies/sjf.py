@@ -5,7 +5,9 @@ Baselines of MODEL.md §4; the key is ``P_j = R_j · t_j(B_j)``, the remaining e
 
 from __future__ import annotations
 
-from scheduling.core.rounds import exclusive_in_order, preemptive_exclusive, sjf_key
+from scheduling.core.preemptive import preemptive_exclusive
+from scheduling.core.ranking import PendingRanking
+from scheduling.core.rounds import exclusive_in_order, sjf_key
 from scheduling.core.skip import SkipRule, never
 from scheduling.core.types import Profile, RoundDecisions, Snapshot
 
@@ -34,7 +36,11 @@ class SrtfPolicy:
     Every round, the jobs to run are chosen among pending **and** running jobs by shortest
     remaining time ``P_j`` (ties: submit time, id), greedily while their gangs fit the healthy
     GPUs; running jobs not chosen are preempted and go back to the queue
-    (:func:`scheduling.core.rounds.preemptive_exclusive`).
+    (:func:`scheduling.core.preemptive.preemptive_exclusive`).
+
+    A pending job's ``P_j`` does not change while it waits, so the pending jobs stay sorted
+    between rounds (:class:`~scheduling.core.ranking.PendingRanking`, a cache:
+    ``incremental=False`` sorts them from scratch every round, with the same decisions).
     """
 
     name = "srtf"
@@ -43,6 +49,15 @@ class SrtfPolicy:
     # shrink, so no pending job can overtake a running one while time alone passes
     skip_rule = SkipRule(capacity=False, shares=False, horizon=never)
 
+    def __init__(self, *, incremental: bool = True) -> None:
+        self.incremental = incremental
+        self._ranking = PendingRanking(lambda job, now: sjf_key(job))
+
     def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:
-        """Decisions for this round; deterministic, mutates nothing."""
-        return preemptive_exclusive(snapshot, profile, self.name, sjf_key, explain=explain)
+        """Decisions for this round; deterministic, mutates nothing but its cache."""
+        ranked = self._ranking.update(snapshot.pending, snapshot.now) if self.incremental else None
+        decisions = preemptive_exclusive(
+            snapshot, profile, self.name, sjf_key, explain=explain, ranked_pending=ranked
+        )
+        self._ranking.started({s.job_id for s in decisions.starts})
+        return decisions

@@ -276,6 +276,13 @@ class BestBenefitFinder:
         p = self._profile
         if any(p.memory_mb(job, sub) > resident.room_mb for resident, _ in partners):
             return f"no common sub-batch fits the memory of all {len(partners)} partners"
+        # each pair was found allowed at its own sub-batch; the common one may be another pair
+        # (incompatible, or of unknown slowdown): LearnedProfile.pair_allowed, docs/LEARNING.md
+        if not all(p.pair_allowed(job, sub, r.job, r.sub_batch, self._unknown_ok) for r, _ in partners):
+            return (
+                f"at the common sub-batch {sub} not every one of its {len(partners)} partners may "
+                f"share with it (incompatible, or a slowdown nobody knows)"
+            )
         explained = gang_shares(p, job, sub, [(r.job, r.sub_batch, ids) for r, ids in partners])
         if not all(shares(s.t_seq_s, s.t_con_s) for s in explained):
             return (

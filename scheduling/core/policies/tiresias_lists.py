@@ -1,0 +1,193 @@
+"""Tiresias with the queue lists of Tiresias' (and Muri's) simulator: ``demoted="back"``.
+
+The peers' simulators (``dlas_sim_jobs`` in Tiresias' ``run_sim.py`` and its fork in Muri's;
+the SJF-BSBF authors' ``Tiresias_jobs``) keep one list per queue and, at every scheduling pass:
+
+1. a running job whose service since its last promotion reaches its queue's threshold moves
+   to the **back** of the next queue's list (behind that queue's pending jobs);
+2. with the guard on (``solve_starvation > 0``), a pending job of a lower queue that has been
+   pending, since its last promotion and while it had run since, at least ``factor ×`` its
+   executed time since that promotion is promoted: its service and that pending time are reset
+   and it goes to the back of the highest queue;
+3. arrivals join the back of the highest queue;
+4. the lists are walked queue by queue; a job is kept or started while its gang fits, else it
+   waits (a running one is preempted);
+5. in each list the pending jobs are moved behind the running ones, keeping their order.
+
+So a demoted job can be preempted by the lower queue's pending jobs at the next pass, and only
+then settles ahead of them. This history cannot be derived from a snapshot, so
+:class:`TiresiasLists` keeps the lists (and each job's service and pending time since its last
+promotion) between rounds: the decisions depend on the rounds seen, as in the peers'
+simulators. A job it has not seen before (a fresh object in the middle of a run, e.g. a new
+service process) enters the list of its service's queue, running jobs first, then by submit
+time. Order of simultaneous moves: submit time, then id (the peers' ``runnable_jobs`` order).
+Times in s; service in GPU-s or wall s (``TiresiasConfig.service``).
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from dataclasses import dataclass
+
+from scheduling.core.preemptive import preemptive_exclusive
+from scheduling.core.types import Job, JobId, Profile, RoundDecisions, Snapshot, TiresiasConfig
+
+
+@dataclass(slots=True)
+class ListEntry:
+    """What the lists keep of one job: its queue ``q``, its attained GPU-s at its last
+    promotion ``base_gpu_s`` (0 before any) and its pending time since then ``pending_s`` (s,
+    counted only once it has run since the promotion)."""
+
+    q: int
+    base_gpu_s: float = 0.0
+    pending_s: float = 0.0
+
+
+class TiresiasLists:
+    """The queue lists of one Tiresias policy object (module docstring)."""
+
+    def __init__(self, policy: str) -> None:
+        self.policy = policy
+        self.reset(None)
+
+    def reset(self, config: TiresiasConfig | None) -> None:
+        """Forget every list (a new run, or a new configuration)."""
+        self.config = config
+        self.now = -math.inf
+        self.entries: dict[JobId, ListEntry] = {}
+        self.dirty: set[JobId] = set()  # running jobs moved into a list since its last partition
+        levels = len(config.thresholds) + 1 if config else 1
+        self.queues: list[dict[JobId, None]] = [{} for _ in range(levels)]
+
+    def _service(self, job: Job, entry: ListEntry) -> float:
+        """Service since the last promotion: GPU-s, or wall s."""
+        assert self.config is not None
+        gpu_s = job.attained_gpu_s - entry.base_gpu_s
+        return gpu_s if self.config.service == "gpu_s" else gpu_s / max(job.gpus, 1)
+
+    def _move(self, jid: JobId, entry: ListEntry, q: int) -> None:
+        del self.queues[entry.q][jid]
+        entry.q = q
+        self.queues[q][jid] = None
+
+    def observe(self, snapshot: Snapshot) -> None:
+        """Bring the lists to ``snapshot``: drop finished jobs, add new ones, demote and
+        promote (steps 1–3 of the module docstring). The running jobs are looked at one by one;
+        the pending ones only with the guard on (their pending time counts)."""
+        config = snapshot.config.tiresias
+        now = snapshot.now
+        if config != self.config or now < self.now:
+            self.reset(config)
+        thresholds = config.thresholds
+        last_q = len(thresholds)
+        previous, self.now = self.now, now
+        entries = self.entries
+        pending = {j.id: j for j in snapshot.pending}
+        running = {rj.job.id: rj.job for rj in snapshot.running}
+        present = pending.keys() | running.keys()
+        for jid in entries.keys() - present:  # finished or gone
+            del self.queues[entries.pop(jid).q][jid]
+            self.dirty.discard(jid)
+        moves: list[tuple[float, JobId, int]] = []
+        for jid, job in running.items():
+            entry = entries.get(jid)
+            if entry is not None:
+                q = min(bisect_right(thresholds, self._service(job, entry)), last_q)
+                if q > entry.q:
+                    moves.append((job.submit_time, jid, q))
+        if config.starvation_guard:
+            factor = config.starvation_factor
+            for jid, job in pending.items():
+                entry = entries.get(jid)
+                gpu_s = job.attained_gpu_s - entry.base_gpu_s if entry is not None else 0.0
+                if entry is None or gpu_s <= 0:
+                    continue  # new, or not run since its last promotion (or ever): no pending time counts
+                entry.pending_s += max(0.0, now - max(previous, job.waiting_since))
+                if entry.q > 0 and entry.pending_s >= factor * gpu_s / max(job.gpus, 1):
+                    entry.base_gpu_s = job.attained_gpu_s
+                    entry.pending_s = 0.0
+                    moves.append((job.submit_time, jid, 0))
+        new = present - entries.keys()
+        ordered = sorted(
+            (jid not in running, (running.get(jid) or pending[jid]).submit_time, jid) for jid in new
+        )
+        for _, _, jid in ordered:
+            job = running.get(jid) or pending[jid]
+            q = min(bisect_right(thresholds, self._service(job, ListEntry(0))), last_q)
+            entries[jid] = ListEntry(q)
+            self.queues[q][jid] = None
+            if jid in running:
+                self.dirty.add(jid)
+        for _, jid, q in sorted(moves):
+            self._move(jid, entries[jid], q)
+            self.dirty.add(jid)
+
+    def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool) -> RoundDecisions:
+        """One pass (steps 1–5): the lists' order is the ranking of
+        :func:`~scheduling.core.preemptive.preemptive_exclusive`; then the lists whose order may
+        have changed (a job started, stopped or moved into them) are partitioned, running jobs
+        first. O(jobs), no sort."""
+        self.observe(snapshot)
+        pending_by_id = {j.id: j for j in snapshot.pending}
+        position: dict[JobId, tuple[int]] = {}
+        keys: list[tuple[int]] = []
+        pending: list[Job] = []
+        n = 0
+        for queue in self.queues:
+            for jid in queue:
+                job = pending_by_id.get(jid)
+                if job is None:
+                    position[jid] = (n,)
+                else:
+                    keys.append((n,))
+                    pending.append(job)
+                n += 1
+        decisions = preemptive_exclusive(
+            snapshot,
+            profile,
+            self.policy,
+            lambda job: position[job.id],
+            explain=explain,
+            ranked_pending=(keys, pending),
+        )
+        stopped = {p.job_id for p in decisions.preemptions}
+        started = {s.job_id for s in decisions.starts}
+        touched = {self.entries[jid].q for jid in stopped | started | self.dirty}
+        self.dirty = set()
+        runs = (position.keys() - stopped) | started
+        for i in touched:
+            queue = self.queues[i]
+            ahead = [jid for jid in queue if jid in runs]
+            if 0 < len(ahead) < len(queue):
+                ahead.extend(jid for jid in queue if jid not in runs)
+                self.queues[i] = dict.fromkeys(ahead)
+        return decisions
+
+    def horizon(self, snapshot: Snapshot) -> float:
+        """Next instant (s) at which time alone may move a job between lists, for the lists as
+        :meth:`decide` left them at ``snapshot.now``: a running job reaching its queue's
+        threshold, or (guard on) a pending one reaching its promotion; 1 µs early. Only valid
+        for the snapshot of the last :meth:`decide`."""
+        config = snapshot.config.tiresias
+        if config != self.config:
+            return snapshot.now
+        now = snapshot.now
+        change = math.inf
+        last_q = len(config.thresholds)
+        for rj in snapshot.running:
+            entry = self.entries.get(rj.job.id)
+            if entry is not None and entry.q < last_q:
+                rate = max(rj.job.gpus, 1) if config.service == "gpu_s" else 1.0
+                change = min(change, now + (config.thresholds[entry.q] - self._service(rj.job, entry)) / rate)
+        if config.starvation_guard:
+            for job in snapshot.pending:
+                entry = self.entries.get(job.id)
+                if entry is None or entry.q == 0:
+                    continue
+                executed = (job.attained_gpu_s - entry.base_gpu_s) / max(job.gpus, 1)
+                if executed > 0:
+                    left = config.starvation_factor * executed - entry.pending_s
+                    change = min(change, now + max(0.0, left))
+        return change - 1e-6
