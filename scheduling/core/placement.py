@@ -15,8 +15,10 @@ among the idle GPUs with enough memory for that larger sub-batch. Units: memory 
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterable, Sequence
 
+from scheduling.core.gpu_types import accepts, memory_desc_of, pick_smallest_sufficient
 from scheduling.core.profile_cache import CachedProfile
 from scheduling.core.round_state import RoundState, healthy_memory_desc
 from scheduling.core.types import Job, Profile, Snapshot, Start
@@ -53,12 +55,18 @@ def start_checker(snapshot: Snapshot, profile: Profile) -> Callable[[Job], bool]
     memory_desc = healthy_memory_desc(snapshot)
     min_sub = snapshot.config.min_sub_batch
     fits: dict[tuple, bool] = {}
+    by_types: dict[tuple[str, ...], list[int]] = {(): memory_desc}
 
     def can_start(job: Job) -> bool:
-        shape = CachedProfile.shape(job)
+        shape = (CachedProfile.shape(job), job.gpu_types)
         answer = fits.get(shape)
         if answer is None:
-            answer = fits[shape] = unfit_reason(job, memory_desc, profile, min_sub) is None
+            memory = by_types.get(job.gpu_types)
+            if memory is None:
+                memory = by_types[job.gpu_types] = memory_desc_of(
+                    snapshot.cluster.gpus, lambda g: accepts(job, g)
+                )
+            answer = fits[shape] = unfit_reason(job, memory, profile, min_sub) is None
         return answer
 
     return can_start
@@ -67,13 +75,16 @@ def start_checker(snapshot: Snapshot, profile: Profile) -> Callable[[Job], bool]
 def never_fits_reason(job: Job, state: RoundState, profile: Profile) -> str | None:
     """:func:`unfit_reason` on the round's healthy GPUs, cached per job shape. Such a job waits
     with this reason and never blocks others."""
-    shape = CachedProfile.shape(job)
+    shape = (CachedProfile.shape(job), job.gpu_types)
     fits = state.fits_some_gpu.get(shape)
+    memory = state.memory_desc_mb if not job.gpu_types else state.types.memory_desc(job.gpu_types)
+    if job.gpu_types and not memory:
+        return f"accepts GPU types {', '.join(job.gpu_types)}; the cluster has no healthy GPU of them"
     if fits is None:
-        reason = unfit_reason(job, state.memory_desc_mb, profile, state.min_sub_batch)
+        reason = unfit_reason(job, memory, profile, state.min_sub_batch)
         state.fits_some_gpu[shape] = reason is None
         return reason
-    return None if fits else unfit_reason(job, state.memory_desc_mb, profile, state.min_sub_batch)
+    return None if fits else unfit_reason(job, memory, profile, state.min_sub_batch)
 
 
 def largest_fitting_sub_batch(profile: Profile, job: Job, room_mb: float, min_sub_batch: int) -> int | None:
@@ -99,10 +110,15 @@ def describe_gpus(state: RoundState, gpu_ids: Iterable[int]) -> str:
     )
 
 
-def start_on_idle(state: RoundState, job: Job, profile: Profile, min_sub_batch: int) -> Start | str:
+def start_on_idle(
+    state: RoundState, job: Job, profile: Profile, min_sub_batch: int, *, avoid_reserved: bool = False
+) -> Start | str:
     """Start ``job`` exclusively on idle GPUs at the largest sub-batch that any ``G_j`` idle GPUs
     can hold, and record it in ``state``; a job started alone becomes a resident when ``state``
     tracks sharing. Returns the :class:`Start`, or why it must wait.
+
+    On a cluster of several GPU types, or with per-type quotas, :func:`start_on_typed` decides
+    (``avoid_reserved``: not on the types reserved for a starving head). Otherwise:
 
     The GPUs are those of :meth:`RoundState.pick_idle` (one node if possible, else the fewest
     nodes) unless their memory holds a smaller sub-batch than the ``G_j`` largest idle GPUs
@@ -115,6 +131,11 @@ def start_on_idle(state: RoundState, job: Job, profile: Profile, min_sub_batch: 
     On a cluster whose healthy GPUs all have the same memory the choice is exactly
     :meth:`RoundState.pick_idle`'s.
     """
+    book = state.types
+    if not book.single:
+        return start_on_typed(state, job, profile, min_sub_batch, avoid_reserved=avoid_reserved)
+    if job.gpu_types and not book.allowed(job):
+        return f"accepts GPU types {', '.join(job.gpu_types)}; the cluster has {', '.join(book.types)}"
     gpu_ids = state.pick_idle(job.gpus)
     if gpu_ids is None:
         return f"needs {job.gpus} GPUs, {state.idle_count} idle"
@@ -145,6 +166,50 @@ def start_on_idle(state: RoundState, job: Job, profile: Profile, min_sub_batch: 
         return f"needs more than the {memory} MB of its GPUs at every sub-batch (down to {min_sub_batch})"
     state.take(gpu_ids)
     state.add_resident(job, sub, gpu_ids)
+    return Start(
+        job.id, gpu_ids, sub, job.batch_size // sub, (), f"exclusive on idle {describe_gpus(state, gpu_ids)}"
+    )
+
+
+def start_on_typed(
+    state: RoundState, job: Job, profile: Profile, min_sub_batch: int, *, avoid_reserved: bool = False
+) -> Start | str:
+    """:func:`start_on_idle` on a cluster of several GPU types (or with per-type quotas): only idle
+    GPUs of the types the job may use (:meth:`~scheduling.core.gpu_types.TypeBook.allowed`); the
+    sub-batch is the largest that the ``G_j`` largest of them hold, and with ``mem_j`` of it as the
+    floor the GPUs are the smallest sufficient ones
+    (:func:`~scheduling.core.gpu_types.pick_smallest_sufficient`, node preference of
+    :meth:`RoundState.pick_idle_where` within the tiers taken). Returns the Start or why not."""
+    book = state.types
+    allowed = book.allowed(job, avoid_reserved=avoid_reserved)
+    if not allowed:
+        refusal = book.refusal(job)
+        if refusal is not None:
+            return refusal
+        if avoid_reserved:
+            return "the GPU types it accepts are reserved for a starving job"
+        return f"accepts GPU types {', '.join(job.gpu_types)}; the cluster has {', '.join(book.types)}"
+    gpus = state.gpus
+    ids = [g for g in state.idle_ids() if gpus[g].gpu_type in allowed]
+    kinds = ", ".join(sorted(allowed))
+    if len(ids) < job.gpus:
+        return f"needs {job.gpus} GPUs of type {kinds}, {len(ids)} idle{book.capped_note(job)}"
+    best_memory = heapq.nlargest(job.gpus, (gpus[g].memory_mb for g in ids))[-1]
+    sub = largest_fitting_sub_batch(profile, job, best_memory, min_sub_batch)
+    if sub is None:
+        return (
+            f"needs more than the {best_memory} MB per GPU that its {job.gpus} largest idle GPUs of "
+            f"type {kinds} offer, at every sub-batch (down to {min_sub_batch}){book.capped_note(job)}"
+        )
+    floor = profile.memory_mb(job, sub)
+    gpu_ids = pick_smallest_sufficient(
+        gpus, ids, job.gpus, floor, lambda ok: state.pick_idle_where(job.gpus, ok)
+    )
+    if gpu_ids is None:  # never: the G_j largest of ids hold ``floor`` MB
+        return f"needs {job.gpus} GPUs of type {kinds} with {floor:.0f} MB, too few idle"
+    state.take(gpu_ids)
+    state.add_resident(job, sub, gpu_ids)
+    book.record(job, gpu_ids)
     return Start(
         job.id, gpu_ids, sub, job.batch_size // sub, (), f"exclusive on idle {describe_gpus(state, gpu_ids)}"
     )

@@ -25,10 +25,11 @@ whose memory leaves room for a partner (:class:`Resident`).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from scheduling.core.gpu_types import TypeBook, cluster_types
 from scheduling.core.types import GPU, Cluster, Job, JobId, Profile, RunningJob, Snapshot
 
 
@@ -43,7 +44,8 @@ class ClusterLayout:
 
     ``node_of``: node ordinal of each GPU id; ``node_names``/``node_sizes``: per node ordinal,
     in cluster order; ``healthy_by_node``: the healthy GPU ids of each node, ascending;
-    ``memory_desc_mb``: memory (MB) of the healthy GPUs, largest first.
+    ``memory_desc_mb``: memory (MB) of the healthy GPUs, largest first; ``type_memory``: each
+    GPU type of the healthy GPUs with its largest memory (MB), by type name.
     """
 
     node_of: tuple[int, ...]
@@ -52,6 +54,7 @@ class ClusterLayout:
     healthy_by_node: tuple[tuple[int, ...], ...]
     healthy_count: int
     memory_desc_mb: tuple[int, ...]
+    type_memory: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def of(cls, cluster: Cluster) -> ClusterLayout:
@@ -78,6 +81,7 @@ class ClusterLayout:
             tuple(tuple(ids) for ids in healthy),
             sum(len(ids) for ids in healthy),
             tuple(memory),
+            tuple(sorted(cluster_types(cluster.gpus).items())),
         )
 
 
@@ -168,6 +172,7 @@ class RoundState:
         # the choice of idle GPUs needs no memory floor (the fast path of start_on_idle)
         self.uniform_memory = not self.memory_desc_mb or self.memory_desc_mb[0] == self.memory_desc_mb[-1]
         self.fits_some_gpu: dict[tuple, bool] = {}  # job shape → fits its G largest GPUs at some sub-batch
+        self.types = TypeBook(snapshot, dict(layout.type_memory))  # GPU types (scheduling.core.gpu_types)
         self.residents: dict[JobId, Resident] = {}
         self.shareable_count = 0
         self.listener: ResidentListener | None = None
@@ -208,19 +213,28 @@ class RoundState:
         return tuple(sorted(picked))
 
     def pick_idle_with_memory(self, count: int, floor_mb: float) -> tuple[int, ...] | None:
-        """``count`` distinct idle GPU ids (sorted) each with at least ``floor_mb`` MB of memory,
-        chosen as :meth:`pick_idle` chooses among all idle GPUs: one node if possible (the node
-        with the fewest such GPUs that still holds the gang), else the nodes with the most such
-        GPUs first and the last one by best fit; ties go to the node listed first in the cluster,
-        and within a node the lowest GPU ids are taken. ``None`` when fewer than ``count`` idle
-        GPUs have ``floor_mb`` MB. Does not take them. O(idle GPUs + nodes · log nodes)."""
+        """``count`` distinct idle GPU ids (sorted) each with at least ``floor_mb`` MB of memory:
+        :meth:`pick_idle_where` with that predicate."""
+        return self.pick_idle_where(count, lambda g: g.memory_mb >= floor_mb)
+
+    def idle_ids(self) -> list[int]:
+        """The idle GPU ids, by node then id."""
+        return [g for idle in self._idle for g in sorted(idle)]
+
+    def pick_idle_where(self, count: int, ok: Callable[[GPU], bool]) -> tuple[int, ...] | None:
+        """``count`` distinct idle GPU ids (sorted) among those for which ``ok`` holds, chosen as
+        :meth:`pick_idle` chooses among all idle GPUs: one node if possible (the node with the
+        fewest such GPUs that still holds the gang), else the nodes with the most such GPUs first
+        and the last one by best fit; ties go to the node listed first in the cluster, and within
+        a node the lowest GPU ids are taken. ``None`` when fewer than ``count`` idle GPUs qualify.
+        Does not take them. O(idle GPUs + nodes · log nodes)."""
         if count < 1 or count > self.idle_count:
             return None
         gpus = self.gpus
         eligible: list[tuple[int, int, list[int]]] = []  # (number of GPUs, node ordinal, sorted ids)
         total = 0
         for node, idle in enumerate(self._idle):
-            ids = sorted(g for g in idle if gpus[g].memory_mb >= floor_mb)
+            ids = sorted(g for g in idle if ok(gpus[g]))
             if ids:
                 eligible.append((len(ids), node, ids))
                 total += len(ids)

@@ -21,6 +21,7 @@ from operator import attrgetter
 from typing import Protocol
 
 from scheduling.core.backfill import expected_free_times, shadow_time
+from scheduling.core.gpu_types import reserved_gpu_ids
 from scheduling.core.placement import never_fits_reason, start_on_idle
 from scheduling.core.preemptive import preemptive_exclusive
 from scheduling.core.profile_cache import CachedProfile, cached
@@ -172,8 +173,16 @@ def sharing_round(
     # busy healthy GPU → when it is expected to be idle (only needed for a reservation's backfill)
     frees: dict[int, float] = {} if starving is None else expected_free_times(snapshot, cp)
     shadow, spare = math.inf, 0
+    book = state.types
     for position, job in enumerate(order):
-        if blocker is not None and not (gate is not None and gate.within_guarantee(job)):
+        # a reservation on some GPU types only (scheduling.core.gpu_types): a job that may use
+        # another type starts there as usual, alone on idle GPUs
+        elsewhere = (
+            blocker is not None
+            and book.partial_reservation()
+            and bool(book.allowed(job, avoid_reserved=True))
+        )
+        if blocker is not None and not elsewhere and not (gate is not None and gate.within_guarantee(job)):
             # under a reservation only EASY backfill (Lifka 1995): alone on idle GPUs, and either
             # ending (P_j) before the shadow time or on GPUs the reserved job will not need then
             ends_before = now + job.remaining_time_s <= shadow
@@ -208,7 +217,7 @@ def sharing_round(
             reason = gate.refusal(job, state.idle_count - job.gpus if job.gpus <= state.idle_count else 0)
             can_reserve = can_reserve and not gate.over_cap(job)
         if reason is None:
-            outcome = _start_or_share(state, cp, finder, job)
+            outcome = _start_or_share(state, cp, finder, job, avoid_reserved=elsewhere)
             if isinstance(outcome, Start):
                 starts.append(outcome)
                 if gate is not None:
@@ -220,7 +229,15 @@ def sharing_round(
             reason = outcome
         if can_reserve and blocker is None:
             blocker = job
-            shadow, spare = shadow_time(frees, state.idle_count, job.gpus, now)
+            book.reserve(job)
+            if book.partial_reservation():  # the shadow time of the reserved types' GPUs only
+                mine = reserved_gpu_ids(state)
+                idle = sum(1 for g in state.idle_ids() if g in mine)
+                shadow, spare = shadow_time(
+                    {g: t for g, t in frees.items() if g in mine}, idle, job.gpus, now
+                )
+            else:
+                shadow, spare = shadow_time(frees, state.idle_count, job.gpus, now)
             reserved = (
                 f"GPUs reserved for starving job {job.id} (waiting past the starvation bound) "
                 f"until about t={shadow:.0f} s"
@@ -231,10 +248,19 @@ def sharing_round(
 
 
 def _start_or_share(
-    state: RoundState, profile: CachedProfile, finder: PartnerFinder, job: Job
+    state: RoundState,
+    profile: CachedProfile,
+    finder: PartnerFinder,
+    job: Job,
+    *,
+    avoid_reserved: bool = False,
 ) -> Start | str:
     """Start ``job`` alone on idle GPUs if enough are idle, else on all idle GPUs plus the partners
-    ``finder`` picks (recorded in ``state``); or why it must wait."""
+    ``finder`` picks (recorded in ``state``); or why it must wait. A job that may not use every GPU
+    type (its request, per-type quotas, or ``avoid_reserved``: a starving job holds its types) only
+    starts alone, on idle GPUs of the types it may use (:mod:`scheduling.core.gpu_types`)."""
+    if avoid_reserved or (not state.types.single and state.types.restricts(job)):
+        return start_on_idle(state, job, profile, state.min_sub_batch, avoid_reserved=avoid_reserved)
     if job.gpus <= state.idle_count:
         return start_on_idle(state, job, profile, state.min_sub_batch)
     if job.gpus > state.idle_count + state.shareable_count:
@@ -256,6 +282,7 @@ def _apply_share(state: RoundState, profile: Profile, job: Job, plan: SharePlan)
         state.remove_resident(resident.job.id)
         taken.extend(gpu_ids)
     state.take(taken)
+    state.types.record(job, taken)
     return Start(
         job.id,
         tuple(sorted(taken)),

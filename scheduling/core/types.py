@@ -89,6 +89,7 @@ class Job:
     - ``queued_since``: when the job last entered the queue (submit or preemption), s.
     - ``sharing_allowed``: False for a job (or a tenant's default) that said ``sharing: never``:
       it never shares a GPU, as incoming job or as resident.
+    - ``gpu_types``: the GPU types the job accepts (empty: any type; :mod:`scheduling.core.gpu_types`).
     ``P_j`` = :attr:`remaining_time_s` is the SJF key (MODEL.md §1).
     """
 
@@ -106,6 +107,7 @@ class Job:
     queued_since: float | None = None
     priority: int = 0
     sharing_allowed: bool = True
+    gpu_types: tuple[str, ...] = ()
 
     @property
     def remaining_iterations(self) -> float:
@@ -294,7 +296,8 @@ class Snapshot:
     ``pending``: jobs waiting for GPUs (any order; the policy sorts). ``running``: jobs holding
     GPUs. ``tenant_quotas``: tenant → :class:`TenantQuota`, or a plain int meaning
     ``TenantQuota(int)`` (guaranteed GPUs, unlimited borrowing); empty: no quotas. With quotas, a
-    tenant missing from the mapping has no guarantee and may only borrow.
+    tenant missing from the mapping has no guarantee and may only borrow. ``type_quotas``: tenant →
+    GPU type → :class:`TenantQuota` for that type only (:mod:`scheduling.core.gpu_types`).
     """
 
     now: float
@@ -303,6 +306,7 @@ class Snapshot:
     running: tuple[RunningJob, ...]
     config: SchedulerConfig = field(default_factory=SchedulerConfig)
     tenant_quotas: Mapping[str, int | TenantQuota] = field(default_factory=dict)
+    type_quotas: Mapping[str, Mapping[str, TenantQuota]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

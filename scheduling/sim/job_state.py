@@ -79,6 +79,7 @@ _JOB_FIELDS = (
     "queued_since",
     "priority",
     "sharing_allowed",
+    "gpu_types",
 )
 if tuple(f.name for f in fields(Job)) != _JOB_FIELDS:  # pragma: no cover - guards the contract
     raise ImportError(
@@ -105,4 +106,5 @@ def with_progress(job: Job, iterations_done: float, attained_gpu_s: float, queue
         queued_since,
         job.priority,
         job.sharing_allowed,
+        job.gpu_types,
     )
