@@ -59,3 +59,53 @@ def node_names(nodes: int, prefix: str = "node", start: int = 0) -> list[str]:
     last = start + nodes - 1
     width = max(2, len(str(max(last, 0))))
     return [f"{prefix}-{n:0{width}d}" for n in range(start, start + nodes)]
+
+
+#: Largest GPU memory (MB) a cluster spec may name (1 TiB, the API's bound too).
+MAX_SPEC_MEMORY_MB = 1_048_576
+_TYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")
+
+
+def parse_cluster_spec(
+    text: str, *, max_nodes: int | None = None
+) -> list[tuple[int, int, str | None, int | None]]:
+    """A cluster spec → its node groups ``(nodes, GPUs per node, GPU type, memory MB per GPU)``.
+
+    ``"4x8"`` → ``[(4, 8, None, None)]`` (type and memory left to the caller's defaults);
+    ``"2x8:a100:81920,4x8:t4:16384"`` → ``[(2, 8, "a100", 81920), (4, 8, "t4", 16384)]``: groups
+    separated by commas, each ``NODESxGPUS`` or ``NODESxGPUS:TYPE:MEMORY_MB`` (a type is 1–32
+    letters, digits, ``.``, ``_``, ``-``). Raises :class:`ShapeError` naming the bad group (a
+    shape as :func:`parse_shape` checks it, a type or memory missing or malformed, memory outside
+    1…:data:`MAX_SPEC_MEMORY_MB` MB) and :class:`ShapeTooLargeError` when the groups together pass
+    ``max_nodes`` nodes or :data:`MAX_TOTAL_GPUS` GPUs.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise ShapeError("cluster spec is empty; e.g. 4x8 or 2x8:a100:81920,4x8:t4:16384")
+    groups: list[tuple[int, int, str | None, int | None]] = []
+    for part in text.split(","):
+        fields = [f.strip() for f in part.split(":")]
+        if len(fields) not in (1, 3):
+            raise ShapeError(
+                f"node group {part.strip()!r} must look like NODESxGPUS or NODESxGPUS:TYPE:MEMORY_MB"
+            )
+        nodes, gpus = parse_shape(fields[0], max_nodes=max_nodes)
+        if len(fields) == 1:
+            groups.append((nodes, gpus, None, None))
+            continue
+        kind, memory = fields[1], fields[2]
+        if not _TYPE.match(kind):
+            raise ShapeError(
+                f"node group {part.strip()!r}: GPU type {kind!r} must be 1-32 letters, digits, '.', '_', '-'"
+            )
+        if not memory.isdigit() or not 1 <= int(memory) <= MAX_SPEC_MEMORY_MB:
+            raise ShapeError(
+                f"node group {part.strip()!r}: memory must be 1 to {MAX_SPEC_MEMORY_MB} MB, got {memory!r}"
+            )
+        groups.append((nodes, gpus, kind, int(memory)))
+    total_nodes = sum(g[0] for g in groups)
+    total = sum(g[0] * g[1] for g in groups)
+    if max_nodes is not None and total_nodes > max_nodes:
+        raise ShapeTooLargeError(f"at most {max_nodes:,} nodes, got {total_nodes:,}")
+    if total > MAX_TOTAL_GPUS:
+        raise ShapeTooLargeError(f"at most {MAX_TOTAL_GPUS:,} GPUs in total, got {total:,}")
+    return groups

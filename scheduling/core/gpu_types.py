@@ -25,7 +25,27 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
-from scheduling.core.types import GPU, Job, Snapshot, TenantQuota
+from common.shapes import node_names
+from scheduling.core.types import GPU, Cluster, Job, Snapshot, TenantQuota
+
+
+def cluster_of_groups(groups: Iterable[tuple[int, int, str, int]]) -> Cluster:
+    """A cluster of node groups ``(nodes, GPUs per node, GPU type, memory MB)``, in order; nodes
+    are named ``node-00``, ``node-01``… across the groups (:func:`common.shapes.node_names`), GPU
+    ids dense in node order. Raises ``ValueError`` for a group of no node, no GPU or no memory."""
+    rows = list(groups)
+    for nodes, per_node, _, memory in rows:
+        if nodes < 1 or per_node < 1 or memory < 1:
+            raise ValueError(
+                f"a node group needs ≥ 1 node, GPU and MB, got {nodes}x{per_node} of {memory} MB"
+            )
+    names = iter(node_names(sum(r[0] for r in rows)))
+    gpus: list[GPU] = []
+    for nodes, per_node, kind, memory in rows:
+        for _ in range(nodes):
+            name = next(names)
+            gpus.extend(GPU(len(gpus), name, i, memory, kind) for i in range(per_node))
+    return Cluster(tuple(gpus))
 
 
 def accepts(job: Job, gpu: GPU) -> bool:
@@ -178,14 +198,17 @@ def pick_smallest_sufficient(
     for g in ids:
         key = (gpus[g].memory_mb, gpus[g].gpu_type)
         counts[key] = counts.get(key, 0) + 1
-    total = 0
+    total, last = 0, None
     for tier in tiers:
         total += counts[tier]
         if total >= count:
-            allowed = {t for t in tiers if t <= tier}
+            last = tier
+            break
+    if last is None:
+        return None
+    allowed = {t for t in tiers if t <= last}
 
-            def in_tiers(g: GPU) -> bool:
-                return (g.memory_mb, g.gpu_type) in allowed
+    def in_tiers(g: GPU) -> bool:
+        return (g.memory_mb, g.gpu_type) in allowed
 
-            return pick(in_tiers)
-    return None
+    return pick(in_tiers)

@@ -25,8 +25,15 @@ from pathlib import Path
 from typing import TextIO
 
 from common.files import write_all_atomic
-from common.shapes import MAX_GPUS_PER_NODE, MAX_TOTAL_GPUS, ShapeError, ShapeTooLargeError, parse_shape
+from common.shapes import (
+    MAX_GPUS_PER_NODE,
+    MAX_TOTAL_GPUS,
+    ShapeError,
+    ShapeTooLargeError,
+    parse_cluster_spec,
+)
 from scheduling.core.fairness import GuaranteeMonitor
+from scheduling.core.gpu_types import cluster_of_groups
 from scheduling.core.skip import NO_SKIP, SkipRule
 from scheduling.core.types import (
     RECLAIM_MODES,
@@ -69,17 +76,32 @@ class CliError(Exception):
     """A user error: the message is shown as is, exit code 2."""
 
 
-def parse_cluster(text: str) -> tuple[int, int]:
-    """``--cluster "4x8"`` → ``(4, 8)`` (nodes, GPUs per node), by :func:`common.shapes.parse_shape`:
+def parse_cluster(text: str) -> list[tuple[int, int, str | None, int | None]]:
+    """``--cluster "4x8"`` → ``[(4, 8, None, None)]``; ``"2x8:a100:81920,4x8:t4:16384"`` → node
+    groups ``(nodes, GPUs per node, GPU type, memory MB)`` (:func:`common.shapes.parse_cluster_spec`):
     a simulated cluster has the bounds of every other (at most :data:`~common.shapes.MAX_GPUS_PER_NODE`
     GPUs per node and :data:`~common.shapes.MAX_TOTAL_GPUS` in total, refused before anything is
     built). Raises :class:`CliError` with one line naming ``--cluster``."""
     try:
-        return parse_shape(text)
+        return parse_cluster_spec(text)
     except ShapeTooLargeError as exc:
         raise CliError(f"--cluster {text!r} too large: {exc}") from None
     except ShapeError as exc:
         raise CliError(f"bad --cluster {text!r}: {exc}") from None
+
+
+def build_cluster(
+    groups: list[tuple[int, int, str | None, int | None]], memory_mb: int, gpu_type: str
+) -> Cluster:
+    """The simulated cluster of ``--cluster`` groups: one group without a type is
+    :meth:`Cluster.uniform` of ``--gpu-memory-mb`` and ``--gpu-type`` (as before GPU types);
+    otherwise :func:`~scheduling.core.gpu_types.cluster_of_groups`, a group without a type taking
+    those defaults."""
+    if len(groups) == 1 and groups[0][2] is None:
+        return Cluster.uniform(groups[0][0], groups[0][1], memory_mb, gpu_type)
+    return cluster_of_groups(
+        (nodes, per_node, kind or gpu_type, memory or memory_mb) for nodes, per_node, kind, memory in groups
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -94,8 +116,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cluster",
         required=True,
-        metavar="NODESxGPUS",
-        help=f"e.g. 4x8; at most {MAX_GPUS_PER_NODE} GPUs per node and {MAX_TOTAL_GPUS:,} GPUs in total",
+        metavar="NODESxGPUS[:TYPE:MB],...",
+        help=f"e.g. 4x8, or node groups of GPU types 2x8:a100:81920,4x8:t4:16384; at most "
+        f"{MAX_GPUS_PER_NODE} GPUs per node and {MAX_TOTAL_GPUS:,} GPUs in total",
     )
     parser.add_argument("--gpu-memory-mb", type=int, default=49_140, help="memory per GPU (MB)")
     parser.add_argument("--gpu-type", default="v100", help="GPU type label (the default profile is V100)")
@@ -315,7 +338,7 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
     from scheduling.profiles import load_default_profile
 
     stdout = stdout or sys.stdout
-    nodes, per_node = parse_cluster(args.cluster)
+    groups = parse_cluster(args.cluster)
     if args.gpu_memory_mb < 1:
         raise CliError(f"--gpu-memory-mb must be positive, got {args.gpu_memory_mb}")
     if not (args.grace_s >= 0 and math.isfinite(args.grace_s)):
@@ -351,7 +374,7 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
     check_output(args.json, "--json")
     check_output(args.html, "--html")
     policies = _policies(args.policies)
-    cluster = Cluster.uniform(nodes, per_node, args.gpu_memory_mb, args.gpu_type)
+    cluster = build_cluster(groups, args.gpu_memory_mb, args.gpu_type)
     profile = load_default_profile()
     try:
         trace = load_traces(args.trace, max_gpus=cluster.healthy_gpus, throughput=profile.isolated_throughput)

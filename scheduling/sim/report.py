@@ -114,18 +114,27 @@ def unfinished_warning(policy: str, summary: Mapping[str, Any]) -> str | None:
 
 def cluster_summary(cluster: Cluster) -> dict[str, Any]:
     """``{"nodes", "gpus_per_node", "gpus", "gpu_memory_mb", "gpu_type"}`` of a cluster (the
-    largest node's GPU count, the first GPU's memory and type: uniform clusters)."""
+    largest node's GPU count, the first GPU's memory and type: uniform clusters), plus
+    ``"gpu_types"`` (type → GPUs and largest memory MB) when it has several GPU types."""
     per_node: dict[str, int] = {}
     for g in cluster.gpus:
         per_node[g.node] = per_node.get(g.node, 0) + 1
     first = cluster.gpus[0]
-    return {
+    summary: dict[str, Any] = {
         "nodes": len(per_node),
         "gpus_per_node": max(per_node.values()),
         "gpus": cluster.size,
         "gpu_memory_mb": first.memory_mb,
         "gpu_type": first.gpu_type,
     }
+    kinds: dict[str, dict[str, int]] = {}
+    for g in cluster.gpus:
+        entry = kinds.setdefault(g.gpu_type, {"gpus": 0, "memory_mb": g.memory_mb})
+        entry["gpus"] += 1
+        entry["memory_mb"] = max(entry["memory_mb"], g.memory_mb)
+    if len(kinds) > 1:  # several GPU types: GPU type → {"gpus", "memory_mb" (largest)}
+        summary["gpu_types"] = kinds
+    return summary
 
 
 def policy_summary(
@@ -343,9 +352,13 @@ def format_table(report: Mapping[str, Any]) -> str:
         if cfg["round_interval_s"]
         else "rounds on events"
     )
+    shape = (
+        " + ".join(f"{k['gpus']} {t} ({k['memory_mb']} MB)" for t, k in c["gpu_types"].items())
+        if "gpu_types" in c
+        else f"{c['nodes']}x{c['gpus_per_node']} {c['gpu_type']} ({c['gpu_memory_mb']} MB)"
+    )
     lines.append(
-        f"trace {report['trace']}: {report['trace_rows']} rows; cluster "
-        f"{c['nodes']}x{c['gpus_per_node']} {c['gpu_type']} ({c['gpu_memory_mb']} MB); "
+        f"trace {report['trace']}: {report['trace_rows']} rows; cluster {shape}; "
         f"{rounds}; restart cost {cfg['restart_cost_s']:g} s; seed {cfg['seed']}"
     )
     lines.extend(fidelity_lines(report))
