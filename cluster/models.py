@@ -291,10 +291,23 @@ def largest_gang() -> int:
         return cursor.fetchone()[0]
 
 
+def gpu_types_registered() -> list[str]:
+    """The GPU types of the registered GPUs, sorted (what a job's ``gpu_types`` may name)."""
+    return sorted(set(GPU.objects.order_by().values_list("gpu_type", flat=True).distinct()))
+
+
+def largest_gpu_memory_mb_of(gpu_types: list[str]) -> int:
+    """Memory (MB) of the largest schedulable GPU of ``gpu_types`` (empty: any type); 0 if none."""
+    gpus = GPU.objects.schedulable()
+    if gpu_types:
+        gpus = gpus.filter(gpu_type__in=gpu_types)
+    return gpus.aggregate(m=Max("memory_mb"))["m"] or 0
+
+
 def largest_gpu_memory_mb() -> int:
     """Memory of the largest schedulable GPU (healthy, on a node that is not unhealthy), MB; 0 when
     there is none. A job whose memory per GPU at its smallest sub-batch exceeds it can never run."""
-    return GPU.objects.schedulable().aggregate(m=Max("memory_mb"))["m"] or 0
+    return largest_gpu_memory_mb_of([])
 
 
 class IdempotencyConflict(Exception):
@@ -347,6 +360,8 @@ class Job(models.Model):
     #: ``never``: the job never shares a GPU (as incoming job or resident); set from the tenant's
     #: ``default_sharing`` when the submission gives none.
     sharing = models.CharField(max_length=8, choices=Sharing.choices, default=Sharing.ALLOWED)
+    #: GPU types the job accepts, e.g. ``["a100"]`` (empty: any type; scheduling.core.gpu_types).
+    gpu_types = models.JSONField(default=list, blank=True)
     #: Peak memory per GPU an agent measured, brought to the full batch (MB); makes the job's
     #: memory known to the scheduler (docs/LEARNING.md, "In the service").
     measured_memory_mb = models.FloatField(null=True, blank=True)

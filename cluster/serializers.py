@@ -130,6 +130,13 @@ class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
         required=False,
         help_text="allowed (default: the tenant's default_sharing) or never: the job never shares a GPU.",
     )
+    gpu_types = serializers.ListField(
+        child=StrictCharField(max_length=32),
+        required=False,
+        max_length=16,
+        help_text='GPU types the job accepts, e.g. ["a100"]; empty or absent: any type. Each must be '
+        "a type of the cluster's GPUs.",
+    )
     status = serializers.ChoiceField(choices=Job.Status.choices, read_only=True)
     iterations_done = serializers.FloatField(read_only=True, help_text="Iterations completed so far.")
     failure_reason = serializers.CharField(read_only=True)
@@ -203,11 +210,22 @@ class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
             )
         return value
 
+    def validate_gpu_types(self, value: list[str]) -> list[str]:
+        """Each type must be one the cluster's GPUs have; duplicates are dropped (first kept)."""
+        known = models.gpu_types_registered()
+        unknown = [t for t in value if t not in known]
+        if unknown:
+            have = ", ".join(known) or "none"
+            raise serializers.ValidationError(
+                f"unknown GPU type {unknown[0]!r}; the cluster's GPU types are: {have}"
+            )
+        return list(dict.fromkeys(value))
+
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         """Refuse a job that can never run: one without a command on a cluster whose agents all
         run real processes (:func:`cluster.runnable.missing_command_refusal`), or one whose memory
         per GPU at its smallest sub-batch (gradient accumulation, MODEL.md §1–2) exceeds the
-        largest schedulable GPU's memory (MB).
+        largest schedulable GPU's memory (MB) — of the types it accepts (``gpu_types``).
 
         Same memory model as a round: ``scheduling.service.load_state`` builds the core job with
         ``memory_mb`` = ``gpu_memory_mb`` (``None``: the profile's), and the placement asks
@@ -221,9 +239,25 @@ class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
             refusal = runnable.missing_command_refusal()
             if refusal is not None:
                 raise serializers.ValidationError({"command": [refusal]})
-        largest = models.largest_gpu_memory_mb()
+        types = attrs.get("gpu_types") or []
+        largest = models.largest_gpu_memory_mb_of(types)
+        if largest == 0 and types:
+            raise serializers.ValidationError(
+                {"gpu_types": [f"no schedulable GPU of type {', '.join(types)} now"]}
+            )
         if largest == 0:
             return attrs  # validate_gpus already refuses a submission to a cluster without GPUs
+        if types:
+            of_types = models.GPU.objects.schedulable().filter(gpu_type__in=types).count()
+            if attrs["gpus"] > of_types:
+                raise serializers.ValidationError(
+                    {
+                        "gpus": [
+                            f"at most {of_types} GPUs of type {', '.join(types)} (schedulable now), "
+                            f"got {attrs['gpus']}"
+                        ]
+                    }
+                )
         memory = attrs.get("gpu_memory_mb")
         job = core.Job(
             0,
@@ -250,7 +284,8 @@ class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
             {
                 "gpu_memory_mb": [
                     f"the job can never run: {given} needs {math.ceil(needed)} MB per GPU even at sub-batch "
-                    f"{smallest}, more than the largest healthy GPU ({largest} MB)"
+                    f"{smallest}, more than the largest healthy GPU"
+                    f"{' of type ' + ', '.join(types) if types else ''} ({largest} MB)"
                 ]
             }
         )

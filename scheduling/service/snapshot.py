@@ -27,6 +27,7 @@ from cluster.models import GPU, Job, JobEvent, Node, Placement, Sharing
 from scheduling.core import types as core
 from scheduling.service.estimates import estimate_iter_time_s
 from scheduling.service.fairness import scheduler_config, tenant_quotas
+from scheduling.service.gpu_types import accepted_types, type_quotas
 from scheduling.service.knowledge import (
     class_key,
     class_records,
@@ -134,7 +135,8 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
       before a preemption or requeue counts (as in the simulator). ``queued_since`` of a pending
       job that ran before is the time of its latest ``preempted`` or ``requeued`` event (its wait
       starts again, docs/FAIRNESS.md §2).
-    - ``tenant_quotas``: :func:`tenant_quotas`; ``config``: :func:`scheduler_config`.
+    - ``tenant_quotas``: :func:`tenant_quotas`; ``config``: :func:`scheduler_config`;
+      ``type_quotas`` and each job's ``gpu_types``: :mod:`scheduling.service.gpu_types`.
     """
     now = now or timezone.now()
     table = table_of(profile or learned_profile())
@@ -196,6 +198,7 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
             "status",
             "sharing",
             "measured_memory_mb",
+            "gpu_types",
         )
         .order_by()
     )
@@ -234,6 +237,7 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
         status,
         sharing,
         measured_memory,
+        types,
     ) in rows:
         key = (model, batch, n_gpus)
         profile_s = estimates.get(key)
@@ -262,6 +266,7 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
             queued,
             priority,
             sharing != Sharing.NEVER,
+            accepted_types(types),
         )
         jobs[pk] = job
         if status == Job.Status.PENDING:
@@ -272,7 +277,13 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
                 core.RunningJob(job, core.Placement(pk, tuple(sorted(ids)), sub_batch, first.timestamp()))
             )
     snapshot = core.Snapshot(
-        now_s, core.Cluster(tuple(gpus)), tuple(pending), tuple(running), scheduler_config(), tenant_quotas()
+        now_s,
+        core.Cluster(tuple(gpus)),
+        tuple(pending),
+        tuple(running),
+        scheduler_config(),
+        tenant_quotas(),
+        type_quotas(),
     )
     return ClusterState(snapshot, tuple(gpu_pks), tuple(labels), gpu_ids, dict(residents), jobs)
 
