@@ -160,3 +160,22 @@ def test_tiers_and_smallest_sufficient_pick() -> None:
     )
     assert chosen == (0, 1)
     assert pick_smallest_sufficient(gpus, [2], 2, 1_000, lambda ok: (2,)) is None
+
+
+def test_sim_a_job_needing_the_large_type_starts_within_the_bound() -> None:
+    # 2 a100 + 2 t4; a 1-GPU "small" job (600 s) every 150 s for 2 h: 4 GPUs of demand on 4 GPUs.
+    # Job 1000 (2 GPUs, a100 only, 1,800 s) arrives at t = 300. Under sjf-bsbf its P_j is always
+    # the longest: it waits for the stream to end. Under sjf-bsbf-fair (bound 1,800 s) it becomes
+    # the head at t = 2,100 at the latest, reserves the a100s only, and starts once the small jobs
+    # on them end: wait ≤ bound + 600 s (their run) + 60 s (one round interval) = 2,460 s.
+    from scheduling.sim.engine import SimConfig, simulate
+
+    small = [job(i, model="small", iterations=600, submit=150.0 * i, tenant="s") for i in range(48)]
+    big = typed(job(1000, gpus=2, model="small", iterations=1_800, submit=300.0, tenant="b"), "a100")
+    config = SimConfig(scheduler=SchedulerConfig(starvation_bound_s=1_800.0))
+    waits = {}
+    for name in ("sjf-bsbf", "sjf-bsbf-fair"):
+        result = simulate([*small, big], mixed(), get_policy(name), PROFILE, config)
+        waits[name] = {o.job_id: o.queue_s for o in result.outcomes}[1000]
+    assert waits["sjf-bsbf-fair"] <= 1_800.0 + 600.0 + 60.0
+    assert waits["sjf-bsbf"] > 1_800.0 + 600.0 + 60.0
