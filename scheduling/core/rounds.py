@@ -216,6 +216,8 @@ def sharing_round(
         if reason is None and gate is not None:
             reason = gate.refusal(job, state.idle_count - job.gpus if job.gpus <= state.idle_count else 0)
             can_reserve = can_reserve and not gate.over_cap(job)
+        if can_reserve and book.refusal(job) is not None:
+            can_reserve = False  # over its per-type caps on every type it accepts: it could not start
         if reason is None:
             outcome = _start_or_share(state, cp, finder, job, avoid_reserved=elsewhere)
             if isinstance(outcome, Start):

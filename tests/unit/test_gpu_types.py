@@ -179,3 +179,20 @@ def test_sim_a_job_needing_the_large_type_starts_within_the_bound() -> None:
         waits[name] = {o.job_id: o.queue_s for o in result.outcomes}[1000]
     assert waits["sjf-bsbf-fair"] <= 1_800.0 + 600.0 + 60.0
     assert waits["sjf-bsbf"] > 1_800.0 + 600.0 + 60.0
+
+
+def test_a_head_over_its_per_type_caps_reserves_nothing() -> None:
+    # Job 1 (2 GPUs, a100 only) has waited past the bound, but tenant a may hold no a100 (cap
+    # 0 + 0): it could never start now, so it must hold no reservation. GPU 1 is busy; idle: 0
+    # (a100), 2, 3 (t4). Jobs 2 and 3 (tenant b, 10^6 s: never "ending before the shadow time")
+    # both start: 2 on t4 GPU 2, 3 (a100 only) on GPU 0. Had job 1 reserved, the shadow time
+    # would leave 3 idle − 2 needed = 1 spare GPU: job 2 would backfill on it and job 3 wait.
+    config = SchedulerConfig(starvation_bound_s=100.0)
+    head = typed(job(1, gpus=2, model="small", submit=0.0, tenant="a"), "a100")
+    later = job(2, model="small", iterations=1_000_000, submit=900.0, tenant="b")
+    pinned = typed(job(3, model="small", iterations=1_000_000, submit=950.0, tenant="b"), "a100")
+    busy = [running(job(10, model="big", iterations=10_000, tenant="o"), (1,))]
+    s = snap([head, later, pinned], busy, config=config, type_quotas={"a": {"a100": TenantQuota(0, 0)}})
+    d = get_policy("sjf-bsbf-fair").decide(s, PROFILE)
+    assert sorted(starts(d)) == [(2, (2,), 32), (3, (0,), 32)]
+    assert "per-type quota" in {w.job_id: w.reason for w in d.waits}[1]
