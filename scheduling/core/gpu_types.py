@@ -212,3 +212,60 @@ def pick_smallest_sufficient(
         return (g.memory_mb, g.gpu_type) in allowed
 
     return pick(in_tiers)
+
+
+class TypeCapacity:
+    """Healthy GPUs of each type not yet promised, for the GPU counting of the preemptive
+    baselines (:func:`scheduling.core.preemptive.preemptive_exclusive`) on a cluster of several
+    types: a job is admitted only if all admitted jobs can still be given GPUs of types they may
+    use, so no running job is preempted for a job that then cannot start on the GPUs freed.
+
+    Feasibility is exact for gangs that may mix their allowed types (supply and demand, Gale
+    1957 / Hall's condition): for every set ``S`` of types, the GPUs of the admitted pending
+    jobs whose allowed types all lie in ``S`` fit the unpromised GPUs of ``S``. Kept
+    incrementally per set: O(2^types) per call."""
+
+    def __init__(self, gpus: Iterable[GPU], book: TypeBook) -> None:
+        table = tuple(gpus)
+        self.bit = {t: 1 << i for i, t in enumerate(sorted(book.types))}
+        self.kind = {g.id: g.gpu_type for g in table}
+        sets = 1 << len(self.bit)
+        self.cap = [0] * sets  # unpromised GPUs of the types in each set
+        self.need = [0] * sets  # GPUs of admitted pending jobs whose types lie in each set
+        for g in table:
+            if g.healthy and g.gpu_type in self.bit:
+                self._add(self.cap, self.bit[g.gpu_type], 1)
+
+    def _add(self, table: list[int], mask: int, n: int, *, superset: bool = True) -> None:
+        for s in range(len(table)):
+            if s & mask == mask if superset else s & mask:
+                table[s] += n
+
+    def _ok(self) -> bool:
+        return all(need <= cap for need, cap in zip(self.need, self.cap, strict=True))
+
+    def admit(self, job: Job, allowed: Iterable[str]) -> bool:
+        """Admit ``job`` (``G_j`` GPUs of the ``allowed`` types) if every admitted job still fits;
+        whether it did (nothing changes otherwise)."""
+        mask = 0
+        for t in allowed:
+            mask |= self.bit.get(t, 0)
+        if mask == 0:
+            return False
+        self._add(self.need, mask, job.gpus)  # sets containing all its types
+        if self._ok():
+            return True
+        self._add(self.need, mask, -job.gpus)
+        return False
+
+    def keep(self, gpu_ids: Iterable[int]) -> bool:
+        """Promise a running job the ``gpu_ids`` it holds (not yet promised) if every admitted job
+        still fits; whether it did (nothing changes otherwise)."""
+        taken: list[int] = [self.bit[self.kind[g]] for g in gpu_ids if self.kind.get(g) in self.bit]
+        for b in taken:
+            self._add(self.cap, b, -1, superset=False)  # sets holding the GPU's type
+        if self._ok():
+            return True
+        for b in taken:
+            self._add(self.cap, b, 1, superset=False)
+        return False

@@ -28,6 +28,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from operator import itemgetter
 
+from scheduling.core.gpu_types import TypeCapacity
 from scheduling.core.placement import never_fits_reason, start_on_idle
 from scheduling.core.profile_cache import cached
 from scheduling.core.quota import gate_for
@@ -107,6 +108,8 @@ def preemptive_exclusive(
     packer = YarnPacker(state) if consolidated else None
     promised: set[int] = set()
     free = state.healthy_count if packer is None else packer.total
+    # several GPU types: count per type too (scheduling.core.gpu_types)
+    kinds = TypeCapacity(state.gpus, state.types) if packer is None and not state.types.single else None
     running: list[tuple[tuple, RunningJob]] = sorted(
         ((key(rj.job), rj) for rj in snapshot.running), key=_first
     )
@@ -140,6 +143,18 @@ def preemptive_exclusive(
             if reason is None and gate is not None and job.gpus <= free:
                 reason = gate.refusal(job, free - job.gpus - len(later))
             fits = job.gpus <= free if packer is None else reason is None and packer.place(job.gpus)
+            if (
+                fits
+                and reason is None
+                and kinds is not None
+                and not kinds.admit(job, state.types.allowed(job))
+            ):
+                fits = False
+                reason = (
+                    f"rank {rank} under {policy}: needs {job.gpus} GPUs of type "
+                    f"{', '.join(sorted(state.types.allowed(job))) or 'none it may use'}, "
+                    f"too few left after higher-ranked jobs"
+                )
             if reason is None and fits:
                 free = free - job.gpus if packer is None else packer.total
                 admitted.append(job)
@@ -162,7 +177,7 @@ def preemptive_exclusive(
                 del later[g]
         if packer is None:
             cost = len(healthy - promised)
-            keep = cost <= free
+            keep = cost <= free and (kinds is None or kinds.keep(healthy - promised))
             if keep:
                 free -= cost
         else:
