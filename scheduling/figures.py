@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from common.shapes import gpu_label
 from scheduling.core.metrics import cdf_points
 
 if TYPE_CHECKING:  # plotly is imported only by the callers that render HTML
@@ -256,7 +257,7 @@ def cluster_map_spec(cells: Sequence[Mapping[str, Any]], tenants: Sequence[str] 
 
 
 def _cell_hover(cell: Mapping[str, Any]) -> str:
-    head = f"{cell['node']}:{cell['index']}" + ("" if cell["healthy"] else " (unhealthy)")
+    head = gpu_label(cell["node"], cell["index"]) + ("" if cell["healthy"] else " (unhealthy)")
     if not cell["jobs"]:
         return f"{head}<br>free"
     lines = [head]

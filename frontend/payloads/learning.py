@@ -16,6 +16,7 @@ from typing import Any
 from django.utils import timezone
 
 from cluster.models import Job, Placement
+from common.shapes import gpu_label
 from frontend.payloads.common import JobNames, Viewer, iso, payload, rounded, table
 from scheduling import figures
 from scheduling.models import SlowdownObservation
@@ -141,7 +142,7 @@ def running_pairs(viewer: Viewer, names: JobNames) -> list[dict[str, Any]]:
                 "measured": measured,
             },
         )
-        entry["gpus"].append(f"{node}:{index}")
+        entry["gpus"].append(gpu_label(node, index))
     for entry in grouped.values():
         entry["gpus"] = ", ".join(entry["gpus"])
         entry["label"] = f"{entry['job']} beside {entry['beside']}"

@@ -11,6 +11,7 @@ from typing import Any
 from django.utils import timezone
 
 from cluster.expressions import EpochSeconds
+from common.shapes import gpu_label
 from frontend.payloads.common import (
     HIDDEN,
     Viewer,
@@ -136,7 +137,7 @@ def _window_placements(start: datetime, now: datetime, tenant_id: int | None = N
     lo, hi = start.timestamp(), now.timestamp()
     return [
         (
-            f"{node}:{index}",
+            gpu_label(node, index),
             slot,
             job_id,
             name,
