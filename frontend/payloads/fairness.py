@@ -17,6 +17,7 @@ from frontend.payloads.common import Viewer, iso, payload, raw_rows, rounded, ta
 from frontend.payloads.service import policy_named, scheduler_config, summed_quotas
 from scheduling import figures
 from scheduling.core.metrics import jain_index
+from scheduling.core.quota import reclaim_in_effect
 from scheduling.core.types import Policy, SchedulerConfig, TenantQuota
 
 #: Equal time bins of the window (usage, demand and Jain's index per bin).
@@ -84,16 +85,16 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     return payload(
         viewer,
         now,
-        summary=_summary(jain, minutes, policy, config),
+        summary=_summary(jain, minutes, policy, config, bool(jobs)),
         figures_={
             "usage": figures.tenant_usage_spec(
                 times, usage, {visible[t]: guaranteed.get(t, 0) for t in visible}
             ),
-            "jain": figures.jain_spec(times, jain),
+            **({"jain": figures.jain_spec(times, jain)} if any(j is not None for j in jain) else {}),
             **_per_tenant_bars({"live": per_tenant}, minutes),
         },
         tables={
-            "scheduler": _scheduler_table(config),
+            "scheduler": _scheduler_table(config, policy),
             "tenants": _tenants_table(rows, minutes),
             "usage": _usage_table(times, usage, jain),
         },
@@ -131,7 +132,8 @@ def jain_per_bin(
     width_s: float,
 ) -> list[float | None]:
     """Jain's index per bin (3 decimals) of ``GPUs in use ÷ guaranteed GPUs`` over the
-    ``tenants`` with a guarantee that had work in the bin; ``None`` for a bin with no such tenant.
+    ``tenants`` with a guarantee that had work in the bin; ``None`` for a bin with no such tenant
+    or where none of them held a GPU (``jain_index`` would say 1.0 of all zeros).
 
     ``charged``: ``{tenant id: [GPU-seconds per bin]}`` (:func:`usage_bins`); ``demand``:
     ``{tenant id: [had work per bin]}`` (:func:`demand_bins`); ``width_s``: bin width (s).
@@ -144,7 +146,8 @@ def jain_per_bin(
             for t in tenants
             if guaranteed.get(t, 0) > 0 and demand.get(t, [False] * FAIRNESS_BINS)[k]
         ]
-        jain.append(rounded(jain_index(xs), 3) if xs else None)
+        # no share of anything to compare while none of them holds a GPU: no figure, not 1.0
+        jain.append(rounded(jain_index(xs), 3) if any(xs) else None)
     return jain
 
 
@@ -200,22 +203,29 @@ def _tenant_rows(
 
 
 def reclaim_words(config: SchedulerConfig, policy: Policy) -> str:
-    """How ``policy`` actually reclaims lent GPUs under ``config``, in words.
-
-    Only a policy that reclaims by preemption (sjf-bsbf-fair) uses the preempting modes; every
-    other policy bounds borrowers' remaining time instead (``scheduling.core.quota.QuotaGate``).
+    """How ``policy`` actually reclaims lent GPUs under ``config``, in words: those of the mode in
+    effect (:func:`scheduling.core.quota.reclaim_in_effect`, the answer the quota gate follows and
+    the ``scheduler`` table shows), and when that is not the configured mode, why.
     """
-    if getattr(policy, "reclaims", False):
-        return RECLAIM_WORDS[config.reclaim]
-    return f"{RECLAIM_WORDS['bound']} ({policy.name} cannot preempt)"
+    mode = reclaim_in_effect(config.reclaim, getattr(policy, "reclaims", False))
+    if mode == config.reclaim:
+        return RECLAIM_WORDS[mode]
+    return (
+        f"{RECLAIM_WORDS[mode]} ({policy.name} never preempts, so "
+        f"SHAREWISE_RECLAIM={config.reclaim} does not apply)"
+    )
 
 
-def _summary(jain: Sequence[float | None], minutes: str, policy: Policy, config: SchedulerConfig) -> str:
-    """The latest Jain's index, the policy, the starvation bound and how lent GPUs come back."""
+def _summary(
+    jain: Sequence[float | None], minutes: str, policy: Policy, config: SchedulerConfig, any_jobs: bool
+) -> str:
+    """The latest Jain's index ("—" with why when there is none: no jobs yet, or no tenant with a
+    quota and work held a GPU), the policy, the starvation bound and how lent GPUs come back."""
     current = next((j for j in reversed(jain) if j is not None), None)
     reclaim = reclaim_words(config, policy)
+    why = "no jobs yet" if not any_jobs else "no tenant with a quota and work held a GPU"
     return (
-        f"Jain's index now: {current if current is not None else 'n/a (no tenant with work and quota)'}; "
+        f"Jain's index now: {current if current is not None else f'— ({why})'}; "
         f"GPU-hours over the last {minutes}. Policy {policy.name}; starvation bound "
         f"{config.starvation_bound_s / 3600:g} h; borrowed GPUs reclaimed by {reclaim}. "
         f"GPUs held count a shared GPU once for each of its two jobs, so they may add up to more "
@@ -249,18 +259,24 @@ def _bars(
     return {name: figures.tenant_bars_spec(live, metric, scale, title, axis, colour_by_tenant=True)}
 
 
-def _scheduler_table(config: SchedulerConfig) -> dict[str, Any]:
-    """The cluster-wide scheduler settings (s, and the reclaim mode)."""
+def _scheduler_table(config: SchedulerConfig, policy: Policy) -> dict[str, Any]:
+    """The cluster-wide scheduler settings (s, the reclaim mode set and the one in effect under
+    ``policy``, :func:`scheduling.core.quota.reclaim_in_effect`)."""
     return table(
         ["setting", "value"],
         [
             ["starvation bound s", config.starvation_bound_s],
             ["aging s", config.aging_s],
-            ["reclaim", config.reclaim],
+            ["reclaim (set)", config.reclaim],
+            [
+                f"reclaim (in effect under {policy.name})",
+                reclaim_in_effect(config.reclaim, getattr(policy, "reclaims", False)),
+            ],
             ["borrow bound s", config.borrow_bound_s],
         ],
         "Cluster-wide (settings SHAREWISE_STARVATION_BOUND_S, SHAREWISE_AGING_S, SHAREWISE_RECLAIM, "
-        "SHAREWISE_BORROW_BOUND_S; docs/FAIRNESS.md).",
+        "SHAREWISE_BORROW_BOUND_S; docs/FAIRNESS.md). Only a policy that preempts (sjf-bsbf-fair) "
+        "reclaims by preemption; every other one bounds borrowers' remaining time.",
     )
 
 
