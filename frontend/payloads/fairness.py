@@ -4,7 +4,6 @@ time, mean JCT and queueing delay, GPU-hours; and the cluster-wide scheduler set
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import timedelta
 from typing import Any, NamedTuple
 
 from django.db.models import Avg, Count, Min, Q, Sum
@@ -13,7 +12,8 @@ from django.utils import timezone
 from cluster.expressions import EpochSeconds
 from cluster.models import Job, Quota, Tenant
 from frontend.payloads.bins import demand_bins, usage_bins, window_usage
-from frontend.payloads.common import Viewer, iso, payload, raw_rows, rounded, table
+from frontend.payloads.clock import TimeScale, time_scale
+from frontend.payloads.common import Viewer, payload, raw_rows, rounded, table
 from frontend.payloads.service import policy_named, scheduler_config, summed_quotas
 from scheduling import figures
 from scheduling.core.metrics import jain_index
@@ -63,7 +63,8 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     GPUs.
     """
     now = timezone.now()
-    start = now - timedelta(seconds=window_s)
+    scale = time_scale()
+    start = scale.window_start(now, window_s)
     tenants = dict(Tenant.objects.values_list("id", "name"))
     if not tenants:
         return payload(viewer, now, empty="No tenants yet: create one with manage.py create_tenant.")
@@ -72,33 +73,74 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     )
     guaranteed = {t: q.guaranteed_gpus for t, q in quotas.items()}
     config, policy = scheduler_config(), policy_named()
-    width_s = window_s / FAIRNESS_BINS
+    # bins of wall seconds (a replay's window never reaches back before the replay began)
+    width_s = max((now - start).total_seconds(), 1e-3) / FAIRNESS_BINS
     charged = usage_bins(window_usage(start, now), start.timestamp(), width_s, FAIRNESS_BINS)
     jobs = tenant_jobs()
     demand = demand_bins(start, now, width_s, FAIRNESS_BINS, {t: j.first_active for t, j in jobs.items()})
     jain = jain_per_bin(tenants, charged, demand, guaranteed, width_s)
     visible = {t: n for t, n in tenants.items() if viewer.sees(t)}
-    times = [iso(start + timedelta(seconds=k * width_s)) for k in range(FAIRNESS_BINS)]
+    times = [scale.at(start.timestamp() + k * width_s) for k in range(FAIRNESS_BINS)]
     usage = _gpus_in_use(visible, charged, width_s)
-    per_tenant, rows = _tenant_rows(visible, jobs, charged, quotas)
-    minutes = f"{window_s / 60:g} min"
+    shown_jobs, shown_charged = shown_in(scale, jobs, charged)
+    per_tenant, rows = _tenant_rows(visible, shown_jobs, shown_charged, quotas)
+    minutes = scale.window_words(window_s)
+    tenants_table = _tenants_table(rows, minutes)
+    tenants_table["note"] = scale.note
     return payload(
         viewer,
         now,
-        summary=_summary(jain, minutes, policy, config, bool(jobs)),
+        summary=_summary(jain, minutes, policy, config, bool(jobs))
+        + mean_jct_words(visible, shown_jobs, scale),
         figures_={
             "usage": figures.tenant_usage_spec(
-                times, usage, {visible[t]: guaranteed.get(t, 0) for t in visible}
+                times, usage, {visible[t]: guaranteed.get(t, 0) for t in visible}, scale.axis
             ),
-            **({"jain": figures.jain_spec(times, jain)} if any(j is not None for j in jain) else {}),
+            **(
+                {"jain": figures.jain_spec(times, jain, scale.axis)}
+                if any(j is not None for j in jain)
+                else {}
+            ),
             **_per_tenant_bars({"live": per_tenant}, minutes),
         },
         tables={
             "scheduler": _scheduler_table(config, policy),
-            "tenants": _tenants_table(rows, minutes),
+            "tenants": tenants_table,
             "usage": _usage_table(times, usage, jain),
         },
     )
+
+
+def shown_in(
+    scale: TimeScale, jobs: Mapping[int, TenantJobs], charged: Mapping[int, Sequence[float]]
+) -> tuple[dict[int, TenantJobs], dict[int, list[float]]]:
+    """The tenants' mean JCT and queueing delay (s) and GPU-seconds per bin as ``scale`` shows
+    them (trace seconds during a replay: wall durations × speedup; the demo's terminal computes
+    its JCTs the same way, ``demo.report.live_result``)."""
+    k = scale.speedup
+    shown = {
+        t: j._replace(
+            avg_jct_s=None if j.avg_jct_s is None else j.avg_jct_s * k,
+            avg_queue_s=None if j.avg_queue_s is None else j.avg_queue_s * k,
+        )
+        for t, j in jobs.items()
+    }
+    return shown, {t: [v * k for v in values] for t, values in charged.items()}
+
+
+def mean_jct_words(visible: Mapping[int, str], jobs: Mapping[int, TenantJobs], scale: TimeScale) -> str:
+    """``" Mean JCT of the 61 succeeded jobs: 1,917 s of trace time."``: over the succeeded jobs
+    of the ``visible`` tenants (each tenant's mean weighted by its succeeded jobs); empty when
+    there are none."""
+    done = [
+        (jobs[t].finished, jobs[t].avg_jct_s) for t in visible if t in jobs and jobs[t].avg_jct_s is not None
+    ]
+    n = sum(f for f, _ in done)
+    if not n:
+        return ""
+    mean = sum(f * (a or 0.0) for f, a in done) / n
+    unit = "s of trace time" if scale.is_trace else "s"
+    return f" Mean JCT of the {n} succeeded job{'s' if n != 1 else ''}: {mean:,.0f} {unit}."
 
 
 def tenant_jobs() -> dict[int, TenantJobs]:
