@@ -141,3 +141,56 @@ def test_timeline_decisions_and_queue_in_a_replay_are_in_trace_seconds(
     make_job(tenant_a, "a-old", submitted_at=timezone.now() - timedelta(seconds=10))
     queue = {r["job"].split()[-1]: r for r in table(get(admin_web, "queue"), "queue")}
     assert 500 <= queue["a-old"]["waiting trace s"] <= 520
+
+
+# ----------------------------------------------------------------------------- the controls
+def test_window_and_rounds_parameters_are_checked_with_a_message(alice_web: Client) -> None:
+    for name, query, message in (
+        ("decisions", "rounds=0", "rounds must be from 1 to 100, got 0"),
+        ("decisions", "rounds=101", "rounds must be from 1 to 100, got 101"),
+        ("decisions", "rounds=ten", "rounds must be a whole number from 1 to 100, got 'ten'"),
+        ("fairness", "window=299", "window must be from 300 to 604800, got 299"),
+        ("learning", "window=1.5", "window must be a whole number from 300 to 604800, got '1.5'"),
+        ("timeline", "window=604801", "window must be from 60 to 604800, got 604801"),
+    ):
+        response = alice_web.get(f"/dashboard/api/{name}.json?{query}")
+        assert response.status_code == 400, (name, query)
+        assert response.json() == {"error": message}
+
+
+def test_decisions_show_as_many_rounds_as_asked(shared_cluster: dict[str, Job], admin_web: Client) -> None:
+    job = shared_cluster["a-wait"]
+    now = timezone.now()
+    for k in range(40):  # a round every 60 s over the last 40 minutes
+        Round.objects.create(
+            started_at=now - timedelta(seconds=60 * (40 - k)),
+            policy="sjf-bsbf",
+            decisions=[{"job_id": job.pk, "action": "wait", "reason": f"round {k}"}],
+            n_waiting=1,
+        )
+    reasons = [r["reason"] for r in table(get(admin_web, "decisions"), "decisions")]
+    assert reasons == [f"round {k}" for k in range(39, 29, -1)]  # the default: the last 10
+    body = get(admin_web, "decisions", rounds=40)
+    assert len(table(body, "decisions")) == 40
+    assert "in the last 40 rounds (2,340 s)" in body["summary"]  # 39 intervals of 60 s
+    assert len(body["figures"]["round_counts"]["data"][0]["x"]) == 40  # counts cover them too
+
+
+def test_the_page_has_the_controls_set_from_its_query(alice_web: Client) -> None:
+    html = alice_web.get("/dashboard/?window=86400&rounds=25").content.decode()
+    assert '<select id="window-control" name="window">' in html
+    assert '<option value="86400" selected>1 day</option>' in html
+    assert 'id="rounds-control" name="rounds" min="1" max="100" value="25"' in html
+    assert "Times: UTC, seconds" in html
+    for section in ("timeline", "fairness", "learning"):
+        assert f"{{% url 'frontend:{section}' %}}" not in html
+        assert f'id="{section}" data-endpoint="/dashboard/api/{section}.json" data-params="window"' in html
+    assert 'data-endpoint="/dashboard/api/decisions.json" data-params="rounds"' in html
+    bad = alice_web.get("/dashboard/?window=7&rounds=x").content.decode()  # the defaults, no error
+    assert '<option value="3600" selected>1 h</option>' in bad and 'value="10"' in bad
+
+
+def test_the_page_says_trace_time_in_a_replay(replay: datetime, alice_web: Client) -> None:
+    html = alice_web.get("/dashboard/").content.decode()
+    assert "Times: trace time in seconds (a replay at 50x)" in html
+    assert '<option value="86400" selected>1 day</option>' in html  # the whole demo by default

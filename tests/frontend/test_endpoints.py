@@ -133,7 +133,7 @@ def test_bad_parameters_are_400_with_a_message(alice_web: Client) -> None:
         ("timeline", "window=abc"),
         ("timeline", "window=5"),
         ("queue", "limit=0"),
-        ("decisions", "rounds=51"),
+        ("decisions", "rounds=101"),
         ("fairness", "window=-1"),
     ):
         response = alice_web.get(f"/dashboard/api/{name}.json?{query}")
