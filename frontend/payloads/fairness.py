@@ -101,7 +101,7 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
                 if any(j is not None for j in jain)
                 else {}
             ),
-            **_per_tenant_bars({"live": per_tenant}, minutes),
+            **_per_tenant_bars({"live": per_tenant}, minutes, "trace min" if scale.is_trace else "min"),
         },
         tables={
             "scheduler": _scheduler_table(config, policy),
@@ -275,18 +275,18 @@ def _summary(
     )
 
 
-def _per_tenant_bars(live: Mapping[str, Any], minutes: str) -> dict[str, Any]:
+def _per_tenant_bars(live: Mapping[str, Any], minutes: str, unit: str = "min") -> dict[str, Any]:
     """The mean JCT, mean queueing delay and GPU-hours bar charts (each left out when no tenant
     has a value). ``live``: ``{"live": {tenant name: {"avg_jct_s", "avg_queue_s", "gpu_hours"}}}``."""
     return {
-        **_bars(live, "jct", "avg_jct_s", 1 / 60.0, "Mean JCT per tenant", "mean JCT (min)"),
+        **_bars(live, "jct", "avg_jct_s", 1 / 60.0, "Mean JCT per tenant", f"mean JCT ({unit})"),
         **_bars(
             live,
             "queueing",
             "avg_queue_s",
             1 / 60.0,
             "Mean queueing delay per tenant",
-            "mean queueing delay (min)",
+            f"mean queueing delay ({unit})",
         ),
         **_bars(live, "gpu_hours", "gpu_hours", 1.0, f"GPU-hours per tenant (last {minutes})", "GPU-hours"),
     }

@@ -3,6 +3,7 @@ everywhere."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
@@ -81,6 +82,8 @@ def test_fairness_in_a_replay_is_in_trace_seconds_and_matches_the_terminal(
     assert rows["team-c"]["mean JCT s"] == pytest.approx(3000.0, abs=0.1)
     assert "Mean JCT of the 3 succeeded jobs: 2,000 s of trace time." in body["summary"]
     assert "trace time" in table_note(body, "tenants")
+    assert "mean JCT (trace min)" in json.dumps(body["figures"]["jct"]["layout"])
+    assert body["figures"]["jct"]["data"][0]["y"][0] == pytest.approx(25.0, abs=0.01)  # 1,500 s
     # the window (1 day of trace time = 1,728 wall s) begins at the replay's start, trace time 0,
     # not 1,628 wall s before it: 30 bins of 100 wall s / 30 = 166.7 trace s each
     usage = body["figures"]["usage"]
