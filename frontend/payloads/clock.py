@@ -67,6 +67,11 @@ class TimeScale:
         """:meth:`at` of a datetime."""
         return self.at(moment.timestamp())
 
+    def moment_words(self, moment: datetime) -> str:
+        """A moment in words: ``"at 2026-12-01T14:02:03.456Z"`` or ``"at 1,234 s of trace time"``."""
+        shown = self.at_dt(moment)
+        return f"at {shown:,.0f} s of trace time" if isinstance(shown, float) else f"at {shown}"
+
     def seconds(self, wall_s: float) -> float:
         """A duration of ``wall_s`` wall seconds as shown (s of trace time in a replay)."""
         return wall_s * self.speedup

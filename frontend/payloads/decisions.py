@@ -4,7 +4,6 @@ per-round counts."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 from django.db.models import Q
@@ -74,7 +73,7 @@ def decisions_payload(viewer: Viewer, n_rounds: int) -> dict[str, Any]:
     ]
     _, started_at, policy, duration_ms, n_started, n_waiting, n_preempted = counts[0]
     summary = (
-        f"Latest round {_moment(scale, started_at)} ({policy}, {duration_ms:.0f} ms): {n_started} "
+        f"Latest round {scale.moment_words(started_at)} ({policy}, {duration_ms:.0f} ms): {n_started} "
         f"started, {n_waiting} waiting, {n_preempted} preempted; {len(pairs)} sharing decisions in the "
         f"last {len(shown)} rounds{_span(scale, shown)}."
     )
@@ -103,12 +102,6 @@ def decisions_payload(viewer: Viewer, n_rounds: int) -> dict[str, Any]:
 def _round_column(scale: TimeScale) -> str:
     """The name of the column of a round's start: ``"round"`` (UTC) or ``"round (trace s)"``."""
     return "round (trace s)" if scale.is_trace else "round"
-
-
-def _moment(scale: TimeScale, moment: datetime) -> str:
-    """A round's start in words: ISO UTC, or ``"at 1,234 s of trace time"``."""
-    shown = scale.at_dt(moment)
-    return f"at {shown:,.0f} s of trace time" if isinstance(shown, float) else str(shown)
 
 
 def _short(when: str | float) -> str:

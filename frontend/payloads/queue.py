@@ -10,7 +10,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from cluster.models import Job, JobEvent
-from frontend.payloads.clock import TimeScale, time_scale
+from frontend.payloads.clock import time_scale
 from frontend.payloads.common import JobNames, Viewer, job_label, payload, raw_rows, table
 from frontend.payloads.rounds import RoundView, latest_rounds
 from scheduling import figures
@@ -58,7 +58,7 @@ def queue_payload(viewer: Viewer, limit: int) -> dict[str, Any]:
     jobs, rows = _shown_jobs(shown, latest, viewer, now, scale.speedup)
     note = f"First {len(shown)} of {total} shown." if total > len(shown) else ""
     summary = f"{total} waiting job{'s' if total != 1 else ''}" + (
-        f" (policy order from the round of {_round_at(scale, latest.started_at)}, {latest.policy})."
+        f" (policy order from the round {scale.moment_words(latest.started_at)}, {latest.policy})."
         if latest
         else " (arrival order: no round has run yet)."
     )
@@ -75,12 +75,6 @@ def queue_payload(viewer: Viewer, limit: int) -> dict[str, Any]:
             )
         },
     )
-
-
-def _round_at(scale: TimeScale, moment: datetime) -> str:
-    """A round's start as ``scale`` shows it: ISO UTC, or ``"1,234 s of trace time"``."""
-    shown = scale.at_dt(moment)
-    return f"{shown:,.0f} s of trace time" if isinstance(shown, float) else str(shown)
 
 
 def _pending() -> Any:

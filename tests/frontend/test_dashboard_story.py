@@ -85,12 +85,13 @@ def test_fairness_in_a_replay_is_in_trace_seconds_and_matches_the_terminal(
     assert "mean JCT (trace min)" in json.dumps(body["figures"]["jct"]["layout"])
     assert body["figures"]["jct"]["data"][0]["y"][0] == pytest.approx(25.0, abs=0.01)  # 1,500 s
     # the window (1 day of trace time = 1,728 wall s) begins at the replay's start, trace time 0,
-    # not 1,628 wall s before it: 30 bins of 100 wall s / 30 = 166.7 trace s each
+    # not 1,628 wall s before it: 30 bins of (100 wall s × 50) / 30 = 166.7 trace s each
     usage = body["figures"]["usage"]
     assert usage["layout"]["xaxis"]["type"] == "linear"
     assert "trace time" in usage["layout"]["xaxis"]["title"]["text"]
     assert usage["data"][0]["x"][0] == 0.0
-    assert usage["data"][0]["x"][1] == pytest.approx(5000 / 30, abs=0.2)
+    span_s = (datetime.fromisoformat(body["generated_at"]) - origin).total_seconds() * SPEEDUP  # ≈ 5,000
+    assert usage["data"][0]["x"][1] == pytest.approx(span_s / 30, abs=0.2)
 
     # the demo's terminal figure for the same jobs (demo.report.live_result on the same clock)
     clock = Clock(0.0, SPEEDUP)
@@ -120,7 +121,9 @@ def test_timeline_decisions_and_queue_in_a_replay_are_in_trace_seconds(
     body = get(admin_web, "timeline", window=86400)  # 1 day of trace time: since the origin
     (bar,) = table(body, "timeline")
     assert bar["start"] == 500.0
-    assert 4990 <= bar["end"] <= 5100 and bar["trace s"] == round(bar["end"] - 500.0)
+    # the end is the payload's now in trace time: (now − origin) × 50
+    now_s = (datetime.fromisoformat(body["generated_at"]) - origin).total_seconds() * SPEEDUP
+    assert bar["end"] == pytest.approx(now_s, abs=0.2) and bar["trace s"] == round(bar["end"] - 500.0)
     spec = body["figures"]["timeline"]
     assert spec["layout"]["xaxis"]["type"] == "linear"
     assert spec["data"][0]["base"] == [500.0]
@@ -141,9 +144,11 @@ def test_timeline_decisions_and_queue_in_a_replay_are_in_trace_seconds(
     assert "Latest round at 4,500 s of trace time" in decisions["summary"]
     assert "in the last 2 rounds (3,000 s of trace time)" in decisions["summary"]
     # a-run waits since its submission (now): about 0 s; a-old for 10 wall s = 500 trace s
-    make_job(tenant_a, "a-old", submitted_at=timezone.now() - timedelta(seconds=10))
-    queue = {r["job"].split()[-1]: r for r in table(get(admin_web, "queue"), "queue")}
-    assert 500 <= queue["a-old"]["waiting trace s"] <= 520
+    old = make_job(tenant_a, "a-old", submitted_at=timezone.now() - timedelta(seconds=10))
+    body = get(admin_web, "queue")
+    waited_s = (datetime.fromisoformat(body["generated_at"]) - old.submitted_at).total_seconds() * SPEEDUP
+    queue = {r["job"].split()[-1]: r for r in table(body, "queue")}
+    assert 500 <= queue["a-old"]["waiting trace s"] == pytest.approx(waited_s, abs=1)  # 10 s x 50 and a bit
 
 
 # ----------------------------------------------------------------------------- the controls
