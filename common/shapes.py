@@ -5,6 +5,7 @@ carry the same node names."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 #: Most GPUs one node may have (no server holds more).
 MAX_GPUS_PER_NODE = 64
@@ -51,6 +52,21 @@ def check_shape(nodes: int, gpus_per_node: int, *, max_nodes: int | None = None)
         raise ShapeTooLargeError(f"at most {max_nodes:,} nodes, got {nodes:,}")
     if nodes * gpus_per_node > MAX_TOTAL_GPUS:
         raise ShapeTooLargeError(f"at most {MAX_TOTAL_GPUS:,} GPUs in total, got {nodes * gpus_per_node:,}")
+
+
+def gpu_label(node: str, index: int) -> str:
+    """``"node-02:3"``: GPU ``index`` of node ``node``, the one way every part of Sharewise names a
+    GPU (the service's decisions and reasons, the dashboard, the simulator's policies)."""
+    return f"{node}:{index}"
+
+
+def gpu_list(gpus: Iterable[tuple[str, int]]) -> str:
+    """``"node-02:0,1; node-03:4"``: ``(node, index)`` pairs grouped by node, in first-seen order
+    (:func:`gpu_label` of one GPU, ``node:i,j`` for several on one node)."""
+    by_node: dict[str, list[str]] = {}
+    for node, index in gpus:
+        by_node.setdefault(node, []).append(str(index))
+    return "; ".join(f"{node}:{','.join(indices)}" for node, indices in by_node.items())
 
 
 def node_names(nodes: int, prefix: str = "node", start: int = 0) -> list[str]:

@@ -6,15 +6,17 @@ from __future__ import annotations
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 
 from cluster.models import Job, Node, Tenant
 from common.shapes import node_names
 from demo.options import DemoConfig, DemoError
 from demo.workload import equal_quotas
+from scheduling.models import TraceClock
 
 
 @dataclass(slots=True)
@@ -57,6 +59,21 @@ def prepare_database(config: DemoConfig, tenants: Sequence[str]) -> Setup:
         admin.is_staff = admin.is_superuser = True
         admin.save()
     return Setup(node_tokens, tenant_tokens, "admin", password, quotas)
+
+
+def record_trace_clock(speedup: float, trace_origin_s: float, wall_origin_epoch_s: float, trace: str) -> None:
+    """Write the replay's time scale (:class:`scheduling.models.TraceClock`, replacing any earlier
+    one): trace time ``trace_origin_s`` at wall time ``wall_origin_epoch_s`` (epoch s), ``speedup``
+    trace seconds per wall second — the demo's :class:`demo.live.Clock`, so the dashboard shows
+    the trace time the terminal reports."""
+    with transaction.atomic():
+        TraceClock.objects.all().delete()
+        TraceClock.objects.create(
+            speedup=speedup,
+            trace_origin_s=trace_origin_s,
+            wall_origin=datetime.fromtimestamp(wall_origin_epoch_s, UTC),
+            trace=trace[:200],
+        )
 
 
 def tune_sqlite() -> None:

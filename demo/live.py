@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 import logging
 import math
+import sys
 import threading
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TextIO
 
 from django.db import close_old_connections, connection
 
@@ -187,26 +188,73 @@ def wait_until_ready(base_url: str, timeout_s: float = 120.0) -> None:
         time.sleep(1.0)
 
 
-def wait_for_jobs(run: LiveRun, replay: threading.Thread) -> bool:
-    """Block until every job of the workload has ended (progress bar of finished jobs), the run
-    failed, or ``config.timeout_s`` wall seconds passed; whether all of them finished."""
+#: In line mode (stderr not a terminal: honcho, a log file), a progress line at most this often
+#: (wall s), and only when something changed: a pipe shows a line only once it ends, so a
+#: terminal's redrawn bar would stay silent there until the end.
+PROGRESS_LINE_EVERY_S = 5.0
+
+
+@dataclass(slots=True)
+class ProgressLines:
+    """The progress of a run as plain lines, for a stream that is not a terminal."""
+
+    total: int
+    every_s: float = PROGRESS_LINE_EVERY_S
+    _last: tuple[int, int] | None = None
+    _at: float = -math.inf
+
+    def line(
+        self, done: int, submitted: int, trace_s: float, wall_s: float, *, final: bool = False
+    ) -> str | None:
+        """The line to print now (``None``: nothing new, or the last one is under ``every_s``
+        wall seconds old); ``final`` prints the state once more if it changed."""
+        state = (done, submitted)
+        if state == self._last or (not final and wall_s - self._at < self.every_s):
+            return None
+        self._last, self._at = state, wall_s
+        return (
+            f"finished {done}/{self.total} jobs ({done / max(self.total, 1):.0%}); submitted {submitted}; "
+            f"trace time {trace_s:,.0f} s"
+        )
+
+
+def wait_for_jobs(run: LiveRun, replay: threading.Thread, stream: TextIO | None = None) -> bool:
+    """Block until every job of the workload has ended, the run failed, or ``config.timeout_s``
+    wall seconds passed; whether all of them finished. Progress: the finished jobs counted in the
+    database every 0.25 s (so it moves whichever process runs the rounds and agents), shown on
+    ``stream`` (stderr) as a bar on a terminal, else as :class:`ProgressLines`."""
     from tqdm import tqdm  # only the demo needs it; slow to import
 
+    stream = sys.stderr if stream is None else stream
     total = len(run.workload.jobs)
     deadline = None if run.config.timeout_s is None else time.monotonic() + run.config.timeout_s
     ended = (Job.Status.SUCCEEDED, Job.Status.FAILED, Job.Status.CANCELLED)
+    terminal = stream.isatty()
+    lines = ProgressLines(total) if run.config.progress and not terminal else None
+    done = 0
     with tqdm(
-        total=total, unit="job", desc="finished", disable=not run.config.progress, dynamic_ncols=True
+        total=total,
+        unit="job",
+        desc="finished",
+        disable=not (run.config.progress and terminal),
+        dynamic_ncols=True,
+        file=stream,
     ) as bar:
         try:
             while not run.stop.is_set():
                 done = Job.objects.filter(pk__in=list(run.job_ids), status__in=ended).count()
+                over = not replay.is_alive() and done >= len(run.job_ids)
+                trace_now = run.clock.trace_now()
+                if lines is not None:
+                    text = lines.line(done, len(run.job_ids), trace_now, time.monotonic(), final=over)
+                    if text is not None:
+                        print(text, file=stream, flush=True)
                 bar.n = done
                 bar.set_postfix_str(
-                    f"submitted {len(run.job_ids)}, trace time {run.clock.trace_now():,.0f} s", refresh=False
+                    f"submitted {len(run.job_ids)}, trace time {trace_now:,.0f} s", refresh=False
                 )
                 bar.refresh()
-                if not replay.is_alive() and done >= len(run.job_ids):
+                if over:
                     break
                 if deadline is not None and time.monotonic() > deadline:
                     run.errors.append(f"gave up after {run.config.timeout_s:g} s (--timeout)")

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable
 
 from cluster.tokens import write_token_file
-from demo.database import prepare_database, tune_sqlite
+from demo.database import prepare_database, record_trace_clock, tune_sqlite
 from demo.fleet import start_agents
 from demo.live import Clock, LiveRun, QuietAgentConflicts, serve, wait_for_jobs, wait_until_ready
 from demo.options import STOPPED_BY_CTRL_C, DemoConfig, DemoError
@@ -66,6 +66,7 @@ def run_demo(config: DemoConfig, say: Callable[[str], None]) -> int:
         wait_until_ready(base_url)
     first = min(j.submit_time for j in workload.jobs)
     clock = Clock(math.floor(first / config.round_interval_s) * config.round_interval_s, config.speedup)
+    record_trace_clock(clock.speedup, clock.base, clock.epoch0, workload.trace.name)
     run = LiveRun(config, workload, setup, base_url, clock, truth)
     threads = [threading.Thread(target=run.replay, name="demo-replay", daemon=True)]
     if config.api is None:

@@ -19,6 +19,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from frontend.payloads import cluster_map, decisions, fairness, learning, queue, timeline
+from frontend.payloads.clock import time_scale
 from frontend.payloads.common import viewer_of
 
 #: How often the page polls each endpoint (ms) unless ``?poll=`` says otherwise.
@@ -29,11 +30,25 @@ Endpoint = tuple[Callable[..., dict[str, Any]], str | None, int, int, int]
 ENDPOINTS: dict[str, Endpoint] = {
     "cluster-map": (cluster_map.cluster_map_payload, None, 0, 0, 0),
     "timeline": (timeline.timeline_payload, "window", 3600, 60, 7 * 86400),
-    "decisions": (decisions.decisions_payload, "rounds", 5, 1, 50),
+    "decisions": (decisions.decisions_payload, "rounds", 10, 1, 100),
     "fairness": (fairness.fairness_payload, "window", 3600, 300, 7 * 86400),
     "queue": (queue.queue_payload, "limit", 100, 1, 1000),
     "learning": (learning.learning_payload, "window", 3600, 300, 7 * 86400),
 }
+
+#: The page's window control: seconds (of trace time during a replay) → words. Every value is
+#: within the bounds of every ``window`` endpoint above.
+WINDOW_CHOICES: dict[int, str] = {
+    300: "5 min",
+    900: "15 min",
+    3600: "1 h",
+    6 * 3600: "6 h",
+    86400: "1 day",
+    7 * 86400: "7 days",
+}
+#: The window the page starts with: the endpoints' default, or during a replay one day of trace
+#: time (the whole of the demo's trace: the window begins where the replay began).
+DEFAULT_WINDOW_S, DEFAULT_REPLAY_WINDOW_S = 3600, 86400
 
 #: Plotly draws with inline styles; every script, image, font and request stays on this origin.
 CSP = (
@@ -83,11 +98,33 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     viewer = viewer_of(request.user)
     if viewer is None:
         return render(request, "frontend/forbidden.html", status=403)
+    scale = time_scale()
+    default_window = DEFAULT_REPLAY_WINDOW_S if scale.is_trace else DEFAULT_WINDOW_S
+    _, _, default_rounds, lo_rounds, hi_rounds = ENDPOINTS["decisions"]
+    # the page's own query (?poll=, ?window=, ?rounds=) only sets its controls: a bad value
+    # falls back to the default (the endpoints answer 400 for theirs)
+    poll_ms = _param_or(request, "poll", DEFAULT_POLL_MS, 500, 60_000)
+    window = _param_or(request, "window", default_window, min(WINDOW_CHOICES), max(WINDOW_CHOICES))
+    rounds = _param_or(request, "rounds", default_rounds, lo_rounds, hi_rounds)
+    context = {
+        "viewer": viewer,
+        "poll_ms": poll_ms,
+        "windows": [(s, words, s == window) for s, words in WINDOW_CHOICES.items()],
+        "rounds": rounds,
+        "rounds_max": hi_rounds,
+        "time_words": (
+            f"trace time in seconds (a replay at {scale.speedup:g}x)" if scale.is_trace else "UTC, seconds"
+        ),
+    }
+    return render(request, "frontend/dashboard.html", context)
+
+
+def _param_or(request: HttpRequest, name: str, default: int, lo: int, hi: int) -> int:
+    """:func:`_int_param`, or ``default`` for a bad value."""
     try:
-        poll_ms = _int_param(request, "poll", DEFAULT_POLL_MS, 500, 60_000)
+        return _int_param(request, name, default, lo, hi)
     except ValueError:
-        poll_ms = DEFAULT_POLL_MS
-    return render(request, "frontend/dashboard.html", {"viewer": viewer, "poll_ms": poll_ms})
+        return default
 
 
 @require_GET

@@ -7,7 +7,9 @@ they are; the simulator's report wraps them in ``go.Figure`` (the ``*_figure`` f
 HTML. None reads files or the database.
 
 Units: times on the report's axes in hours (JCT, simulated time); live axes use wall-clock
-timestamps (ISO 8601 strings, UTC); utilisation is a percentage of the cluster's healthy GPUs.
+timestamps (ISO 8601 strings, UTC) on a date axis (:data:`DATE_AXIS`), or, during a replay, trace
+seconds on the ``time_axis`` the caller passes (``{"type": "linear", …}``); utilisation is a
+percentage of the cluster's healthy GPUs.
 Colours come from the Okabe–Ito palette (Okabe & Ito, "Color Universal Design", 2008), which
 stays distinguishable under the common colour-vision deficiencies.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from common.shapes import gpu_label
 from scheduling.core.metrics import cdf_points
 
 if TYPE_CHECKING:  # plotly is imported only by the callers that render HTML
@@ -42,6 +45,13 @@ _LAYOUT: Spec = {
     "height": 420,
 }
 _AXIS: Spec = {"gridcolor": "#E5E5E5", "zerolinecolor": "#CCCCCC"}
+#: The default x axis of a live chart over time: ISO 8601 timestamps (UTC).
+DATE_AXIS: Spec = {"type": "date", "title": {"text": "time (UTC)"}}
+
+
+def _time_axis(time_axis: Mapping[str, Any] | None, **extra: Any) -> Spec:
+    """The x axis over time: ``time_axis`` (dates by default), with ``extra`` settings."""
+    return {**(DATE_AXIS if time_axis is None else time_axis), **extra}
 
 
 def tenant_colour(index: int) -> str:
@@ -256,7 +266,7 @@ def cluster_map_spec(cells: Sequence[Mapping[str, Any]], tenants: Sequence[str] 
 
 
 def _cell_hover(cell: Mapping[str, Any]) -> str:
-    head = f"{cell['node']}:{cell['index']}" + ("" if cell["healthy"] else " (unhealthy)")
+    head = gpu_label(cell["node"], cell["index"]) + ("" if cell["healthy"] else " (unhealthy)")
     if not cell["jobs"]:
         return f"{head}<br>free"
     lines = [head]
@@ -270,7 +280,10 @@ def _cell_hover(cell: Mapping[str, Any]) -> str:
 
 
 def timeline_spec(
-    bars: Sequence[Mapping[str, Any]], shared: Sequence[Mapping[str, Any]], window: tuple[str, str]
+    bars: Sequence[Mapping[str, Any]],
+    shared: Sequence[Mapping[str, Any]],
+    window: tuple[Any, Any],
+    time_axis: Mapping[str, Any] | None = None,
 ) -> Spec:
     """Gantt chart of jobs on GPUs: one row per GPU, a bar per placement, shared intervals hatched.
 
@@ -278,8 +291,10 @@ def timeline_spec(
     "start": ISO time, "end": ISO time, "duration_ms": float}``; slot 0 is drawn in the upper half
     of the row and slot 1 in the lower half, so two jobs on one GPU stay visible. ``shared``:
     ``{"gpu", "start", "end", "duration_ms"}`` intervals during which the GPU held two jobs.
-    ``window``: ``(start, end)`` of the x axis (ISO times).
+    ``window``: ``(start, end)`` of the x axis (ISO times). On a non-date ``time_axis`` (trace
+    seconds), ``start``/``end``/``window`` are seconds and ``duration_ms`` is ms of that time.
     """
+    per_ms = 1.0 if (time_axis or DATE_AXIS).get("type") == "date" else 1e-3  # a date axis counts ms
     colours = tenant_colours([b["tenant"] for b in bars if b["tenant"]])
     by_key: dict[str, list[Mapping[str, Any]]] = {}
     for bar in bars:
@@ -296,7 +311,7 @@ def timeline_spec(
                 "name": key,
                 "y": [b["gpu"] for b in members],
                 "base": [b["start"] for b in members],
-                "x": [b["duration_ms"] for b in members],
+                "x": [b["duration_ms"] * per_ms for b in members],
                 "offset": [-0.45 if b["slot"] == 0 else 0.0 for b in members],
                 "width": [0.45] * len(members),
                 "marker": {"color": colours.get(key, OTHER_COLOUR)},
@@ -319,7 +334,7 @@ def timeline_spec(
                 "name": "shared interval",
                 "y": [s["gpu"] for s in shared],
                 "base": [s["start"] for s in shared],
-                "x": [s["duration_ms"] for s in shared],
+                "x": [s["duration_ms"] * per_ms for s in shared],
                 "offset": [-0.48] * len(shared),
                 "width": [0.96] * len(shared),
                 "marker": {
@@ -336,7 +351,7 @@ def timeline_spec(
         "Timeline of jobs on GPUs",
         barmode="overlay",
         height=min(4000, 160 + 26 * max(len(gpus), 1)),
-        xaxis={"type": "date", "range": list(window), "title": {"text": "time (UTC)"}},
+        xaxis=_time_axis(time_axis, range=list(window)),
         yaxis={"type": "category", "categoryorder": "array", "categoryarray": gpus[::-1], "automargin": True},
     )
     return {"data": data, "layout": layout}
@@ -348,7 +363,10 @@ def _gpu_sort_key(label: str) -> tuple[str, int]:
 
 
 def tenant_usage_spec(
-    times: Sequence[str], usage: Mapping[str, Sequence[float]], quotas: Mapping[str, int]
+    times: Sequence[Any],
+    usage: Mapping[str, Sequence[float]],
+    quotas: Mapping[str, int],
+    time_axis: Mapping[str, Any] | None = None,
 ) -> Spec:
     """GPUs in use per tenant over time (stacked areas) with each tenant's quota (dotted line).
 
@@ -386,13 +404,15 @@ def tenant_usage_spec(
         "data": data,
         "layout": _layout(
             "GPUs in use vs quota",
-            xaxis={"type": "date"},
+            xaxis=_time_axis(time_axis),
             yaxis={"title": {"text": "GPUs"}, "rangemode": "tozero"},
         ),
     }
 
 
-def jain_spec(times: Sequence[str], index: Sequence[float | None]) -> Spec:
+def jain_spec(
+    times: Sequence[Any], index: Sequence[float | None], time_axis: Mapping[str, Any] | None = None
+) -> Spec:
     """Jain's fairness index over time (``None``: no tenant had work in that bin; a gap)."""
     data = [
         {
@@ -408,7 +428,7 @@ def jain_spec(times: Sequence[str], index: Sequence[float | None]) -> Spec:
         "data": data,
         "layout": _layout(
             "Jain's fairness index",
-            xaxis={"type": "date"},
+            xaxis=_time_axis(time_axis),
             yaxis={"title": {"text": "index (1 = fair)"}, "range": [0, 1.05]},
             height=320,
         ),
@@ -501,7 +521,9 @@ def pair_decisions_spec(pairs: Sequence[Mapping[str, Any]]) -> Spec:
     }
 
 
-def round_counts_spec(rounds: Sequence[Mapping[str, Any]]) -> Spec:
+def round_counts_spec(
+    rounds: Sequence[Mapping[str, Any]], time_axis: Mapping[str, Any] | None = None
+) -> Spec:
     """Started, waiting and preempted jobs per round (stacked bars), oldest round first.
 
     ``rounds``: ``{"started_at": ISO time, "n_started", "n_waiting", "n_preempted"}``.
@@ -521,7 +543,7 @@ def round_counts_spec(rounds: Sequence[Mapping[str, Any]]) -> Spec:
             "Jobs per round",
             barmode="stack",
             height=300,
-            xaxis={"type": "date"},
+            xaxis=_time_axis(time_axis),
             yaxis={"title": {"text": "jobs"}},
         ),
     }
@@ -551,7 +573,11 @@ def slowdown_pairs_spec(pairs: Sequence[Mapping[str, Any]]) -> Spec:
 
 
 def prediction_error_spec(
-    times: Sequence[str], errors: Sequence[float], bin_times: Sequence[str], bin_mape: Sequence[float | None]
+    times: Sequence[Any],
+    errors: Sequence[float],
+    bin_times: Sequence[Any],
+    bin_mape: Sequence[float | None],
+    time_axis: Mapping[str, Any] | None = None,
 ) -> Spec:
     """Error of the slowdown predictions over time: each measured co-location's
     ``|ξ_predicted − ξ_measured| / ξ_measured`` (%, points, at its start) and their mean per time
@@ -566,7 +592,7 @@ def prediction_error_spec(
         "data": data,
         "layout": _layout(
             "Slowdown prediction error over time",
-            xaxis={"type": "date"},
+            xaxis=_time_axis(time_axis),
             yaxis={"title": {"text": "|predicted − measured| / measured (%)"}, "rangemode": "tozero"},
             height=340,
         ),

@@ -222,3 +222,24 @@ class SlowdownObservation(models.Model):
     def __str__(self) -> str:
         xi = f"ξ {self.predicted:.2f} predicted, {self.measured:.2f} measured"
         return f"job {self.job} beside job {self.partner}: {xi}"
+
+
+class TraceClock(models.Model):
+    """The time scale of a trace replayed faster than real time (``manage.py demo``): trace time
+    ``T = trace_origin_s + (wall − wall_origin) × speedup`` (s), the demo's own clock
+    (``demo.live.Clock``). While a row exists the dashboard shows trace time (axes, durations,
+    windows) so that its figures are the terminal's; no row: wall-clock time. The demo writes the
+    one row when it starts (and replaces any earlier one)."""
+
+    speedup = models.FloatField()  # trace seconds per wall second
+    trace_origin_s = models.FloatField()  # trace time (s) at wall_origin
+    wall_origin = models.DateTimeField()
+    trace = models.CharField(max_length=200, blank=True, default="")  # the trace's name
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(speedup__gt=0), name="trace_clock_speedup_positive")
+        ]
+
+    def __str__(self) -> str:
+        return f"trace clock {self.trace or '?'}: {self.speedup:g}x from {self.wall_origin:%H:%M:%S}"

@@ -8,6 +8,7 @@ from typing import Any
 from django.utils import timezone
 
 from cluster.models import GPU, Node, Placement
+from common.shapes import gpu_label
 from frontend.payloads.common import (
     HIDDEN,
     Viewer,
@@ -130,7 +131,7 @@ def _table_rows(cells: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
         for job in jobs:
             rows.append(
                 [
-                    f"{cell['node']}:{cell['index']}",
+                    gpu_label(cell["node"], cell["index"]),
                     job["tenant"] or "another tenant",
                     job["label"],
                     job["sub_batch"],

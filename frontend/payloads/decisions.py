@@ -10,7 +10,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from cluster.models import Job
-from frontend.payloads.common import JobNames, Viewer, iso, payload, raw_rows, rounded, table
+from frontend.payloads.clock import TimeScale, time_scale
+from frontend.payloads.common import JobNames, Viewer, payload, raw_rows, rounded, table
 from frontend.payloads.rounds import RoundView, latest_rounds, round_summaries
 from scheduling import figures
 
@@ -43,7 +44,8 @@ def decisions_payload(viewer: Viewer, n_rounds: int) -> dict[str, Any]:
     A member sees the decisions about the tenant's jobs; a partner of another tenant is shown
     as "another tenant's job" with its ξ (the slowdown it causes is the member's business)."""
     now = timezone.now()
-    counts = round_summaries(COUNTED_ROUNDS)
+    scale = time_scale()
+    counts = round_summaries(max(COUNTED_ROUNDS, n_rounds))
     if not counts:
         return payload(viewer, now, empty="No scheduling round has run yet.")
     shown = latest_rounds(n_rounds)
@@ -58,7 +60,7 @@ def decisions_payload(viewer: Viewer, n_rounds: int) -> dict[str, Any]:
     rows: list[list[Any]] = []
     pairs: list[dict[str, Any]] = []
     for r in shown:
-        when = iso(r.started_at)
+        when = scale.at_dt(r.started_at)
         acts, shares = _act_rows(r, when, names, viewer)
         rows += acts
         pairs += shares
@@ -66,14 +68,14 @@ def decisions_payload(viewer: Viewer, n_rounds: int) -> dict[str, Any]:
     for row, text in zip(rows, names.redact([row[-1] for row in rows], viewer), strict=True):
         row[-1] = text
     series = [
-        {"started_at": iso(c[1]), "n_started": c[4], "n_waiting": c[5], "n_preempted": c[6]}
+        {"started_at": scale.at_dt(c[1]), "n_started": c[4], "n_waiting": c[5], "n_preempted": c[6]}
         for c in reversed(counts)
     ]
     _, started_at, policy, duration_ms, n_started, n_waiting, n_preempted = counts[0]
     summary = (
-        f"Latest round {iso(started_at)} ({policy}, {duration_ms:.0f} ms): {n_started} started, "
-        f"{n_waiting} waiting, {n_preempted} preempted; {len(pairs)} sharing decisions in the last "
-        f"{len(shown)} rounds."
+        f"Latest round {scale.moment_words(started_at)} ({policy}, {duration_ms:.0f} ms): {n_started} "
+        f"started, {n_waiting} waiting, {n_preempted} preempted; {len(pairs)} sharing decisions in the "
+        f"last {len(shown)} rounds{_span(scale, shown)}."
     )
     count_rows = [[c["started_at"], c["n_started"], c["n_waiting"], c["n_preempted"]] for c in series]
     return payload(
@@ -82,13 +84,37 @@ def decisions_payload(viewer: Viewer, n_rounds: int) -> dict[str, Any]:
         summary=summary,
         figures_={
             **({"pairs": figures.pair_decisions_spec(pairs)} if pairs else {}),
-            "round_counts": figures.round_counts_spec(series),
+            "round_counts": figures.round_counts_spec(series, scale.axis),
         },
         tables={
-            "decisions": table(DECISION_COLUMNS, rows, "" if rows else "No decision about your jobs."),
-            "round_counts": table(["round", "started", "waiting", "preempted"], count_rows),
+            "decisions": table(
+                (_round_column(scale), *DECISION_COLUMNS[1:]),
+                rows,
+                "" if rows else "No decision about your jobs.",
+            ),
+            "round_counts": table(
+                [_round_column(scale), "started", "waiting", "preempted"], count_rows, scale.note
+            ),
         },
     )
+
+
+def _round_column(scale: TimeScale) -> str:
+    """The name of the column of a round's start: ``"round"`` (UTC) or ``"round (trace s)"``."""
+    return "round (trace s)" if scale.is_trace else "round"
+
+
+def _short(when: str | float) -> str:
+    """A round's start for a chart label: ``"14:02:03"`` (UTC) or ``"t=1,234 s"``."""
+    return f"t={when:,.0f} s" if isinstance(when, float) else when[11:19]
+
+
+def _span(scale: TimeScale, shown: Sequence[RoundView]) -> str:
+    """``" (1,200 s of trace time)"``: how long the rounds ``shown`` (newest first) span."""
+    if len(shown) < 2:
+        return ""
+    span = scale.seconds((shown[0].started_at - shown[-1].started_at).total_seconds())
+    return f" ({span:,.0f} {'s of trace time' if scale.is_trace else 's'})"
 
 
 def _own_jobs(viewer: Viewer, shown: Sequence[RoundView]) -> set[int] | None:
@@ -106,7 +132,7 @@ def _own_jobs(viewer: Viewer, shown: Sequence[RoundView]) -> set[int] | None:
 
 
 def _act_rows(
-    r: RoundView, when: str, names: JobNames, viewer: Viewer
+    r: RoundView, when: str | float, names: JobNames, viewer: Viewer
 ) -> tuple[list[list[Any]], list[dict[str, Any]]]:
     """Rows of the starts and preemptions of round ``r`` that ``viewer`` sees (one per partner
     for a shared start), and its shares for the T_seq/T_con chart. ``names`` must know the jobs
@@ -138,7 +164,7 @@ def _act_rows(
             if share:
                 pairs.append(
                     {
-                        "label": f"{job} + {partner} ({when[11:19]})",
+                        "label": f"{job} + {partner} ({_short(when)})",
                         "t_seq_s": share["t_seq_s"],
                         "t_con_s": share["t_con_s"],
                         "xi_self": share["xi_self"],
@@ -161,7 +187,9 @@ def _share_cells(share: Mapping[str, Any] | None) -> list[float | None]:
     ]
 
 
-def _wait_rows(r: RoundView, when: str, own: set[int] | None, names: JobNames, viewer: Viewer) -> list[list]:
+def _wait_rows(
+    r: RoundView, when: str | float, own: set[int] | None, names: JobNames, viewer: Viewer
+) -> list[list]:
     """Rows of the first :data:`WAITS_PER_ROUND` waits of round ``r`` among ``own`` job ids
     (``None``: all), and a row counting the rest if there are more."""
     mine = list(r.waits) if own is None else [w for w in r.waits if w[0] in own]

@@ -4,7 +4,6 @@ time, mean JCT and queueing delay, GPU-hours; and the cluster-wide scheduler set
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import timedelta
 from typing import Any, NamedTuple
 
 from django.db.models import Avg, Count, Min, Q, Sum
@@ -13,10 +12,12 @@ from django.utils import timezone
 from cluster.expressions import EpochSeconds
 from cluster.models import Job, Quota, Tenant
 from frontend.payloads.bins import demand_bins, usage_bins, window_usage
-from frontend.payloads.common import Viewer, iso, payload, raw_rows, rounded, table
+from frontend.payloads.clock import TimeScale, time_scale
+from frontend.payloads.common import Viewer, payload, raw_rows, rounded, table
 from frontend.payloads.service import policy_named, scheduler_config, summed_quotas
 from scheduling import figures
 from scheduling.core.metrics import jain_index
+from scheduling.core.quota import reclaim_in_effect
 from scheduling.core.types import Policy, SchedulerConfig, TenantQuota
 
 #: Equal time bins of the window (usage, demand and Jain's index per bin).
@@ -62,7 +63,8 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     GPUs.
     """
     now = timezone.now()
-    start = now - timedelta(seconds=window_s)
+    scale = time_scale()
+    start = scale.window_start(now, window_s)
     tenants = dict(Tenant.objects.values_list("id", "name"))
     if not tenants:
         return payload(viewer, now, empty="No tenants yet: create one with manage.py create_tenant.")
@@ -71,33 +73,74 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     )
     guaranteed = {t: q.guaranteed_gpus for t, q in quotas.items()}
     config, policy = scheduler_config(), policy_named()
-    width_s = window_s / FAIRNESS_BINS
+    # bins of wall seconds (a replay's window never reaches back before the replay began)
+    width_s = max((now - start).total_seconds(), 1e-3) / FAIRNESS_BINS
     charged = usage_bins(window_usage(start, now), start.timestamp(), width_s, FAIRNESS_BINS)
     jobs = tenant_jobs()
     demand = demand_bins(start, now, width_s, FAIRNESS_BINS, {t: j.first_active for t, j in jobs.items()})
     jain = jain_per_bin(tenants, charged, demand, guaranteed, width_s)
     visible = {t: n for t, n in tenants.items() if viewer.sees(t)}
-    times = [iso(start + timedelta(seconds=k * width_s)) for k in range(FAIRNESS_BINS)]
+    times = [scale.at(start.timestamp() + k * width_s) for k in range(FAIRNESS_BINS)]
     usage = _gpus_in_use(visible, charged, width_s)
-    per_tenant, rows = _tenant_rows(visible, jobs, charged, quotas)
-    minutes = f"{window_s / 60:g} min"
+    shown_jobs, shown_charged = shown_in(scale, jobs, charged)
+    per_tenant, rows = _tenant_rows(visible, shown_jobs, shown_charged, quotas)
+    minutes = scale.window_words(window_s)
+    tenants_table = _tenants_table(rows, minutes)
+    tenants_table["note"] = scale.note
     return payload(
         viewer,
         now,
-        summary=_summary(jain, minutes, policy, config),
+        summary=_summary(jain, minutes, policy, config, bool(jobs))
+        + mean_jct_words(visible, shown_jobs, scale),
         figures_={
             "usage": figures.tenant_usage_spec(
-                times, usage, {visible[t]: guaranteed.get(t, 0) for t in visible}
+                times, usage, {visible[t]: guaranteed.get(t, 0) for t in visible}, scale.axis
             ),
-            "jain": figures.jain_spec(times, jain),
-            **_per_tenant_bars({"live": per_tenant}, minutes),
+            **(
+                {"jain": figures.jain_spec(times, jain, scale.axis)}
+                if any(j is not None for j in jain)
+                else {}
+            ),
+            **_per_tenant_bars({"live": per_tenant}, minutes, "trace min" if scale.is_trace else "min"),
         },
         tables={
-            "scheduler": _scheduler_table(config),
-            "tenants": _tenants_table(rows, minutes),
+            "scheduler": _scheduler_table(config, policy),
+            "tenants": tenants_table,
             "usage": _usage_table(times, usage, jain),
         },
     )
+
+
+def shown_in(
+    scale: TimeScale, jobs: Mapping[int, TenantJobs], charged: Mapping[int, Sequence[float]]
+) -> tuple[dict[int, TenantJobs], dict[int, list[float]]]:
+    """The tenants' mean JCT and queueing delay (s) and GPU-seconds per bin as ``scale`` shows
+    them (trace seconds during a replay: wall durations × speedup; the demo's terminal computes
+    its JCTs the same way, ``demo.report.live_result``)."""
+    k = scale.speedup
+    shown = {
+        t: j._replace(
+            avg_jct_s=None if j.avg_jct_s is None else j.avg_jct_s * k,
+            avg_queue_s=None if j.avg_queue_s is None else j.avg_queue_s * k,
+        )
+        for t, j in jobs.items()
+    }
+    return shown, {t: [v * k for v in values] for t, values in charged.items()}
+
+
+def mean_jct_words(visible: Mapping[int, str], jobs: Mapping[int, TenantJobs], scale: TimeScale) -> str:
+    """``" Mean JCT of the 61 succeeded jobs: 1,917 s of trace time."``: over the succeeded jobs
+    of the ``visible`` tenants (each tenant's mean weighted by its succeeded jobs); empty when
+    there are none."""
+    done = [
+        (jobs[t].finished, jobs[t].avg_jct_s) for t in visible if t in jobs and jobs[t].avg_jct_s is not None
+    ]
+    n = sum(f for f, _ in done)
+    if not n:
+        return ""
+    mean = sum(f * (a or 0.0) for f, a in done) / n
+    unit = "s of trace time" if scale.is_trace else "s"
+    return f" Mean JCT of the {n} succeeded job{'s' if n != 1 else ''}: {mean:,.0f} {unit}."
 
 
 def tenant_jobs() -> dict[int, TenantJobs]:
@@ -131,7 +174,8 @@ def jain_per_bin(
     width_s: float,
 ) -> list[float | None]:
     """Jain's index per bin (3 decimals) of ``GPUs in use ÷ guaranteed GPUs`` over the
-    ``tenants`` with a guarantee that had work in the bin; ``None`` for a bin with no such tenant.
+    ``tenants`` with a guarantee that had work in the bin; ``None`` for a bin with no such tenant
+    or where none of them held a GPU (``jain_index`` would say 1.0 of all zeros).
 
     ``charged``: ``{tenant id: [GPU-seconds per bin]}`` (:func:`usage_bins`); ``demand``:
     ``{tenant id: [had work per bin]}`` (:func:`demand_bins`); ``width_s``: bin width (s).
@@ -144,7 +188,8 @@ def jain_per_bin(
             for t in tenants
             if guaranteed.get(t, 0) > 0 and demand.get(t, [False] * FAIRNESS_BINS)[k]
         ]
-        jain.append(rounded(jain_index(xs), 3) if xs else None)
+        # no share of anything to compare while none of them holds a GPU: no figure, not 1.0
+        jain.append(rounded(jain_index(xs), 3) if any(xs) else None)
     return jain
 
 
@@ -200,22 +245,29 @@ def _tenant_rows(
 
 
 def reclaim_words(config: SchedulerConfig, policy: Policy) -> str:
-    """How ``policy`` actually reclaims lent GPUs under ``config``, in words.
-
-    Only a policy that reclaims by preemption (sjf-bsbf-fair) uses the preempting modes; every
-    other policy bounds borrowers' remaining time instead (``scheduling.core.quota.QuotaGate``).
+    """How ``policy`` actually reclaims lent GPUs under ``config``, in words: those of the mode in
+    effect (:func:`scheduling.core.quota.reclaim_in_effect`, the answer the quota gate follows and
+    the ``scheduler`` table shows), and when that is not the configured mode, why.
     """
-    if getattr(policy, "reclaims", False):
-        return RECLAIM_WORDS[config.reclaim]
-    return f"{RECLAIM_WORDS['bound']} ({policy.name} cannot preempt)"
+    mode = reclaim_in_effect(config.reclaim, getattr(policy, "reclaims", False))
+    if mode == config.reclaim:
+        return RECLAIM_WORDS[mode]
+    return (
+        f"{RECLAIM_WORDS[mode]} ({policy.name} never preempts, so "
+        f"SHAREWISE_RECLAIM={config.reclaim} does not apply)"
+    )
 
 
-def _summary(jain: Sequence[float | None], minutes: str, policy: Policy, config: SchedulerConfig) -> str:
-    """The latest Jain's index, the policy, the starvation bound and how lent GPUs come back."""
+def _summary(
+    jain: Sequence[float | None], minutes: str, policy: Policy, config: SchedulerConfig, any_jobs: bool
+) -> str:
+    """The latest Jain's index ("—" with why when there is none: no jobs yet, or no tenant with a
+    quota and work held a GPU), the policy, the starvation bound and how lent GPUs come back."""
     current = next((j for j in reversed(jain) if j is not None), None)
     reclaim = reclaim_words(config, policy)
+    why = "no jobs yet" if not any_jobs else "no tenant with a quota and work held a GPU"
     return (
-        f"Jain's index now: {current if current is not None else 'n/a (no tenant with work and quota)'}; "
+        f"Jain's index now: {current if current is not None else f'— ({why})'}; "
         f"GPU-hours over the last {minutes}. Policy {policy.name}; starvation bound "
         f"{config.starvation_bound_s / 3600:g} h; borrowed GPUs reclaimed by {reclaim}. "
         f"GPUs held count a shared GPU once for each of its two jobs, so they may add up to more "
@@ -223,18 +275,18 @@ def _summary(jain: Sequence[float | None], minutes: str, policy: Policy, config:
     )
 
 
-def _per_tenant_bars(live: Mapping[str, Any], minutes: str) -> dict[str, Any]:
+def _per_tenant_bars(live: Mapping[str, Any], minutes: str, unit: str = "min") -> dict[str, Any]:
     """The mean JCT, mean queueing delay and GPU-hours bar charts (each left out when no tenant
     has a value). ``live``: ``{"live": {tenant name: {"avg_jct_s", "avg_queue_s", "gpu_hours"}}}``."""
     return {
-        **_bars(live, "jct", "avg_jct_s", 1 / 60.0, "Mean JCT per tenant", "mean JCT (min)"),
+        **_bars(live, "jct", "avg_jct_s", 1 / 60.0, "Mean JCT per tenant", f"mean JCT ({unit})"),
         **_bars(
             live,
             "queueing",
             "avg_queue_s",
             1 / 60.0,
             "Mean queueing delay per tenant",
-            "mean queueing delay (min)",
+            f"mean queueing delay ({unit})",
         ),
         **_bars(live, "gpu_hours", "gpu_hours", 1.0, f"GPU-hours per tenant (last {minutes})", "GPU-hours"),
     }
@@ -249,18 +301,24 @@ def _bars(
     return {name: figures.tenant_bars_spec(live, metric, scale, title, axis, colour_by_tenant=True)}
 
 
-def _scheduler_table(config: SchedulerConfig) -> dict[str, Any]:
-    """The cluster-wide scheduler settings (s, and the reclaim mode)."""
+def _scheduler_table(config: SchedulerConfig, policy: Policy) -> dict[str, Any]:
+    """The cluster-wide scheduler settings (s, the reclaim mode set and the one in effect under
+    ``policy``, :func:`scheduling.core.quota.reclaim_in_effect`)."""
     return table(
         ["setting", "value"],
         [
             ["starvation bound s", config.starvation_bound_s],
             ["aging s", config.aging_s],
-            ["reclaim", config.reclaim],
+            ["reclaim (set)", config.reclaim],
+            [
+                f"reclaim (in effect under {policy.name})",
+                reclaim_in_effect(config.reclaim, getattr(policy, "reclaims", False)),
+            ],
             ["borrow bound s", config.borrow_bound_s],
         ],
         "Cluster-wide (settings SHAREWISE_STARVATION_BOUND_S, SHAREWISE_AGING_S, SHAREWISE_RECLAIM, "
-        "SHAREWISE_BORROW_BOUND_S; docs/FAIRNESS.md).",
+        "SHAREWISE_BORROW_BOUND_S; docs/FAIRNESS.md). Only a policy that preempts (sjf-bsbf-fair) "
+        "reclaims by preemption; every other one bounds borrowers' remaining time.",
     )
 
 

@@ -10,12 +10,15 @@ is the member's business); an admin sees every job.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.utils import timezone
 
 from cluster.models import Job, Placement
+from common.shapes import gpu_label
+from frontend.payloads.clock import time_scale
 from frontend.payloads.common import JobNames, Viewer, iso, payload, rounded, table
 from scheduling import figures
 from scheduling.models import SlowdownObservation
@@ -40,24 +43,27 @@ def learning_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     measured since) and the measured co-locations that started in the last ``window_s`` seconds
     with their prediction error, per co-location and as the mean per time bin (MAPE)."""
     now = timezone.now()
-    start = now - timedelta(seconds=window_s)
+    scale = time_scale()
+    start = scale.window_start(now, window_s)
     names = JobNames()
     pairs = running_pairs(viewer, names)
     observed = observations(viewer, start, names)
+    for o in observed:  # as the dashboard shows times (trace seconds during a replay)
+        o["at"] = scale.at_dt(o["moment"])
     if not pairs and not observed:
         return payload(
             viewer,
             now,
             empty="No job shares a GPU now, and no co-location was measured in this window.",
         )
-    bins = error_bins(observed, start, now)
+    bins = error_bins(observed, start, now, scale.at_dt)
     errors = [o["error"] for o in observed]
     mape = sum(errors) / len(errors) if errors else None
     summary = (
         f"{len(pairs)} running job{'s' if len(pairs) != 1 else ''} beside a partner "
         f"({sum(p['measured'] is not None for p in pairs)} measured); "
         + (
-            f"{len(observed)} co-locations measured in the last {window_s / 3600:g} h, "
+            f"{len(observed)} co-locations measured in the last {scale.window_words(window_s)}, "
             f"mean prediction error {mape:.1f} %."
             if observed
             else "no co-location measured in this window."
@@ -82,7 +88,7 @@ def learning_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
         figures_["slowdown_pairs"] = figures.slowdown_pairs_spec(pairs)
     if observed:
         figures_["prediction_error"] = figures.prediction_error_spec(
-            [o["at"] for o in observed], errors, [b[0] for b in bins], [b[2] for b in bins]
+            [o["at"] for o in observed], errors, [b[0] for b in bins], [b[2] for b in bins], scale.axis
         )
     return payload(
         viewer,
@@ -141,7 +147,7 @@ def running_pairs(viewer: Viewer, names: JobNames) -> list[dict[str, Any]]:
                 "measured": measured,
             },
         )
-        entry["gpus"].append(f"{node}:{index}")
+        entry["gpus"].append(gpu_label(node, index))
     for entry in grouped.values():
         entry["gpus"] = ", ".join(entry["gpus"])
         entry["label"] = f"{entry['job']} beside {entry['beside']}"
@@ -185,11 +191,14 @@ def observations(viewer: Viewer, start: datetime, names: JobNames) -> list[dict[
 
 
 def error_bins(
-    observed: list[dict[str, Any]], start: datetime, now: datetime
-) -> list[tuple[str, int, float | None]]:
+    observed: list[dict[str, Any]],
+    start: datetime,
+    now: datetime,
+    at: Callable[[datetime], str | float] = iso,
+) -> list[tuple[str | float, int, float | None]]:
     """``(bin start, co-locations, mean error %)`` over :data:`ERROR_BINS` equal bins of
-    ``[start, now]`` (``None``: none in the bin)."""
-    width = (now - start).total_seconds() / ERROR_BINS
+    ``[start, now]`` (``None``: none in the bin); ``at`` shows a bin's start (ISO by default)."""
+    width = max((now - start).total_seconds(), 1e-3) / ERROR_BINS
     sums = [0.0] * ERROR_BINS
     counts = [0] * ERROR_BINS
     for o in observed:
@@ -197,6 +206,6 @@ def error_bins(
         sums[k] += o["error"]
         counts[k] += 1
     return [
-        (iso(start + timedelta(seconds=k * width)), counts[k], sums[k] / counts[k] if counts[k] else None)
+        (at(start + timedelta(seconds=k * width)), counts[k], sums[k] / counts[k] if counts[k] else None)
         for k in range(ERROR_BINS)
     ]

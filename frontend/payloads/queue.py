@@ -10,7 +10,8 @@ from django.db.models import Max
 from django.utils import timezone
 
 from cluster.models import Job, JobEvent
-from frontend.payloads.common import JobNames, Viewer, iso, job_label, payload, raw_rows, table
+from frontend.payloads.clock import time_scale
+from frontend.payloads.common import JobNames, Viewer, job_label, payload, raw_rows, table
 from frontend.payloads.rounds import RoundView, latest_rounds
 from scheduling import figures
 
@@ -43,6 +44,7 @@ def queue_payload(viewer: Viewer, limit: int) -> dict[str, Any]:
     """Waiting jobs in policy order (position among all waiting jobs), how long each has waited
     (since submission or its last preemption/requeue), and the latest round's reason."""
     now = timezone.now()
+    scale = time_scale()
     owners = dict(raw_rows(_pending().order_by().values_list("id", "tenant_id")))
     if not owners:
         return payload(viewer, now, empty="No job is waiting.")
@@ -53,10 +55,10 @@ def queue_payload(viewer: Viewer, limit: int) -> dict[str, Any]:
     if not total:
         return payload(viewer, now, empty="No job of yours is waiting.")
     shown = positions[:limit]
-    jobs, rows = _shown_jobs(shown, latest, viewer, now)
+    jobs, rows = _shown_jobs(shown, latest, viewer, now, scale.speedup)
     note = f"First {len(shown)} of {total} shown." if total > len(shown) else ""
     summary = f"{total} waiting job{'s' if total != 1 else ''}" + (
-        f" (policy order from the round of {iso(latest.started_at)}, {latest.policy})."
+        f" (policy order from the round {scale.moment_words(latest.started_at)}, {latest.policy})."
         if latest
         else " (arrival order: no round has run yet)."
     )
@@ -65,7 +67,13 @@ def queue_payload(viewer: Viewer, limit: int) -> dict[str, Any]:
         now,
         summary=summary,
         figures_={"queue": figures.queue_spec(jobs)},
-        tables={"queue": table(["position", "job", "tenant", "GPUs", "waiting s", "reason"], rows, note)},
+        tables={
+            "queue": table(
+                ["position", "job", "tenant", "GPUs", f"waiting {scale.unit}", "reason"],
+                rows,
+                " ".join(n for n in (note, scale.note) if n),
+            )
+        },
     )
 
 
@@ -89,11 +97,15 @@ def _ranked(owners: dict[int, int], latest: RoundView | None) -> list[int]:
 
 
 def _shown_jobs(
-    shown: Sequence[tuple[int, int]], latest: RoundView | None, viewer: Viewer, now: datetime
+    shown: Sequence[tuple[int, int]],
+    latest: RoundView | None,
+    viewer: Viewer,
+    now: datetime,
+    speedup: float = 1.0,
 ) -> tuple[list[dict[str, Any]], list[list[Any]]]:
     """The chart's jobs and the table's rows for ``shown`` (``(position, job id)``): label,
-    tenant, GPUs, wait (s, since submission or the last preemption or requeue, at ``now``) and the
-    latest round's reason (redacted for ``viewer``)."""
+    tenant, GPUs, wait (s, since submission or the last preemption or requeue, at ``now``; times
+    ``speedup`` for trace seconds) and the latest round's reason (redacted for ``viewer``)."""
     ids = [j for _, j in shown]
     details = {
         j: rest
@@ -113,7 +125,7 @@ def _shown_jobs(
     for position, job_id in shown:
         name, tenant, gpus, submitted = details[job_id]
         since = max(submitted, requeued.get(job_id, submitted))
-        wait_s = max(0.0, (now - since).total_seconds())
+        wait_s = max(0.0, (now - since).total_seconds()) * speedup
         label = job_label(job_id, name)
         jobs.append({"label": label, "tenant": tenant, "wait_s": wait_s, "gpus": gpus, "position": position})
         rows.append([position, label, tenant, gpus, round(wait_s), reasons.get(job_id, "not yet considered")])

@@ -64,7 +64,7 @@ class RoundView:
 _ROUND_FIELDS = ("id", "started_at", "policy", "duration_ms", "n_started", "n_waiting", "n_preempted")
 _round_cache: OrderedDict[tuple[int, datetime], RoundView] = OrderedDict()
 _round_cache_lock = threading.Lock()
-ROUND_CACHE_SIZE = 64
+ROUND_CACHE_SIZE = 128  # above the most rounds the decisions endpoint shows (100)
 
 
 def round_summaries(limit: int) -> list[tuple]:

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
-from datetime import datetime, timedelta
-from functools import lru_cache
+from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
 
 from cluster.expressions import EpochSeconds
+from common.shapes import gpu_label
+from frontend.payloads.clock import TimeScale, time_scale
 from frontend.payloads.common import (
     HIDDEN,
     Viewer,
-    iso,
     job_label,
     payload,
     placements_in_window,
@@ -28,24 +27,26 @@ MAX_TABLE_ROWS = 500
 
 
 def timeline_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
-    """Gantt of jobs on GPUs over the last ``window_s`` seconds, shared intervals hatched.
+    """Gantt of jobs on GPUs over the last ``window_s`` seconds (of trace time during a replay,
+    :mod:`frontend.payloads.clock`), shared intervals hatched.
 
     A tenant's member sees the GPUs their jobs used, with any co-located job of another tenant
     drawn anonymously (it explains the slowdown). At most :data:`MAX_BARS` bars: running
     placements first, then by latest end; the table lists the first :data:`MAX_TABLE_ROWS`.
     """
     now = timezone.now()
-    start = now - timedelta(seconds=window_s)
+    scale = time_scale()
+    start = scale.window_start(now, window_s)
     placements = _window_placements(start, now, viewer.tenant_id)
     placements.sort(key=lambda p: (p[7], p[6]), reverse=True)  # end = now for running ones
     dropped = max(0, len(placements) - MAX_BARS)
     placements = placements[:MAX_BARS]
-    minutes = f"{window_s / 60:g} min"
+    minutes = scale.window_words(window_s)
     if not placements:
         return payload(viewer, now, empty=f"No job held a GPU in the last {minutes}.")
-    bars, rows = _bars_and_rows(placements, viewer)
+    bars, rows = _bars_and_rows(placements, viewer, scale)
     shared: list[dict[str, Any]] = [
-        {"gpu": g, "start": _at(a), "end": _at(b), "duration_ms": round((b - a) * 1000)}
+        {"gpu": g, "start": scale.at(a), "end": scale.at(b), "duration_ms": _ms(scale, b - a)}
         for g, a, b in shared_intervals(placements)
     ]
     shared_s = sum(s["duration_ms"] for s in shared) / 1000
@@ -57,31 +58,41 @@ def timeline_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     notes = [
         f"{dropped} placements that ended earlier not drawn." if dropped else "",
         f"First {len(rows)} of {len(bars)} listed (running first)." if len(rows) < len(bars) else "",
+        scale.note,
     ]
     return payload(
         viewer,
         now,
         summary=summary,
-        figures_={"timeline": figures.timeline_spec(bars, shared, _zoom(placements, start, now))},
+        figures_={
+            "timeline": figures.timeline_spec(bars, shared, _zoom(placements, start, now, scale), scale.axis)
+        },
         tables={
             "timeline": table(
-                ["GPU", "job", "tenant", "start", "end", "seconds"], rows, " ".join(n for n in notes if n)
+                ["GPU", "job", "tenant", "start", "end", scale.unit if scale.is_trace else "seconds"],
+                rows,
+                " ".join(n for n in notes if n),
             )
         },
     )
 
 
+def _ms(scale: TimeScale, wall_s: float) -> int:
+    """A duration of ``wall_s`` wall seconds in ms of the time shown."""
+    return round(scale.seconds(wall_s) * 1000)
+
+
 def _bars_and_rows(
-    placements: Sequence[tuple], viewer: Viewer
+    placements: Sequence[tuple], viewer: Viewer, scale: TimeScale
 ) -> tuple[list[dict[str, Any]], list[list[Any]]]:
     """The Gantt bars of ``placements`` (rows of :func:`_window_placements`) as ``viewer`` may see
-    them, and the table's rows of the first :data:`MAX_TABLE_ROWS`."""
+    them, times as ``scale`` shows them, and the table's rows of the first :data:`MAX_TABLE_ROWS`."""
     bars: list[dict[str, Any]] = []
     rows: list[list[Any]] = []
     for gpu, slot, job_id, name, tenant_id, tenant, begin, end in placements:
         visible = viewer.sees(tenant_id)
         label = job_label(job_id, name) if visible else HIDDEN
-        begin_at, end_at = _at(begin), _at(end)
+        begin_at, end_at = scale.at(begin), scale.at(end)
         bars.append(
             {
                 "gpu": gpu,
@@ -90,24 +101,21 @@ def _bars_and_rows(
                 "label": label,
                 "start": begin_at,
                 "end": end_at,
-                "duration_ms": round((end - begin) * 1000),
+                "duration_ms": _ms(scale, end - begin),
             }
         )
         if len(rows) < MAX_TABLE_ROWS:
             rows.append(
-                [gpu, label, tenant if visible else "another tenant", begin_at, end_at, round(end - begin)]
+                [
+                    gpu,
+                    label,
+                    tenant if visible else "another tenant",
+                    begin_at,
+                    end_at,
+                    round(scale.seconds(end - begin)),
+                ]
             )
     return bars, rows
-
-
-@lru_cache(maxsize=8192)
-def _at(epoch_s: float) -> str:
-    """ISO 8601 UTC of seconds since the epoch, to the millisecond (what Plotly's date axes
-    parse); ``time.strftime`` is several times cheaper than ``datetime.isoformat`` here, and a
-    round places all its jobs at one instant, so most values repeat (memoised)."""
-    ms = round(epoch_s * 1000)
-    whole, frac = divmod(ms, 1000)
-    return f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(whole))}.{frac:03d}Z"
 
 
 def _window_placements(start: datetime, now: datetime, tenant_id: int | None = None) -> list[tuple]:
@@ -136,7 +144,7 @@ def _window_placements(start: datetime, now: datetime, tenant_id: int | None = N
     lo, hi = start.timestamp(), now.timestamp()
     return [
         (
-            f"{node}:{index}",
+            gpu_label(node, index),
             slot,
             job_id,
             name,
@@ -176,9 +184,10 @@ def shared_intervals(placements: Sequence[tuple]) -> list[tuple[str, float, floa
     return shared
 
 
-def _zoom(placements: Sequence[tuple], start: datetime, now: datetime) -> tuple[str, str]:
-    """The timeline's x range: from just before the earliest bar (not the window's start, so a
-    young cluster's bars are not slivers at the right edge; at least 1 min) to now."""
+def _zoom(placements: Sequence[tuple], start: datetime, now: datetime, scale: TimeScale) -> tuple[Any, Any]:
+    """The timeline's x range (as ``scale`` shows times): from just before the earliest bar (not
+    the window's start, so a young cluster's bars are not slivers at the right edge; at least 1
+    min of wall time) to now."""
     first = min(p[6] for p in placements)
     span = max((now.timestamp() - first) * 1.05, 60.0)
-    return iso(max(start, now - timedelta(seconds=span))), iso(now)
+    return scale.at(max(start.timestamp(), now.timestamp() - span)), scale.at(now.timestamp())

@@ -18,6 +18,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable, Sequence
 
+from common.shapes import gpu_list
 from scheduling.core.gpu_types import accepts, memory_desc_of, pick_smallest_sufficient
 from scheduling.core.profile_cache import CachedProfile
 from scheduling.core.round_state import RoundState, healthy_memory_desc
@@ -100,14 +101,11 @@ def largest_fitting_sub_batch(profile: Profile, job: Job, room_mb: float, min_su
 
 
 def describe_gpus(state: RoundState, gpu_ids: Iterable[int]) -> str:
-    """``"GPUs 0,1 on node-00"`` — a compact human-readable placement."""
-    by_node: dict[str, list[int]] = {}
-    for g in gpu_ids:
-        by_node.setdefault(state.gpus[g].node, []).append(g)
-    return "; ".join(
-        f"GPU{'s' if len(ids) > 1 else ''} {','.join(map(str, ids))} on {node}"
-        for node, ids in by_node.items()
-    )
+    """``"GPUs node-00:0,1"`` — a compact human-readable placement, GPUs named as everywhere else
+    (:func:`common.shapes.gpu_list`), not by the round's internal GPU ids."""
+    ids = list(gpu_ids)
+    where = gpu_list((state.gpus[g].node, state.gpus[g].index) for g in ids)
+    return f"GPU{'s' if len(ids) > 1 else ''} {where}"
 
 
 def start_on_idle(

@@ -58,6 +58,15 @@ def usage_by_tenant(running: Iterable[RunningJob]) -> dict[str, int]:
     return usage
 
 
+def reclaim_in_effect(reclaim: str, can_preempt: bool) -> str:
+    """How lent GPUs actually come back: the configured ``reclaim`` mode
+    (:attr:`~scheduling.core.types.SchedulerConfig.reclaim`) for a policy that reclaims by
+    preemption (``can_preempt``, sjf-bsbf-fair), else ``"bound"`` — a policy that never preempts
+    can only bound borrowers' remaining time, whatever the setting says. The quota gate and the
+    dashboard's words both follow this one answer."""
+    return reclaim if can_preempt else "bound"
+
+
 class QuotaGate:
     """Quota bookkeeping for one round, shared by every policy's round skeleton
     (:mod:`scheduling.core.rounds`); mutable, private to one ``decide`` call.
@@ -75,7 +84,7 @@ class QuotaGate:
         self.quotas = normalise(snapshot.tenant_quotas)
         self.usage = usage_by_tenant(snapshot.running)
         config = snapshot.config
-        bounded = not can_preempt or config.reclaim in ("bound", "both")
+        bounded = reclaim_in_effect(config.reclaim, can_preempt) in ("bound", "both")
         self.borrow_bound_s: float | None = config.borrow_bound_s if bounded else None
         self.starvation_bound_s = config.starvation_bound_s
         self.now = snapshot.now

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from common.shapes import node_names
+from common.shapes import gpu_label, node_names
 
 JobId = int
 
@@ -35,6 +35,11 @@ class GPU:
     memory_mb: int
     gpu_type: str = "v100"
     healthy: bool = True
+
+    @property
+    def label(self) -> str:
+        """``"node-02:3"`` (:func:`common.shapes.gpu_label`): how reasons and the dashboard name it."""
+        return gpu_label(self.node, self.index)
 
 
 @dataclass(frozen=True, slots=True)

@@ -157,9 +157,9 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
     labels: list[str] = []
     for i, (pk, index, memory, gpu_type, healthy, node, status, heartbeat, registered) in enumerate(gpu_rows):
         ok = healthy and node_takes_jobs(status, heartbeat, now, timeout_s, registered)
-        gpus.append(core.GPU(i, node, index, memory, gpu_type, ok))
+        gpus.append(gpu := core.GPU(i, node, index, memory, gpu_type, ok))
         gpu_pks.append(pk)
-        labels.append(f"{node}:{index}")
+        labels.append(gpu.label)
     gpu_ids = {pk: i for i, pk in enumerate(gpu_pks)}
 
     residents: dict[int, list[tuple[int, int, int]]] = defaultdict(list)

@@ -15,12 +15,14 @@ import json
 import shutil
 import time
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 
 from cluster.models import Job, Node, Tenant
 from scheduling.figures import SHARED_LABEL
@@ -100,6 +102,18 @@ def wait_for(condition: Callable[[], Any], timeout_s: float, what: str) -> Any:
         time.sleep(0.1)
 
 
+def log_in(driver: Any, base_url: str) -> None:
+    """Log in as ``admin`` through the form and wait for the dashboard."""
+    from selenium.webdriver.common.by import By
+
+    driver.get(f"{base_url}/dashboard/")
+    assert "/dashboard/login/" in driver.current_url
+    driver.find_element(By.ID, "id_username").send_keys("admin")
+    driver.find_element(By.ID, "id_password").send_keys(PASSWORD)
+    driver.find_element(By.ID, "login-button").click()
+    wait_for(lambda: driver.current_url.rstrip("/").endswith("/dashboard"), 10, "the dashboard after login")
+
+
 def trace_names(driver: Any, figure_id: str) -> list[str]:
     """Names of the traces Plotly has drawn in ``#figure_id`` (empty before the first draw)."""
     return driver.execute_script(
@@ -121,12 +135,7 @@ def test_dashboard_in_headless_chromium(browser: Any, live_server: Any) -> None:
     team_c, _ = Tenant.create_with_owner("team-c", quota_gpus=4, username="charlie")
     get_user_model().objects.create_user("admin", password=PASSWORD, is_staff=True)
 
-    browser.get(f"{live_server.url}/dashboard/")
-    assert "/dashboard/login/" in browser.current_url
-    browser.find_element(By.ID, "id_username").send_keys("admin")
-    browser.find_element(By.ID, "id_password").send_keys(PASSWORD)
-    browser.find_element(By.ID, "login-button").click()
-    wait_for(lambda: browser.current_url.rstrip("/").endswith("/dashboard"), 10, "the dashboard after login")
+    log_in(browser, live_server.url)
 
     # charts render: the cluster map draws 8 free GPUs, and each section got its first payload
     wait_for(lambda: trace_names(browser, "fig-cluster_map") == ["free"], 15, "the empty cluster map")
@@ -223,3 +232,87 @@ def save_screenshot(driver: Any, path: Path, width: int, height: int) -> None:
         },
     )
     path.write_bytes(base64.b64decode(shot["data"]))
+
+
+def x_axis(driver: Any, figure_id: str) -> dict[str, Any]:
+    """The x axis Plotly drew in ``#figure_id`` (its type and title; empty before the first draw)."""
+    return driver.execute_script(
+        "const gd = document.getElementById(arguments[0]);"
+        "if (!gd || !gd.layout || !gd.layout.xaxis) return {};"
+        "const ax = gd.layout.xaxis; return {type: ax.type, title: (ax.title || {}).text || ''};",
+        figure_id,
+    )
+
+
+def first_column(driver: Any, table_id: str) -> list[str]:
+    """The first cell of every body row of the table in ``#table_id``."""
+    return driver.execute_script(
+        "return Array.from(document.querySelectorAll('#' + arguments[0] + ' tbody tr'))"
+        ".map(tr => tr.cells[0].textContent);",
+        table_id,
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_dashboard_during_a_demo_replay_shows_trace_time_and_older_decisions(
+    browser: Any, live_server: Any
+) -> None:
+    """As ``manage.py demo`` leaves the database mid-replay (its trace clock at 50x, a running
+    job, a round every 60 s of trace time = 1.2 wall s for the last 2 wall minutes): the charts'
+    time axes are trace seconds, and the rounds control shows decisions of 100 rounds (5,940 s of
+    trace time) rather than the last few seconds."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    from demo.database import record_trace_clock
+    from scheduling.models import Round
+    from tests.frontend.conftest import gpu, make_job, place
+
+    Node.register("node-00", 4, 32_000, "v100")
+    team_a, _ = Tenant.create_with_owner("team-a", quota_gpus=4, username="alice")
+    get_user_model().objects.create_user("admin", password=PASSWORD, is_staff=True)
+    now = timezone.now()
+    origin = now - timedelta(seconds=125)
+    record_trace_clock(50.0, 0.0, origin.timestamp(), "browser-test")
+    running = make_job(team_a, "a-run", submitted_at=origin)
+    place(running, gpu("node-00", 0), since=origin + timedelta(seconds=2))
+    waiting = make_job(team_a, "a-wait", gpus=4, submitted_at=origin)
+    for k in range(100):  # trace times 60 s, 120 s, ... 6,000 s
+        Round.objects.create(
+            started_at=origin + timedelta(seconds=1.2 * (k + 1)),
+            policy="sjf-bsbf",
+            decisions=[{"job_id": waiting.pk, "action": "wait", "reason": "needs 4 GPUs, 3 idle"}],
+            n_waiting=1,
+        )
+
+    log_in(browser, live_server.url)
+    assert "Times: trace time in seconds (a replay at 50x)" in browser.find_element(By.ID, "time-words").text
+    for figure in ("fig-timeline", "fig-usage", "fig-round_counts"):
+        axis = wait_for(lambda f=figure: x_axis(browser, f), 15, f"the x axis of {figure}")
+        assert axis["type"] == "linear" and axis["title"].startswith("trace time (s"), (figure, axis)
+    # the default: the last 10 rounds, 540 s of trace time
+    rounds = wait_for(lambda: first_column(browser, "table-decisions"), 10, "the decisions table")
+    assert [float(r) for r in rounds] == [60.0 * k for k in range(100, 90, -1)]
+
+    control = browser.find_element(By.ID, "rounds-control")
+    control.clear()
+    control.send_keys("100")
+    browser.execute_script("arguments[0].dispatchEvent(new Event('change'))", control)
+    rounds = wait_for(
+        lambda: (r := first_column(browser, "table-decisions")) and len(r) == 100 and r,
+        10,
+        "100 rounds of decisions",
+    )
+    assert float(rounds[0]) - float(rounds[-1]) == 5940.0  # 99 rounds of 60 s of trace time
+    assert "rounds=100" in browser.current_url  # kept in the page's URL
+
+    Select(browser.find_element(By.ID, "window-control")).select_by_visible_text("15 min")
+    wait_for(
+        lambda: any("/dashboard/api/fairness.json?window=900" in u for u in requested_urls(browser)),
+        10,
+        "the fairness endpoint asked for 15 minutes",
+    )
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == [], errors
+    ARTIFACTS.mkdir(exist_ok=True)
+    save_screenshot(browser, ARTIFACTS / "dashboard-replay.png", 1400, 2400)

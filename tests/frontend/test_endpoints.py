@@ -133,7 +133,7 @@ def test_bad_parameters_are_400_with_a_message(alice_web: Client) -> None:
         ("timeline", "window=abc"),
         ("timeline", "window=5"),
         ("queue", "limit=0"),
-        ("decisions", "rounds=51"),
+        ("decisions", "rounds=101"),
         ("fairness", "window=-1"),
     ):
         response = alice_web.get(f"/dashboard/api/{name}.json?{query}")
@@ -350,11 +350,15 @@ def test_fairness_shows_borrowed_gpus_and_scheduler_settings(
         admin, charlie, alice = (get(web, "fairness") for web in (admin_web, charlie_web, alice_web))
     with override_settings(SHAREWISE_RECLAIM="both", SHAREWISE_POLICY="sjf-bsbf"):
         plain = get(admin_web, "fairness")
-    # sjf-bsbf cannot preempt: whatever the reclaim mode, its borrowers are time-bounded
+    # sjf-bsbf never preempts: whatever the reclaim mode, its borrowers are time-bounded, and the
+    # settings table says the same beside the mode that was set
     assert (
         "Policy sjf-bsbf; starvation bound 48 h; borrowed GPUs reclaimed by bounding borrowers' "
-        "remaining time (sjf-bsbf cannot preempt)"
+        "remaining time (sjf-bsbf never preempts, so SHAREWISE_RECLAIM=both does not apply)"
     ) in plain["summary"]
+    plain_settings = {r["setting"]: r["value"] for r in table(plain, "scheduler")}
+    assert plain_settings["reclaim (set)"] == "both"
+    assert plain_settings["reclaim (in effect under sjf-bsbf)"] == "bound"
     # team-c's 4 GPUs held include GPU node-00:0 that c-train shares (a shared GPU counts per job)
     assert "GPUs held count a shared GPU once for each of its two jobs" in plain["summary"]
     c = {r["tenant"]: r for r in table(admin, "tenants")}["team-c"]
@@ -377,7 +381,8 @@ def test_fairness_shows_borrowed_gpus_and_scheduler_settings(
         assert settings_rows == {
             "starvation bound s": 7200.0,
             "aging s": 3600.0,
-            "reclaim": "both",
+            "reclaim (set)": "both",
+            "reclaim (in effect under sjf-bsbf-fair)": "both",
             "borrow bound s": 3600.0,
         }
 

@@ -2,7 +2,9 @@
  *
  * Every endpoint answers {scope, generated_at, empty, summary, figures: {name: {data, layout}},
  * tables: {name: {columns, rows, note}}} (frontend/payloads/). A figure named N is drawn into
- * #fig-N and a table named N into #table-N. Requests go to this origin only. */
+ * #fig-N and a table named N into #table-N. Requests go to this origin only. A section's
+ * data-params names the page controls (#window-control, #rounds-control) whose values go into
+ * its query; changing one redraws those sections at once and keeps the values in the page's URL. */
 "use strict";
 
 (function () {
@@ -65,10 +67,27 @@
     section.dataset.updated = payload.generated_at;
   }
 
+  const timers = new Map();
+
+  function controlValue(name) {
+    const el = document.getElementById(`${name}-control`);
+    return el && el.checkValidity() && el.value !== "" ? el.value : null;
+  }
+
+  function endpointUrl(section) {
+    const url = new URL(section.dataset.endpoint, window.location.href);
+    for (const name of (section.dataset.params || "").split(" ").filter(Boolean)) {
+      const value = controlValue(name);
+      if (value !== null) url.searchParams.set(name, value);
+    }
+    return url.pathname + url.search;
+  }
+
   async function poll(section) {
     const status = document.getElementById("poll-status");
+    clearTimeout(timers.get(section));
     try {
-      const response = await fetch(section.dataset.endpoint, {credentials: "same-origin",
+      const response = await fetch(endpointUrl(section), {credentials: "same-origin",
                                                                headers: {Accept: "application/json"}});
       if (response.status === 401 || response.status === 403) {
         window.location.reload();  // the session ended: the page sends us to the login form
@@ -81,11 +100,27 @@
     } catch (err) {
       status.textContent = `update failed: ${err.message}; retrying`;
     } finally {
-      setTimeout(() => poll(section), document.hidden ? POLL_MS * 5 : POLL_MS);
+      timers.set(section, setTimeout(() => poll(section), document.hidden ? POLL_MS * 5 : POLL_MS));
+    }
+  }
+
+  function controlChanged(name) {
+    const value = controlValue(name);
+    if (value === null) return;  // out of bounds or empty: keep polling with the last good value
+    const page = new URL(window.location.href);
+    page.searchParams.set(name, value);
+    window.history.replaceState(null, "", page.pathname + page.search + page.hash);
+    for (const section of document.querySelectorAll("section[data-endpoint]")) {
+      if ((section.dataset.params || "").split(" ").includes(name)) poll(section);
     }
   }
 
   document.addEventListener("DOMContentLoaded", () => {
+    for (const name of ["window", "rounds"]) {
+      const el = document.getElementById(`${name}-control`);
+      if (el) el.addEventListener("change", () => controlChanged(name));
+    }
+    document.getElementById("view-controls")?.addEventListener("submit", (event) => event.preventDefault());
     for (const section of document.querySelectorAll("section[data-endpoint]")) poll(section);
   });
 })();

@@ -12,6 +12,7 @@ from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from common.shapes import gpu_list
 from scheduling.core.profile_cache import CachedProfile, cached
 from scheduling.core.round_state import Resident, RoundState
 from scheduling.core.rounds import SharePlan, sharing_round
@@ -99,6 +100,7 @@ class BestBenefitFinder:
         self._memo = memo
         self._profile = memo.profile
         self._min_sub = state.min_sub_batch
+        self._gpus = state.gpus  # to name a partner's GPUs in reasons as everywhere else
         self._unknown_ok = state.share_unknown
         self._groups: dict[tuple, _Group] = {}
         self._by_head: list[tuple[float, int, _Group]] = []  # (smallest B, number, group), sorted
@@ -290,7 +292,8 @@ class BestBenefitFinder:
                 f"with {len(partners)} partners"
             )
         detail = "; ".join(
-            f"job {s.partner_id} on GPU{'s' if len(s.gpu_ids) > 1 else ''} {','.join(map(str, s.gpu_ids))}: "
+            f"job {s.partner_id} on GPU{'s' if len(s.gpu_ids) > 1 else ''} "
+            f"{gpu_list((self._gpus[g].node, self._gpus[g].index) for g in s.gpu_ids)}: "
             f"ξ {s.xi_self:.2f}/{s.xi_partner:.2f}, T_con {s.t_con_s:.0f} s < T_seq {s.t_seq_s:.0f} s"
             for s in explained
         )

@@ -1,0 +1,50 @@
+"""Every benchmark script and every management command of the project answers ``--help`` with
+exit status 0 and its usage, doing nothing else (the shell scripts: ``test_scripts.py``)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.management import get_commands, load_command_class
+
+REPO = Path(__file__).resolve().parents[2]
+#: Benchmark files that are scripts (``benchmarks/machine.py`` is a module the others import).
+BENCHMARKS = sorted(p.name for p in (REPO / "benchmarks").glob("*.py") if "__main__" in p.read_text())
+PROJECT_APPS = {"cluster", "scheduling", "demo", "frontend"}
+COMMANDS = sorted(name for name, app in get_commands().items() if app in PROJECT_APPS)
+
+
+def test_the_scripts_and_commands_are_found() -> None:
+    assert {"bench_dashboard.py", "bench_round.py", "bench_sim.py", "gains_table.py"} <= set(BENCHMARKS)
+    assert "machine.py" not in BENCHMARKS
+    assert {"demo", "run_scheduler", "simulate", "create_tenant", "add_node", "load_cluster"} <= set(COMMANDS)
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_a_benchmark_answers_help(name: str, tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / name), "--help"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"usage: {name} ")
+    assert list(tmp_path.iterdir()) == []  # wrote nothing where it ran
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_a_management_command_answers_help(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # the command's own parser, as `manage.py NAME --help` builds it (not ManagementUtility, whose
+    # django.setup() would bind the logging handlers to this test's captured stderr)
+    command = load_command_class(get_commands()[name], name)
+    with pytest.raises(SystemExit) as exited:
+        command.create_parser("manage.py", name).parse_args(["--help"])
+    assert exited.value.code in (0, None)
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: manage.py {name} ")
+    assert "options:" in out
