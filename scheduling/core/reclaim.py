@@ -172,9 +172,11 @@ class _Pass:
                 continue
             for g in rj.placement.gpu_ids:
                 for partner, _ in self.shares.get(g, {}).items():
-                    if partner not in gone:
+                    if partner not in gone:  # alone on g now: charged the victim's share too
+                        gained = self.shares[g][rj.job.id]
                         tenant = self.by_id[partner].job.tenant
-                        self.usage[tenant] = self.usage.get(tenant, 0) + self.shares[g][rj.job.id]
+                        self.usage[tenant] = self.usage.get(tenant, 0) + gained
+                        self.charge[partner] += gained
 
 
 def reclaim_preemptions(
