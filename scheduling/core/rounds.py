@@ -15,7 +15,7 @@ quotas the gate is ``None`` and nothing changes. A job refused by its quota neve
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Protocol
@@ -136,6 +136,7 @@ def sharing_round(
     starving: Callable[[Job], bool] | None = None,
     preemptions: Sequence[Preempt] = (),
     can_preempt: bool = False,
+    charges: Mapping[JobId, float] | None = None,
 ) -> RoundDecisions:
     """One round of a non-preemptive SJF policy with co-location (MODEL.md §3 skeleton).
 
@@ -155,14 +156,19 @@ def sharing_round(
     (``P_j``) before the reservation's shadow time or on GPUs it will not need then
     (:func:`~scheduling.core.backfill.shadow_time`, EASY backfilling);
     ``preemptions`` (already removed from ``snapshot.running``) are returned with the starts;
-    ``can_preempt`` tells the quota gate that lent GPUs are reclaimed by preemption.
+    ``can_preempt`` tells the quota gate that lent GPUs are reclaimed by preemption; ``charges``
+    (running job id → normalised GPUs) makes it count quota use by the normalised split and refuse
+    co-location that takes a waiting owner below its guarantee (:class:`~scheduling.core.quota.QuotaGate`).
     """
     cp = cached(profile)
     state = RoundState(snapshot, cp, track_sharing=True)
     finder = make_finder(state, cp)
     state.listener = finder
     gate: QuotaGate | None = gate_for(
-        snapshot, can_preempt=can_preempt, can_start=lambda j: never_fits_reason(j, state, cp) is None
+        snapshot,
+        can_preempt=can_preempt,
+        can_start=lambda j: never_fits_reason(j, state, cp) is None,
+        charges=charges,
     )
     order = sorted(snapshot.pending, key=sjf_key) if order is None else order
     starts: list[Start] = []
@@ -219,11 +225,11 @@ def sharing_round(
         if can_reserve and book.refusal(job) is not None:
             can_reserve = False  # over its per-type caps on every type it accepts: it could not start
         if reason is None:
-            outcome = _start_or_share(state, cp, finder, job, avoid_reserved=elsewhere)
+            outcome = _start_or_share(state, cp, finder, job, gate, avoid_reserved=elsewhere)
             if isinstance(outcome, Start):
                 starts.append(outcome)
                 if gate is not None:
-                    gate.admit(job)
+                    gate.admit(job, outcome.shares)
                 if starving is not None:
                     for g in outcome.gpu_ids:
                         frees[g] = max(frees.get(g, now), now + job.remaining_time_s)
@@ -254,13 +260,15 @@ def _start_or_share(
     profile: CachedProfile,
     finder: PartnerFinder,
     job: Job,
+    gate: QuotaGate | None,
     *,
     avoid_reserved: bool = False,
 ) -> Start | str:
     """Start ``job`` alone on idle GPUs if enough are idle, else on all idle GPUs plus the partners
-    ``finder`` picks (recorded in ``state``); or why it must wait. A job that may not use every GPU
-    type (its request, per-type quotas, or ``avoid_reserved``: a starving job holds its types) only
-    starts alone, on idle GPUs of the types it may use (:mod:`scheduling.core.gpu_types`)."""
+    ``finder`` picks (recorded in ``state``) unless the quota ``gate`` refuses that co-location;
+    or why it must wait. A job that may not use every GPU type (its request, per-type quotas, or
+    ``avoid_reserved``: a starving job holds its types) only starts alone, on idle GPUs of the
+    types it may use (:mod:`scheduling.core.gpu_types`)."""
     if avoid_reserved or (not state.types.single and state.types.restricts(job)):
         return start_on_idle(state, job, profile, state.min_sub_batch, avoid_reserved=avoid_reserved)
     if job.gpus <= state.idle_count:
@@ -270,8 +278,16 @@ def _start_or_share(
     alone = state.may_share(job)
     if alone is not None:
         return f"needs {job.gpus} GPUs, {state.idle_count} idle; {alone}"
+    refused = None if gate is None else gate.refused_before(job)
+    if refused is not None:
+        return f"needs {job.gpus} GPUs, {state.idle_count} idle; {refused}"
     plan = finder.find(job, job.gpus - state.idle_count)
-    return _apply_share(state, profile, job, plan) if isinstance(plan, SharePlan) else plan
+    if not isinstance(plan, SharePlan):
+        return plan
+    refused = None if gate is None else gate.share_refusal(job, plan.shares)
+    if refused is not None:
+        return f"needs {job.gpus} GPUs, {state.idle_count} idle; {refused}"
+    return _apply_share(state, profile, job, plan)
 
 
 def _apply_share(state: RoundState, profile: Profile, job: Job, plan: SharePlan) -> Start | str:

@@ -1,0 +1,199 @@
+"""Tenants' GPU-hours over sliding windows, charged by the normalised split (pure Python).
+
+docs/FAIRNESS.md §3–4 **(ours)**. A GPU held by one job charges it 1 GPU-s per second; a GPU
+shared by jobs ``a`` and ``b`` charges ``a`` the share ``ξ_b / (ξ_a + ξ_b)`` of each second and
+``b`` the rest (:func:`scheduling.core.fairness.charge_rates`), so the GPU-hours of all tenants add
+up to the busy GPU-hours. A per-run figure (Jain's index over a whole trace) can read 1.000 while
+one tenant gets twice the other's GPU-time for hours on end; the windows here show it.
+
+Two ways in, one rule:
+
+- :func:`charge_segments` + :func:`gpu_hours_between`, for a service that knows its placements'
+  intervals (start, end, GPUs) and each pair's slowdown: "the last 2 h" is
+  ``gpu_hours_between(segments, now − 7200, now)``;
+- :class:`UsageLedger`, for the simulator, which charges each job's rate as time passes into fixed
+  bins (memory: one float per tenant per bin), then reads sliding windows off the bins
+  (:meth:`UsageLedger.windows`).
+
+:func:`window_fairness` turns one window's GPU-hours into the windowed fairness figure.
+Times in seconds (s), GPU-time in GPU-seconds (GPU-s) unless a name says hours.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from scheduling.core.charge import charge_rates
+from scheduling.core.metrics import jain_index
+from scheduling.core.types import JobId
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """One placement of one job: ``gpu_ids`` held from ``start_s`` to ``end_s`` (s)."""
+
+    job_id: JobId
+    tenant: str
+    gpu_ids: tuple[int, ...]
+    start_s: float
+    end_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class ChargeSegment:
+    """``tenant`` is charged ``rate`` GPU-s per second from ``start_s`` to ``end_s`` (s)."""
+
+    tenant: str
+    start_s: float
+    end_s: float
+    rate: float
+
+
+def charge_segments(
+    intervals: Iterable[Interval], pair_slowdown: Callable[[JobId, JobId], float]
+) -> list[ChargeSegment]:
+    """The charge of every placement, cut where the jobs on any of its GPUs change.
+
+    ``pair_slowdown(a, b)``: ``ξ_a`` of job ``a`` while it shares a GPU with ``b`` (called only for
+    jobs that overlap on a GPU; a service without a measured ξ may pass ``lambda a, b: 1.0``, the
+    even ½/½ split). Between two consecutive change points the jobs on each GPU are fixed and
+    :func:`~scheduling.core.fairness.charge_rates` gives each its rate. Intervals with
+    ``end_s ≤ start_s`` (a placement that ends before its recorded start, say) charge nothing.
+    Raises ``ValueError`` when a GPU holds more than two jobs at once.
+    Cost: O(E · J) for E change points and J placements alive at once.
+    """
+    alive = [iv for iv in intervals if iv.end_s > iv.start_s]
+    times = sorted({t for iv in alive for t in (iv.start_s, iv.end_s)})
+    tenant_of = {iv.job_id: iv.tenant for iv in alive}
+    out: list[ChargeSegment] = []
+    by_start = sorted(alive, key=lambda iv: iv.start_s)
+    running: list[Interval] = []
+    k = 0
+    for lo, hi in zip(times, times[1:], strict=False):
+        while k < len(by_start) and by_start[k].start_s <= lo:
+            running.append(by_start[k])
+            k += 1
+        running = [iv for iv in running if iv.end_s > lo]
+        on_gpu: dict[int, list[JobId]] = {}
+        for iv in running:
+            for g in iv.gpu_ids:
+                on_gpu.setdefault(g, []).append(iv.job_id)
+        for job_id, rate in charge_rates(on_gpu.values(), pair_slowdown).items():
+            out.append(ChargeSegment(tenant_of[job_id], lo, hi, rate))
+    return out
+
+
+def gpu_hours_between(segments: Iterable[ChargeSegment], lo_s: float, hi_s: float) -> dict[str, float]:
+    """Tenant → GPU-hours charged within ``[lo_s, hi_s]`` (s), tenants sorted; a segment counts
+    for the part of it inside the window. Raises ``ValueError`` for ``hi_s < lo_s``."""
+    if hi_s < lo_s:
+        raise ValueError(f"a window must not end before it starts, got [{lo_s}, {hi_s}]")
+    used: dict[str, float] = {}
+    for seg in segments:
+        overlap = min(seg.end_s, hi_s) - max(seg.start_s, lo_s)
+        if overlap > 0:
+            used[seg.tenant] = used.get(seg.tenant, 0.0) + seg.rate * overlap / 3600.0
+    return dict(sorted(used.items()))
+
+
+class UsageLedger:
+    """GPU-seconds charged per tenant in bins of ``bin_s`` seconds, bin ``k`` covering
+    ``[k·bin_s, (k+1)·bin_s)``; mutable. Windows that start and end on bin edges are exact.
+    Raises ``ValueError`` for a non-positive or non-finite ``bin_s``."""
+
+    def __init__(self, bin_s: float = 600.0) -> None:
+        if not (math.isfinite(bin_s) and bin_s > 0):
+            raise ValueError(f"bin width must be a positive number of seconds, got {bin_s}")
+        self.bin_s = bin_s
+        self.bins: dict[str, list[float]] = {}
+
+    def charge(self, tenant: str, start_s: float, end_s: float, rate: float) -> None:
+        """Charge ``tenant`` ``rate`` GPU-s per second over ``[start_s, end_s)`` (s, ≥ 0)."""
+        if end_s <= start_s or rate == 0:
+            return
+        row = self.bins.setdefault(tenant, [])
+        k = int(start_s // self.bin_s)
+        t = start_s
+        while t < end_s:
+            edge = min(end_s, (k + 1) * self.bin_s)
+            if len(row) <= k:
+                row.extend([0.0] * (k + 1 - len(row)))
+            row[k] += rate * (edge - t)
+            t, k = edge, k + 1
+
+    def windows(self, window_s: float, end_s: float, step_s: float | None = None) -> list[Window]:
+        """Sliding windows of ``window_s`` over ``[0, end_s]``, one every ``step_s`` (default: the
+        bin width); the first ends at ``window_s`` (a run shorter than one window: one window
+        ``[0, end_s]``). Both rounded to whole bins (at least one). Each window's GPU-hours per
+        tenant that has a bin (0 where it was charged nothing in the window)."""
+        per = max(1, round(window_s / self.bin_s))
+        step = max(1, round((step_s if step_s is not None else self.bin_s) / self.bin_s))
+        n_bins = max(1, math.ceil(end_s / self.bin_s - 1e-9))
+        starts = range(0, max(1, n_bins - per + 1), step)
+        out: list[Window] = []
+        for k in starts:
+            hi = min(k + per, n_bins)
+            hours = {t: sum(row[k:hi]) / 3600.0 for t, row in sorted(self.bins.items())}
+            out.append(Window(k * self.bin_s, hi * self.bin_s, hours))
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """One window ``[start_s, end_s]`` (s) and each tenant's GPU-hours charged in it."""
+
+    start_s: float
+    end_s: float
+    gpu_hours: Mapping[str, float]
+
+
+def window_fairness(
+    gpu_hours: Mapping[str, float], guarantees: Mapping[str, int], active: Iterable[str] | None = None
+) -> tuple[float, float]:
+    """``(Jain's index, max/min ratio)`` of one window's shares ``x_t = GPU-hours_t ÷ g_t``.
+
+    Over the ``active`` tenants (default: every tenant in ``guarantees``) with ``g_t > 0``; with no
+    guarantees at all (an empty mapping), ``x_t`` = GPU-hours over the active tenants. The ratio
+    ``max x / min x`` is 1 for equal shares and ``inf`` when an active tenant got nothing while
+    another got something. ``(nan, nan)`` with no tenant to compare. Jain: Jain, Chiu & Hawe 1984
+    (:func:`scheduling.core.metrics.jain_index`).
+    """
+    names = list(guarantees) if active is None else list(active)
+    if guarantees:
+        xs = [gpu_hours.get(t, 0.0) / guarantees[t] for t in names if guarantees.get(t, 0) > 0]
+    else:
+        xs = [gpu_hours.get(t, 0.0) for t in names]
+    if not xs:
+        return math.nan, math.nan
+    top, low = max(xs), min(xs)
+    ratio = 1.0 if top == 0 else (top / low if low > 0 else math.inf)
+    return jain_index(xs), ratio
+
+
+def active_tenants(spans: Iterable[tuple[str, float, float]], lo_s: float, hi_s: float) -> set[str]:
+    """Tenants with work in ``[lo_s, hi_s]``: a ``(tenant, submit_s, end_s)`` span of one of its
+    jobs (submitted, not yet finished) overlaps the window for at least half of it — a tenant
+    that only arrives at a window's end had no chance to use it."""
+    need = (hi_s - lo_s) / 2
+    covered: dict[str, list[tuple[float, float]]] = {}
+    for tenant, a, b in spans:
+        lo, hi = max(a, lo_s), min(b, hi_s)
+        if hi > lo:
+            covered.setdefault(tenant, []).append((lo, hi))
+    out: set[str] = set()
+    for tenant, parts in covered.items():
+        if _union_length(parts) >= need:
+            out.add(tenant)
+    return out
+
+
+def _union_length(parts: Sequence[tuple[float, float]]) -> float:
+    total, end = 0.0, -math.inf
+    for lo, hi in sorted(parts):
+        if hi <= end:
+            continue
+        total += hi - max(lo, end)
+        end = hi
+    return total
