@@ -17,6 +17,8 @@ from frontend.payloads.common import Viewer, iso, payload, raw_rows, rounded, ta
 from frontend.payloads.service import policy_named, scheduler_config, summed_quotas
 from scheduling import figures
 from scheduling.core.metrics import jain_index
+from scheduling.core.quota import NO_QUOTA
+from scheduling.core.quota_state import quota_state
 from scheduling.core.types import Policy, SchedulerConfig, TenantQuota
 
 #: Equal time bins of the window (usage, demand and Jain's index per bin).
@@ -56,10 +58,11 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
 
     Quotas (docs/FAIRNESS.md §1): guaranteed GPUs and borrow limit summed over the tenant's
     ``Quota`` rows (the scheduling service's ``summed_quotas``; "unlimited": no limit, "none": no
-    quota row); GPUs held now = GPUs of its running gangs; borrowed now = held − guaranteed, at
-    least 0. Table ``scheduler``: the cluster-wide starvation bound, aging, reclaim mode and borrow
-    bound; the summary names the policy (``SHAREWISE_POLICY``) and how it actually reclaims lent
-    GPUs.
+    quota row); GPUs held now = GPUs of its running gangs; borrowed now = those above the guarantee
+    within the borrow limit, over quota now = those above guaranteed + borrow limit
+    (:func:`scheduling.core.quota_state.quota_state`). Table ``scheduler``: the cluster-wide
+    starvation bound, aging, reclaim mode and borrow bound; the summary names the policy
+    (``SHAREWISE_POLICY``) and how it actually reclaims lent GPUs.
     """
     now = timezone.now()
     start = now - timedelta(seconds=window_s)
@@ -181,14 +184,15 @@ def _tenant_rows(
         limit: int | str = "none"  # no Quota row: no guarantee, may only borrow
         if quota is not None:
             limit = "unlimited" if quota.borrow_limit is None else quota.borrow_limit
-        held = mine.in_use or 0
+        state = quota_state(mine.in_use or 0, quota or NO_QUOTA)
         rows.append(
             [
                 name,
                 guaranteed,
                 limit,
-                held,
-                max(0, held - guaranteed),
+                state.gpus_in_use,
+                state.gpus_borrowed,
+                state.gpus_over_quota,
                 round(gpu_hours, 3),
                 mine.finished,
                 mine.pending,
@@ -273,6 +277,7 @@ def _tenants_table(rows: Iterable[Sequence[Any]], minutes: str) -> dict[str, Any
             "borrow limit",
             "GPUs held now",
             "GPUs borrowed now",
+            "GPUs over quota now",
             f"GPU-hours ({minutes})",
             "succeeded jobs",
             "pending jobs",
