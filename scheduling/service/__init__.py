@@ -23,7 +23,10 @@ that leaves its GPUs outside a round (``jobs``: :func:`release`, :func:`requeue`
 :func:`cancel_job`, :func:`stop_job`) tells its agents, sends its GPU partners their new slowdown
 (:func:`refresh_partners`) and asks for a round (:func:`request_round`, ``trigger``, debounced).
 Why a pending job waits and when it may start (the latest round's reason and estimate) is
-:func:`waiting_details` (``waiting``). ``GET /metrics`` is
+:func:`waiting_details` (``waiting``). Where each tenant stands against its quota now (over
+quota, borrowed GPUs, per GPU type) is :func:`quota_use` (``quota_use``), its GPU-hours over
+sliding windows and the windowed fairness :func:`usage_windows` (``usage_windows``; docs/FAIRNESS.md
+§4). ``GET /metrics`` is
 :func:`scheduling.service.prometheus.metrics_view`.
 
 What the agents measure is learned (docs/LEARNING.md, "In the service"): ``observations`` folds
@@ -64,6 +67,7 @@ from scheduling.service.knowledge import (
 )
 from scheduling.service.lease import ROUND_LEASE, RoundLease
 from scheduling.service.persist import insert_rows
+from scheduling.service.quota_use import TenantQuotaUse, quota_use
 from scheduling.service.retention import prune_job_events
 from scheduling.service.rounds import policy_named, run_round
 from scheduling.service.snapshot import (
@@ -76,10 +80,19 @@ from scheduling.service.snapshot import (
 )
 from scheduling.service.tick import Tick, tick
 from scheduling.service.trigger import ROUND_REQUEST_KEY, ROUND_TASK, clear_round_request, request_round
+from scheduling.service.usage_windows import (
+    DEFAULT_WINDOWS_S,
+    TenantWindow,
+    UsageWindows,
+    WindowFairness,
+    parse_windows,
+    usage_windows,
+)
 from scheduling.service.waiting import NOT_YET_CONSIDERED, Waiting, waiting_details
 
 __all__ = [
     "CACHE_ERRORS",
+    "DEFAULT_WINDOWS_S",
     "OUTAGE_ERRORS",
     "NOT_YET_CONSIDERED",
     "ROUND_LEASE",
@@ -93,8 +106,12 @@ __all__ = [
     "Message",
     "RoundLease",
     "SlowdownView",
+    "TenantQuotaUse",
+    "TenantWindow",
+    "UsageWindows",
     "Tick",
     "Waiting",
+    "WindowFairness",
     "attained_after_run",
     "broker_configured",
     "build_snapshot",
@@ -117,8 +134,10 @@ __all__ = [
     "next_generations",
     "node_takes_jobs",
     "outage_message",
+    "parse_windows",
     "policy_named",
     "prune_job_events",
+    "quota_use",
     "readiness",
     "record_event",
     "record_heartbeat",
@@ -137,5 +156,6 @@ __all__ = [
     "tenant_quotas",
     "tick",
     "unsubscribe",
+    "usage_windows",
     "waiting_details",
 ]
