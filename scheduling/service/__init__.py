@@ -24,8 +24,8 @@ that leaves its GPUs outside a round (``jobs``: :func:`release`, :func:`requeue`
 (:func:`refresh_partners`) and asks for a round (:func:`request_round`, ``trigger``, debounced).
 Why a pending job waits and when it may start (the latest round's reason and estimate) is
 :func:`waiting_details` (``waiting``). Where each tenant stands against its quota now (over
-quota, borrowed GPUs, per GPU type) is :func:`quota_use` (``quota_use``), its GPU-hours over
-sliding windows and the windowed fairness :func:`usage_windows` (``usage_windows``; docs/FAIRNESS.md
+quota, borrowed GPUs, per GPU type) is :func:`quota_use` (``over_quota``), its GPU-hours over
+sliding windows and the windowed fairness :func:`usage_windows` (``gpu_hours``; docs/FAIRNESS.md
 §4). ``GET /metrics`` is
 :func:`scheduling.service.prometheus.metrics_view`.
 
@@ -55,6 +55,14 @@ from scheduling.service.dispatch import (
 from scheduling.service.estimates import UNKNOWN_MODEL_ITER_TIME_S, attained_after_run, estimate_iter_time_s
 from scheduling.service.fairness import scheduler_config, summed_quotas, tenant_quotas
 from scheduling.service.generations import generation_window, next_generations
+from scheduling.service.gpu_hours import (
+    DEFAULT_WINDOWS_S,
+    TenantWindow,
+    UsageWindows,
+    WindowFairness,
+    parse_windows,
+    usage_windows,
+)
 from scheduling.service.health import CACHE_ERRORS, OUTAGE_ERRORS, outage_message, readiness
 from scheduling.service.heartbeats import check_heartbeats, heartbeat_interval_s, record_heartbeat
 from scheduling.service.jobs import cancel_job, refresh_partners, release, requeue, stop_job
@@ -66,8 +74,8 @@ from scheduling.service.knowledge import (
     slowdown_view,
 )
 from scheduling.service.lease import ROUND_LEASE, RoundLease
+from scheduling.service.over_quota import TenantQuotaUse, quota_use
 from scheduling.service.persist import insert_rows
-from scheduling.service.quota_use import TenantQuotaUse, quota_use
 from scheduling.service.retention import prune_job_events
 from scheduling.service.rounds import policy_named, run_round
 from scheduling.service.snapshot import (
@@ -80,14 +88,6 @@ from scheduling.service.snapshot import (
 )
 from scheduling.service.tick import Tick, tick
 from scheduling.service.trigger import ROUND_REQUEST_KEY, ROUND_TASK, clear_round_request, request_round
-from scheduling.service.usage_windows import (
-    DEFAULT_WINDOWS_S,
-    TenantWindow,
-    UsageWindows,
-    WindowFairness,
-    parse_windows,
-    usage_windows,
-)
 from scheduling.service.waiting import NOT_YET_CONSIDERED, Waiting, waiting_details
 
 __all__ = [

@@ -44,10 +44,10 @@ from prometheus_client.registry import Collector
 
 from cluster.models import GPU, Job, Node, Placement, Tenant
 from scheduling.models import Round
+from scheduling.service.gpu_hours import DEFAULT_WINDOWS_S, usage_windows
 from scheduling.service.metrics_access import metrics_allowed
-from scheduling.service.quota_use import quota_use
+from scheduling.service.over_quota import quota_use
 from scheduling.service.snapshot import heartbeat_timeout_s, node_takes_jobs
-from scheduling.service.usage_windows import DEFAULT_WINDOWS_S, usage_windows
 
 
 class SchedulerCollector(Collector):

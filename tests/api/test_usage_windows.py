@@ -20,8 +20,8 @@ from tests.frontend.conftest import gpu, make_job, place
 TENANT_URL, ADMIN_USAGE_URL = "/api/v1/tenant/", "/api/v1/admin/usage/"
 
 
-@pytest.fixture
-def shared_gpu(cluster: list[Node], tenant_a: Tenant, tenant_c: Tenant) -> None:
+def share_one_gpu(tenant_a: Tenant, tenant_c: Tenant) -> None:
+    """The module docstring's two jobs on node-00:0 (their tenants' placements written directly)."""
     now = timezone.now()
     a = make_job(tenant_a, "a-long", submitted_at=now - timedelta(hours=3))
     c = make_job(tenant_c, "c-late", submitted_at=now - timedelta(hours=1))
@@ -29,6 +29,11 @@ def shared_gpu(cluster: list[Node], tenant_a: Tenant, tenant_c: Tenant) -> None:
     place(c, gpu("node-00", 0), slot=1, since=now - timedelta(hours=1))
     Placement.objects.filter(job=a).update(shared_with=c.pk, predicted_slowdown=1.0)
     Placement.objects.filter(job=c).update(shared_with=a.pk, predicted_slowdown=1.2, measured_slowdown=3.0)
+
+
+@pytest.fixture
+def shared_gpu(cluster: list[Node], tenant_a: Tenant, tenant_c: Tenant) -> None:
+    share_one_gpu(tenant_a, tenant_c)
 
 
 def windows(body: dict[str, Any]) -> dict[int, dict[str, Any]]:
