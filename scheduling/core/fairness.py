@@ -3,12 +3,7 @@
 Used by the simulator's report, the fairness benchmark and the service's dashboard. Times in
 seconds (s), GPU-time in GPU-seconds (GPU-s) unless a name says hours.
 
-- **Accounting** (:func:`charge_split`, :func:`charge_rates`): a GPU held by one job charges it
-  1 GPU-s per second. A GPU shared by jobs ``a`` and ``b`` is split by their *normalised
-  progress*: each job progresses at ``1/ξ`` of its exclusive speed (``ξ`` its pairwise slowdown,
-  MODEL.md §2), so ``a`` is charged ``(1/ξ_a) / (1/ξ_a + 1/ξ_b) = ξ_b / (ξ_a + ξ_b)`` and ``b`` the
-  rest. The shares of a GPU always sum to 1, so GPU-hours charged to tenants add up to busy
-  GPU-hours (TESTING.md invariant 7). Equal slowdowns give the even ½/½ split.
+- **Accounting**: the normalised split of a shared GPU, :mod:`scheduling.core.charge`.
 - **Finish-time fairness** ρ (Mahajan et al., "Themis: Fair and Efficient GPU Cluster
   Scheduling", NSDI 2020): ``ρ = T_shared / T_independent`` — a tenant's mean JCT in the shared
   cluster over its mean JCT when it runs alone on its own partition (its guaranteed GPUs).
@@ -24,50 +19,12 @@ seconds (s), GPU-time in GPU-seconds (GPU-s) unless a name says hours.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from scheduling.core.metrics import JobOutcome, jain_index, mean, percentile
 from scheduling.core.quota import NO_QUOTA, normalise, usage_by_tenant, wait_s
 from scheduling.core.reclaim import borrowed_jobs
 from scheduling.core.types import JobId, RunningJob, Snapshot, TenantQuota
-
-
-def charge_split(xi_a: float, xi_b: float) -> tuple[float, float]:
-    """``(w_a, w_b)``: the shares of one shared GPU-second charged to jobs ``a`` and ``b``.
-
-    ``w_a = (1/ξ_a) / (1/ξ_a + 1/ξ_b) = ξ_b / (ξ_a + ξ_b)``, ``w_b = 1 − w_a`` (normalised
-    progress, module docstring). ``split(1.2, 1.2) == (0.5, 0.5)``; ``split(1, 3) == (0.75, 0.25)``:
-    the job slowed down less made more progress and pays more. Raises ``ValueError`` for a
-    non-positive or non-finite slowdown.
-    """
-    if not (math.isfinite(xi_a) and math.isfinite(xi_b) and xi_a > 0 and xi_b > 0):
-        raise ValueError(f"slowdowns must be positive and finite, got ξ_a={xi_a}, ξ_b={xi_b}")
-    w_a = xi_b / (xi_a + xi_b)
-    return w_a, 1.0 - w_a
-
-
-def charge_rates(
-    occupancy: Iterable[Sequence[JobId]], pair_slowdown: Callable[[JobId, JobId], float]
-) -> dict[JobId, float]:
-    """GPU-seconds charged per second to each job, given who holds each GPU.
-
-    ``occupancy``: for every busy GPU, the ids of the (one or two) jobs on it;
-    ``pair_slowdown(a, b)``: ``ξ_a`` of job ``a`` when it shares with ``b``. A GPU alone charges
-    its job 1; a shared GPU is split by :func:`charge_split`. The rates sum to the number of busy
-    GPUs. Raises ``ValueError`` for a GPU listing no job or more than two.
-    """
-    rates: dict[JobId, float] = {}
-    for jobs in occupancy:
-        if len(jobs) == 1:
-            rates[jobs[0]] = rates.get(jobs[0], 0.0) + 1.0
-        elif len(jobs) == 2:
-            a, b = jobs
-            w_a, w_b = charge_split(pair_slowdown(a, b), pair_slowdown(b, a))
-            rates[a] = rates.get(a, 0.0) + w_a
-            rates[b] = rates.get(b, 0.0) + w_b
-        else:
-            raise ValueError(f"a busy GPU holds one or two jobs, got {len(jobs)}")
-    return rates
 
 
 def finish_time_fairness(shared_jct_s: float, independent_jct_s: float) -> float:

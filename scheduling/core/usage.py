@@ -25,7 +25,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduling.core.fairness import charge_rates
+from scheduling.core.charge import charge_rates
 from scheduling.core.metrics import jain_index
 from scheduling.core.types import JobId
 

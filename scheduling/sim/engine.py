@@ -52,7 +52,7 @@ from dataclasses import dataclass, field, replace
 
 from tqdm import tqdm
 
-from scheduling.core.fairness import charge_rates
+from scheduling.core.charge import charge_rates
 from scheduling.core.metrics import JobOutcome
 from scheduling.core.skip import NO_SKIP, SkipRule, bound_crossing_horizon
 from scheduling.core.types import (

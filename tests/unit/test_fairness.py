@@ -12,11 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduling.core.backfill import expected_free_times, shadow_time
+from scheduling.core.charge import charge_rates, charge_split
 from scheduling.core.fairness import (
     GuaranteeMonitor,
     cap_violations,
-    charge_rates,
-    charge_split,
     finish_time_fairness,
     guarantee_violations,
     jain_of_rho,
