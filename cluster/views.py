@@ -219,11 +219,18 @@ class JobViewSet(
         return Response(self.get_serializer(job).data)
 
 
+#: The schema lists windows in seconds; a unit (``2h``) is accepted too (``service.parse_windows``).
 WINDOWS_PARAMETER = OpenApiParameter(
     "windows",
-    str,
-    description="Windows ending now for GPU-hours, e.g. 2h,24h (default) or 7200,86400: "
-    "1-4 whole numbers with an optional unit s, m, h or d, each 60 s to 7 days.",
+    {
+        "type": "array",
+        "items": {"type": "integer", "minimum": service.MIN_WINDOW_S, "maximum": service.MAX_WINDOW_S},
+        "maxItems": service.MAX_WINDOWS,
+    },
+    style="form",
+    explode=False,
+    description="Windows ending now for GPU-hours, comma-separated: 7200,86400 (the default) or "
+    "2h,24h; 1-4 whole numbers with an optional unit s, m, h or d, each 60 s to 7 days.",
 )
 
 

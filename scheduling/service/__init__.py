@@ -57,6 +57,9 @@ from scheduling.service.fairness import scheduler_config, summed_quotas, tenant_
 from scheduling.service.generations import generation_window, next_generations
 from scheduling.service.gpu_hours import (
     DEFAULT_WINDOWS_S,
+    MAX_WINDOW_S,
+    MAX_WINDOWS,
+    MIN_WINDOW_S,
     TenantWindow,
     UsageWindows,
     WindowFairness,
@@ -93,6 +96,9 @@ from scheduling.service.waiting import NOT_YET_CONSIDERED, Waiting, waiting_deta
 __all__ = [
     "CACHE_ERRORS",
     "DEFAULT_WINDOWS_S",
+    "MAX_WINDOWS",
+    "MAX_WINDOW_S",
+    "MIN_WINDOW_S",
     "OUTAGE_ERRORS",
     "NOT_YET_CONSIDERED",
     "ROUND_LEASE",
