@@ -54,25 +54,41 @@ def charge_rates(
     return rates
 
 
-def running_charges(running: Sequence[RunningJob], profile: Profile) -> dict[JobId, float]:
-    """Running job id → GPU-s charged per second now (its normalised GPUs, :func:`charge_rates`),
-    ``ξ`` from ``profile.slowdown`` at the two placements' sub-batches. A job alone on all its GPUs
-    is charged its gang ``G_j``. GPUs listed by no running job are skipped."""
+def gpu_shares(running: Sequence[RunningJob], profile: Profile) -> dict[int, dict[JobId, float]]:
+    """GPU id → {running job id → the share of that GPU's time it is charged now}: 1 for a job
+    alone, :func:`charge_split` of the pair's ``ξ`` (``profile.slowdown`` at the two placements'
+    sub-batches) for two. Raises ``ValueError`` for a GPU listed by more than two jobs."""
     by_id = {rj.job.id: rj for rj in running}
     on_gpu: dict[int, list[JobId]] = {}
     for rj in running:
         for g in rj.placement.gpu_ids:
             on_gpu.setdefault(g, []).append(rj.job.id)
-    xi: dict[tuple[JobId, JobId], float] = {}
+    xi: dict[tuple[JobId, JobId], tuple[float, float]] = {}
+    out: dict[int, dict[JobId, float]] = {}
+    for g, jobs in on_gpu.items():
+        if len(jobs) == 1:
+            out[g] = {jobs[0]: 1.0}
+        elif len(jobs) == 2:
+            a, b = jobs
+            if (a, b) not in xi:
+                ra, rb = by_id[a], by_id[b]
+                xa, xb = profile.slowdown(ra.job, ra.placement.sub_batch, rb.job, rb.placement.sub_batch)
+                xi[(a, b)] = charge_split(float(xa), float(xb))
+            w_a, w_b = xi[(a, b)]
+            out[g] = {a: w_a, b: w_b}
+        else:
+            raise ValueError(f"a busy GPU holds one or two jobs, got {len(jobs)}")
+    return out
 
-    def pair(a: JobId, b: JobId) -> float:
-        if (a, b) not in xi:
-            ra, rb = by_id[a], by_id[b]
-            xa, xb = profile.slowdown(ra.job, ra.placement.sub_batch, rb.job, rb.placement.sub_batch)
-            xi[(a, b)], xi[(b, a)] = float(xa), float(xb)
-        return xi[(a, b)]
 
-    return charge_rates(on_gpu.values(), pair)
+def running_charges(running: Sequence[RunningJob], profile: Profile) -> dict[JobId, float]:
+    """Running job id → GPU-s charged per second now (its normalised GPUs: :func:`gpu_shares`
+    summed over its GPUs); a job alone on all its GPUs is charged its gang ``G_j``."""
+    rates: dict[JobId, float] = {}
+    for shares in gpu_shares(running, profile).values():
+        for jid, w in shares.items():
+            rates[jid] = rates.get(jid, 0.0) + w
+    return rates
 
 
 def tenant_charge(running: Sequence[RunningJob], profile: Profile) -> dict[str, float]:

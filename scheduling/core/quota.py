@@ -28,12 +28,16 @@ exactly as before.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from scheduling.core.types import Job, RunningJob, Snapshot, TenantQuota
+from scheduling.core.charge import charge_split
+from scheduling.core.types import Job, JobId, RunningJob, Share, Snapshot, TenantQuota
 
 NO_QUOTA = TenantQuota(0, None)
 """The quota of a tenant missing from a non-empty quota mapping: no guarantee, may borrow."""
+
+EPS = 1e-9
+"""Slack (GPUs) of quota comparisons: normalised usage is a sum of fractions (no effect on ints)."""
 
 
 def normalise(quotas: Mapping[str, int | TenantQuota]) -> dict[str, TenantQuota]:
@@ -58,6 +62,18 @@ def usage_by_tenant(running: Iterable[RunningJob]) -> dict[str, int]:
     return usage
 
 
+def charged_usage(running: Iterable[RunningJob], charges: Mapping[JobId, float] | None) -> dict[str, float]:
+    """Tenant → its quota use: with ``charges`` (running job id → normalised GPUs,
+    :func:`scheduling.core.charge.running_charges`) their sum, else the sum of gangs
+    (:func:`usage_by_tenant`)."""
+    if charges is None:
+        return dict(usage_by_tenant(running))
+    usage: dict[str, float] = {}
+    for rj in running:
+        usage[rj.job.tenant] = usage.get(rj.job.tenant, 0.0) + charges.get(rj.job.id, float(rj.job.gpus))
+    return usage
+
+
 class QuotaGate:
     """Quota bookkeeping for one round, shared by every policy's round skeleton
     (:mod:`scheduling.core.rounds`); mutable, private to one ``decide`` call.
@@ -66,14 +82,30 @@ class QuotaGate:
     policy reclaims lent GPUs by preemption, so borrowing needs no time bound unless the reclaim
     mode asks for one. ``can_start``: whether a pending job could ever start on the cluster as it
     is (:func:`scheduling.core.placement.unfit_reason`); jobs that cannot are owed no GPUs, so
-    they never keep idle GPUs from borrowers.
+    they never keep idle GPUs from borrowers. ``charges`` (running job id → normalised GPUs,
+    :func:`scheduling.core.charge.running_charges`; ``sjf-bsbf-fair``): usage counts a shared GPU
+    by the normalised split instead of once per job, and a start may not co-locate onto another
+    tenant's GPUs if that takes the tenant below its guarantee while it has jobs waiting
+    (:meth:`share_refusal`); without, every figure is in whole GPUs as before.
     """
 
     def __init__(
-        self, snapshot: Snapshot, *, can_preempt: bool = False, can_start: Callable[[Job], bool] | None = None
+        self,
+        snapshot: Snapshot,
+        *,
+        can_preempt: bool = False,
+        can_start: Callable[[Job], bool] | None = None,
+        charges: Mapping[JobId, float] | None = None,
     ) -> None:
         self.quotas = normalise(snapshot.tenant_quotas)
-        self.usage = usage_by_tenant(snapshot.running)
+        self.usage = charged_usage(snapshot.running, charges)
+        self.normalised = charges is not None
+        self._tenant_of = {rj.job.id: rj.job.tenant for rj in snapshot.running} if self.normalised else {}
+        self._waiting = {j.tenant for j in snapshot.pending}
+        # job tenant → (the tenant it may not co-locate onto, why): later jobs of the same tenant
+        # in this round skip the partner search (it would find the same residents) until that
+        # tenant starts a job of its own (its usage grows)
+        self._refused: dict[str, tuple[str, str]] = {}
         config = snapshot.config
         bounded = not can_preempt or config.reclaim in ("bound", "both")
         self.borrow_bound_s: float | None = config.borrow_bound_s if bounded else None
@@ -85,27 +117,27 @@ class QuotaGate:
                 continue  # a job that can never start is owed nothing
             gangs = self._gangs.setdefault(job.tenant, {})
             gangs[job.gpus] = gangs.get(job.gpus, 0) + 1
-        self._owed: dict[str, int] = {t: self._owed_of(t) for t in self._gangs}
+        self._owed: dict[str, float] = {t: self._owed_of(t) for t in self._gangs}
         self._owed_total = sum(self._owed.values())
 
     def quota(self, tenant: str) -> TenantQuota:
         """The tenant's quota (:data:`NO_QUOTA` when it has none)."""
         return self.quotas.get(tenant, NO_QUOTA)
 
-    def _owed_of(self, tenant: str) -> int:
+    def _owed_of(self, tenant: str) -> float:
         unused = self.quota(tenant).guaranteed_gpus - self.usage.get(tenant, 0)
-        waiting = sum(size * n for size, n in self._gangs.get(tenant, {}).items() if size <= unused)
+        waiting = sum(size * n for size, n in self._gangs.get(tenant, {}).items() if size <= unused + EPS)
         return max(0, min(unused, waiting))
 
     def over_cap(self, job: Job) -> bool:
         """Whether starting ``job`` would take its tenant above its cap ``g_t + b_t``."""
-        return self.usage.get(job.tenant, 0) + job.gpus > self.quota(job.tenant).cap
+        return self.usage.get(job.tenant, 0) + job.gpus > self.quota(job.tenant).cap + EPS
 
     def within_guarantee(self, job: Job) -> bool:
         """Whether starting ``job`` keeps its tenant within its guarantee (``u_t + G_j ≤ g_t``)."""
-        return self.usage.get(job.tenant, 0) + job.gpus <= self.quota(job.tenant).guaranteed_gpus
+        return self.usage.get(job.tenant, 0) + job.gpus <= self.quota(job.tenant).guaranteed_gpus + EPS
 
-    def owed_to_others(self, tenant: str) -> int:
+    def owed_to_others(self, tenant: str) -> float:
         """GPUs the other tenants are owed now: ``Σ_{s≠t} min(g_s − u_s, W_s)`` with ``W_s`` the
         GPUs of the pending jobs of ``s`` whose gang fits its unused guarantee ``g_s − u_s``."""
         return self._owed_total - self._owed.get(tenant, 0)
@@ -118,12 +150,12 @@ class QuotaGate:
         """
         quota = self.quota(job.tenant)
         after = self.usage.get(job.tenant, 0) + job.gpus
-        if after > quota.cap:
+        if after > quota.cap + EPS:
             return (
-                f"tenant {job.tenant} would hold {after} GPUs, above its quota cap of {quota.cap:.0f} "
+                f"tenant {job.tenant} would hold {after:g} GPUs, above its quota cap of {quota.cap:.0f} "
                 f"({quota.guaranteed_gpus} guaranteed + {quota.borrow_limit} borrowable)"
             )
-        if after <= quota.guaranteed_gpus:
+        if after <= quota.guaranteed_gpus + EPS:
             return None
         borrow = after - max(quota.guaranteed_gpus, self.usage.get(job.tenant, 0))
         if (
@@ -132,33 +164,86 @@ class QuotaGate:
             and wait_s(job, self.now) < self.starvation_bound_s
         ):
             return (
-                f"would borrow {borrow} GPUs beyond tenant {job.tenant}'s guarantee of "
+                f"would borrow {borrow:g} GPUs beyond tenant {job.tenant}'s guarantee of "
                 f"{quota.guaranteed_gpus}, but its remaining time {job.remaining_time_s:.0f} s exceeds "
                 f"the borrow bound of {self.borrow_bound_s:.0f} s"
             )
         owed = self.owed_to_others(job.tenant)
-        if idle_after < owed:
+        if idle_after < owed - EPS:
             return (
-                f"would borrow {borrow} GPUs beyond tenant {job.tenant}'s guarantee of "
-                f"{quota.guaranteed_gpus}, but {owed} idle GPUs are kept for other tenants' "
+                f"would borrow {borrow:g} GPUs beyond tenant {job.tenant}'s guarantee of "
+                f"{quota.guaranteed_gpus}, but {owed:g} idle GPUs are kept for other tenants' "
                 f"waiting jobs within their guarantees"
             )
         return None
 
-    def _change(self, job: Job, gpus: int, started: bool) -> None:
+    def _losses(self, job: Job, shares: Sequence[Share]) -> dict[str, float]:
+        """Tenant → normalised GPUs its residents lose when ``job`` joins them (``shares``): a
+        resident alone was charged 1 per GPU, beside ``job`` ``ξ_job / (ξ_job + ξ_resident)``."""
+        lost: dict[str, float] = {}
+        for share in shares:
+            tenant = self._tenant_of.get(share.partner_id)
+            if tenant is not None:
+                kept = charge_split(share.xi_partner, share.xi_self)[0]
+                lost[tenant] = lost.get(tenant, 0.0) + len(share.gpu_ids) * (1.0 - kept)
+        return lost
+
+    def share_refusal(self, job: Job, shares: Sequence[Share]) -> str | None:
+        """Why ``job`` may not co-locate as ``shares`` say (``None``: it may): with normalised usage
+        only, joining a resident of another tenant that has jobs waiting must not take that tenant
+        below its guarantee — co-location onto an owner's GPUs is borrowing from it."""
+        if not self.normalised:
+            return None
+        for tenant, lost in self._losses(job, shares).items():
+            if tenant == job.tenant or tenant not in self._waiting:
+                continue
+            guaranteed = self.quota(tenant).guaranteed_gpus
+            if self.usage.get(tenant, 0) - lost < guaranteed - EPS:
+                why = (
+                    f"co-locating onto tenant {tenant}'s GPUs would take it below its guarantee of "
+                    f"{guaranteed} GPUs (normalised split) while it has jobs waiting"
+                )
+                self._refused[job.tenant] = (tenant, why)
+                return why
+        return None
+
+    def refused_before(self, job: Job) -> str | None:
+        """The co-location refusal of an earlier job of ``job``'s tenant in this round, while it
+        holds (:meth:`share_refusal`; ``None``: none) — the partner search may be skipped."""
+        refused = self._refused.get(job.tenant)
+        return None if refused is None else refused[1]
+
+    def _change(self, job: Job, gpus: float, started: bool) -> None:
         tenant = job.tenant
         self.usage[tenant] = self.usage.get(tenant, 0) + gpus
         if started:
             gangs = self._gangs.get(tenant, {})
             if gangs.get(job.gpus, 0) > 0:
                 gangs[job.gpus] -= 1
+        self._refresh(tenant)
+
+    def _refresh(self, tenant: str) -> None:
+        if tenant not in self._gangs:
+            return  # owed nothing: no waiting job that could start
         self._owed_total -= self._owed.get(tenant, 0)
         self._owed[tenant] = self._owed_of(tenant)
         self._owed_total += self._owed[tenant]
 
-    def admit(self, job: Job) -> None:
-        """Record that pending ``job`` started (its tenant's usage grows by ``G_j``)."""
-        self._change(job, job.gpus, True)
+    def admit(self, job: Job, shares: Sequence[Share] = ()) -> None:
+        """Record that pending ``job`` started (its tenant's usage grows by ``G_j``; with normalised
+        usage and ``shares``, by its share of the shared GPUs, and its partners' tenants lose theirs)."""
+        if self._refused:
+            self._refused = {t: r for t, r in self._refused.items() if r[0] != job.tenant}
+        if not self.normalised or not shares:
+            self._change(job, job.gpus, True)
+            return
+        lost = self._losses(job, shares)
+        shared = sum(len(share.gpu_ids) for share in shares)
+        gained = sum(len(sh.gpu_ids) * charge_split(sh.xi_self, sh.xi_partner)[0] for sh in shares)
+        self._change(job, job.gpus - shared + gained, True)
+        for tenant, gpus in lost.items():
+            self.usage[tenant] = self.usage.get(tenant, 0) - gpus
+            self._refresh(tenant)
 
     def release(self, job: Job) -> None:
         """Record that running ``job`` was preempted this round (it waits again next round)."""
@@ -166,12 +251,16 @@ class QuotaGate:
 
 
 def gate_for(
-    snapshot: Snapshot, *, can_preempt: bool = False, can_start: Callable[[Job], bool] | None = None
+    snapshot: Snapshot,
+    *,
+    can_preempt: bool = False,
+    can_start: Callable[[Job], bool] | None = None,
+    charges: Mapping[JobId, float] | None = None,
 ) -> QuotaGate | None:
     """A :class:`QuotaGate` for the snapshot, or ``None`` when it carries no quotas."""
     if not snapshot.tenant_quotas:
         return None
-    return QuotaGate(snapshot, can_preempt=can_preempt, can_start=can_start)
+    return QuotaGate(snapshot, can_preempt=can_preempt, can_start=can_start, charges=charges)
 
 
 def wait_s(job: Job, now: float) -> float:

@@ -15,7 +15,7 @@ quotas the gate is ``None`` and nothing changes. A job refused by its quota neve
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Protocol
@@ -23,6 +23,7 @@ from typing import Protocol
 from scheduling.core.backfill import expected_free_times, shadow_time
 from scheduling.core.placement import never_fits_reason, start_on_idle
 from scheduling.core.preemptive import preemptive_exclusive
+from scheduling.core.priority import by_priority_within_tenants
 from scheduling.core.profile_cache import CachedProfile, cached
 from scheduling.core.quota import QuotaGate, gate_for
 from scheduling.core.round_state import Resident, ResidentListener, RoundState
@@ -75,6 +76,7 @@ def exclusive_in_order(
     where the peers' ``yarn`` rule puts it, and one it cannot place waits (and, blocking, blocks)
     however many GPUs are idle elsewhere.
     """
+    jobs = by_priority_within_tenants(jobs)
     state = RoundState(snapshot, consolidated=snapshot.config.placement == "consolidated")
     profile = cached(profile)
     gate = gate_for(snapshot, can_start=lambda j: never_fits_reason(j, state, profile) is None)
@@ -135,6 +137,7 @@ def sharing_round(
     starving: Callable[[Job], bool] | None = None,
     preemptions: Sequence[Preempt] = (),
     can_preempt: bool = False,
+    charges: Mapping[JobId, float] | None = None,
 ) -> RoundDecisions:
     """One round of a non-preemptive SJF policy with co-location (MODEL.md §3 skeleton).
 
@@ -154,16 +157,22 @@ def sharing_round(
     (``P_j``) before the reservation's shadow time or on GPUs it will not need then
     (:func:`~scheduling.core.backfill.shadow_time`, EASY backfilling);
     ``preemptions`` (already removed from ``snapshot.running``) are returned with the starts;
-    ``can_preempt`` tells the quota gate that lent GPUs are reclaimed by preemption.
+    ``can_preempt`` tells the quota gate that lent GPUs are reclaimed by preemption; ``charges``
+    (running job id → normalised GPUs) makes it count quota use by the normalised split and refuse
+    co-location that takes a waiting owner below its guarantee (:class:`~scheduling.core.quota.QuotaGate`).
     """
     cp = cached(profile)
     state = RoundState(snapshot, cp, track_sharing=True)
     finder = make_finder(state, cp)
     state.listener = finder
     gate: QuotaGate | None = gate_for(
-        snapshot, can_preempt=can_preempt, can_start=lambda j: never_fits_reason(j, state, cp) is None
+        snapshot,
+        can_preempt=can_preempt,
+        can_start=lambda j: never_fits_reason(j, state, cp) is None,
+        charges=charges,
     )
-    order = sorted(snapshot.pending, key=sjf_key) if order is None else order
+    if order is None:
+        order = by_priority_within_tenants(sorted(snapshot.pending, key=sjf_key))
     starts: list[Start] = []
     waits: list[Wait] = []
     blocker: Job | None = None
@@ -208,11 +217,11 @@ def sharing_round(
             reason = gate.refusal(job, state.idle_count - job.gpus if job.gpus <= state.idle_count else 0)
             can_reserve = can_reserve and not gate.over_cap(job)
         if reason is None:
-            outcome = _start_or_share(state, cp, finder, job)
+            outcome = _start_or_share(state, cp, finder, job, gate)
             if isinstance(outcome, Start):
                 starts.append(outcome)
                 if gate is not None:
-                    gate.admit(job)
+                    gate.admit(job, outcome.shares)
                 if starving is not None:
                     for g in outcome.gpu_ids:
                         frees[g] = max(frees.get(g, now), now + job.remaining_time_s)
@@ -231,10 +240,11 @@ def sharing_round(
 
 
 def _start_or_share(
-    state: RoundState, profile: CachedProfile, finder: PartnerFinder, job: Job
+    state: RoundState, profile: CachedProfile, finder: PartnerFinder, job: Job, gate: QuotaGate | None
 ) -> Start | str:
     """Start ``job`` alone on idle GPUs if enough are idle, else on all idle GPUs plus the partners
-    ``finder`` picks (recorded in ``state``); or why it must wait."""
+    ``finder`` picks (recorded in ``state``) unless the quota ``gate`` refuses that co-location;
+    or why it must wait."""
     if job.gpus <= state.idle_count:
         return start_on_idle(state, job, profile, state.min_sub_batch)
     if job.gpus > state.idle_count + state.shareable_count:
@@ -242,8 +252,16 @@ def _start_or_share(
     alone = state.may_share(job)
     if alone is not None:
         return f"needs {job.gpus} GPUs, {state.idle_count} idle; {alone}"
+    refused = None if gate is None else gate.refused_before(job)
+    if refused is not None:
+        return f"needs {job.gpus} GPUs, {state.idle_count} idle; {refused}"
     plan = finder.find(job, job.gpus - state.idle_count)
-    return _apply_share(state, profile, job, plan) if isinstance(plan, SharePlan) else plan
+    if not isinstance(plan, SharePlan):
+        return plan
+    refused = None if gate is None else gate.share_refusal(job, plan.shares)
+    if refused is not None:
+        return f"needs {job.gpus} GPUs, {state.idle_count} idle; {refused}"
+    return _apply_share(state, profile, job, plan)
 
 
 def _apply_share(state: RoundState, profile: Profile, job: Job, plan: SharePlan) -> Start | str:

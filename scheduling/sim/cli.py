@@ -59,6 +59,7 @@ from scheduling.sim.report import (
     never_fit_reasons,
     unfinished_warning,
 )
+from scheduling.sim.windows import DEFAULT_BIN_S, format_window_table, parse_windows
 
 DEFAULT_POLICIES = "fifo,sjf,srtf,tiresias,sjf-ffs,sjf-bsbf"
 #: Default grace (s) before an owner's job blocked by lent GPUs counts as a guarantee violation.
@@ -164,6 +165,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="with --quotas: an owner's job blocked by lent GPUs longer than this counts "
         "as a guarantee violation",
+    )
+    parser.add_argument(
+        "--windows",
+        metavar="LIST",
+        help="sliding windows, e.g. 2h,24h: each tenant's GPU-hours per window and a windowed "
+        "fairness figure beside the per-run one (docs/FAIRNESS.md §4)",
     )
     add_learning_arguments(parser)
     parser.add_argument("--json", type=Path, metavar="OUT.json", help="write the report as JSON")
@@ -337,7 +344,9 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
             seed=args.seed,
             scheduler=scheduler,
             fidelity=chosen.fidelity,
+            usage_bin_s=DEFAULT_BIN_S if args.windows else None,
         )
+        windows_s = parse_windows(args.windows) if args.windows else ()
     except ValueError as exc:
         message = str(exc)
         for field, option in OPTION_OF_FIELD.items():  # name the option the user typed
@@ -384,13 +393,21 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
         if watched is not None:
             violations[policy.name] = len(watched.monitor.violated)
     report = build_report(
-        trace, cluster, config, results, never_fit_reasons(trace.jobs, cluster, profile), violations
+        trace,
+        cluster,
+        config,
+        results,
+        never_fit_reasons(trace.jobs, cluster, profile),
+        violations,
+        windows_s,
     )
     if learning is not None:
         report["learning"] = learning.as_dict()
     stdout.write(format_table(report) + "\n")
     if quotas:
         stdout.write("\n" + format_fairness_table(report) + "\n")
+    if windows_s:
+        stdout.write("\n" + format_window_table(report) + "\n")
     if learning is not None:
         stdout.write("\n" + format_learning_table(report) + "\n")
     for name, summary in report["policies"].items():

@@ -68,9 +68,11 @@ from scheduling.core.types import (
     Snapshot,
     TenantQuota,
 )
-from scheduling.sim.belief import Belief, LearningSummary
+from scheduling.core.usage import UsageLedger
+from scheduling.sim.belief import Belief
 from scheduling.sim.fidelity import Fidelity
 from scheduling.sim.job_state import JobState, with_progress
+from scheduling.sim.result import SimResult
 
 #: Default cost (s) of restarting a preempted job: no progress while its checkpoint is restored.
 DEFAULT_RESTART_COST_S = 30.0
@@ -90,7 +92,9 @@ class SimConfig:
     ``seed``: recorded in the result (the engine itself is deterministic); ``skip_idle_rounds``:
     skip rounds that provably change nothing (off only to check that it changes nothing);
     ``scheduler``/``tenant_quotas``: passed to the policy in every snapshot; ``fidelity``:
-    :class:`~scheduling.sim.fidelity.Fidelity`. Raises ``ValueError`` for a non-positive
+    :class:`~scheduling.sim.fidelity.Fidelity`; ``usage_bin_s`` (s): record each tenant's charged
+    GPU-time in bins this wide for windowed GPU-hours (:class:`~scheduling.core.usage.UsageLedger`,
+    ``SimResult.usage``; ``None``: not recorded). Raises ``ValueError`` for a non-positive
     interval (``inf`` needs ``round_on_events``) or a negative restart cost.
     """
 
@@ -102,6 +106,7 @@ class SimConfig:
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     tenant_quotas: Mapping[str, int | TenantQuota] = field(default_factory=dict)
     fidelity: Fidelity = field(default_factory=Fidelity)
+    usage_bin_s: float | None = None
 
     def __post_init__(self) -> None:
         interval = self.round_interval_s
@@ -109,30 +114,6 @@ class SimConfig:
             raise ValueError(f"round interval must be a positive number of s (inf: on events): {interval}")
         if not (math.isfinite(self.restart_cost_s) and self.restart_cost_s >= 0):
             raise ValueError(f"restart cost must be ≥ 0 s, got {self.restart_cost_s}")
-
-
-@dataclass(frozen=True, slots=True)
-class SimResult:
-    """Outcome of one simulation.
-
-    ``outcomes``: finished jobs in completion order; ``unfinished``: ids of jobs never finished
-    (the policy left them waiting with nothing else left to happen); ``timeline``: ``(t, busy
-    GPUs, shared GPUs)`` change points (s); ``capacity_gpus``: healthy GPUs; ``rounds``: policy
-    calls made; ``preemptions``: preemptions applied; ``mean_shared_slowdown``: mean ξ over the
-    time jobs ran shared, weighted by that time (``nan`` if nothing was shared); ``learning``: the
-    belief's summary (:class:`~scheduling.sim.belief.LearningSummary`) of a run with one.
-    """
-
-    policy: str
-    outcomes: tuple[JobOutcome, ...]
-    unfinished: tuple[JobId, ...]
-    timeline: tuple[tuple[float, int, int], ...]
-    capacity_gpus: int
-    rounds: int
-    preemptions: int
-    mean_shared_slowdown: float
-    seed: int = 0
-    learning: LearningSummary | None = None
 
 
 class Simulator:
@@ -191,8 +172,9 @@ class Simulator:
         self._crossing = math.inf
         self._preemptions = 0
         self._since_due, self._change = False, math.inf  # since the last due round: an event; a horizon
-        self._xi_weighted = 0.0
-        self._xi_time = 0.0
+        self._xi_weighted = self._xi_time = 0.0
+        bin_s = self.config.usage_bin_s
+        self._ledger = None if bin_s is None else UsageLedger(bin_s)
 
     # ------------------------------------------------------------------ queue
     def _enqueue(self, s: JobState, now: float) -> None:
@@ -219,6 +201,8 @@ class Simulator:
             return
         s.attained += s.base.gpus * dt
         s.charged += s.charge_rate * dt
+        if self._ledger is not None:
+            self._ledger.charge(s.base.tenant, s.last, now, s.charge_rate)
         if s.xi != 1.0 or s.charge_rate != s.base.gpus:
             s.shared_s += dt
             self._xi_weighted += s.xi * dt
@@ -575,6 +559,7 @@ class Simulator:
             mean_shared_slowdown=self._xi_weighted / self._xi_time if self._xi_time else math.nan,
             seed=self.config.seed,
             learning=None if self.belief is None else self.belief.summary(),
+            usage=self._ledger,
         )
 
 

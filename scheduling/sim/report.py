@@ -12,7 +12,7 @@ The JSON document (``build_report``) is::
                            "jain_gpu_hours", "mean_shared_slowdown", "unfinished",
                            "unfinished_reasons": {REASON: COUNT}, "rounds", "preemptions",
                            "fairness": {"jain_index", "max_wait_s", "p99_wait_s", "avg_wait_s",
-                                        ["usage_vs_quota", "guarantee_violations"]},
+                                        ["usage_vs_quota", "guarantee_violations"], ["windows"]},
                            ["learning": {"decisions", "regretted", "pair_sides", "xi_mape",
                                          "xi_mape_parts", "part_end_s", "slowdown_reports",
                                          "exclusive_reports", "profiles_built"}]}},
@@ -29,7 +29,8 @@ quotas (:func:`scheduling.core.fairness.usage_vs_quota`; tenants guaranteed 0 GP
 1 for every tenant (then it equals ``jain_gpu_hours``). With quotas, also ``usage_vs_quota`` per
 tenant and, when the rounds were watched (:class:`scheduling.core.fairness.GuaranteeMonitor`),
 ``guarantee_violations``: jobs kept waiting longer than the grace by GPUs lent to other tenants.
-The bracketed keys appear only with quotas; the ``learning`` ones only with a belief
+The bracketed keys appear only with quotas, ``windows`` only with ``--windows``
+(:mod:`scheduling.sim.windows`); the ``learning`` ones only with a belief
 (``--prior-error``, ``--truth-error``, ``--learn``; :mod:`scheduling.sim.belief`); ``fidelity``
 (:meth:`Fidelity.summary <scheduling.sim.fidelity.Fidelity.summary>`), ``placement`` and
 ``tiresias`` only when not at their defaults (so a default run's report is as before).
@@ -48,7 +49,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,7 @@ from scheduling.core.quota import normalise
 from scheduling.core.types import Cluster, Job, JobId, Profile, TenantQuota, TiresiasConfig
 from scheduling.sim.engine import SimConfig, SimResult
 from scheduling.sim.loaders import LoadedTrace
+from scheduling.sim.windows import windows_summary
 
 #: Why a job never finished (keys of ``"unfinished_reasons"`` in the report).
 REASON_GANG_TOO_LARGE = "gang larger than the cluster's healthy GPUs"
@@ -148,11 +150,16 @@ def policy_summary(
 
 
 def fairness_summary(
-    result: SimResult, quotas: Mapping[str, TenantQuota] | None = None, violations: int | None = None
+    result: SimResult,
+    quotas: Mapping[str, TenantQuota] | None = None,
+    violations: int | None = None,
+    windows_s: Sequence[float] = (),
 ) -> dict[str, Any]:
     """One policy's ``"fairness"`` entry (module docstring): waits (s), Jain's index of the
     tenants' normalised shares, and with ``quotas`` (tenant → :class:`TenantQuota`) usage vs quota
-    over the makespan window and ``violations`` (guarantee violations; ``None``: not watched)."""
+    over the makespan window and ``violations`` (guarantee violations; ``None``: not watched);
+    with ``windows_s`` and a run that recorded usage, ``"windows"``
+    (:func:`scheduling.sim.windows.windows_summary`)."""
     outcomes = result.outcomes
     out: dict[str, Any] = {}
     if quotas:
@@ -170,6 +177,9 @@ def fairness_summary(
         out["usage_vs_quota"] = usage
         if violations is not None:
             out["guarantee_violations"] = violations
+    windows = windows_summary(result, quotas or {}, windows_s)
+    if windows:
+        out["windows"] = windows
     return out
 
 
@@ -180,8 +190,10 @@ def build_report(
     results: Mapping[str, SimResult],
     never_fit: Mapping[JobId, str] | None = None,
     violations: Mapping[str, int] | None = None,
+    windows_s: Sequence[float] = (),
 ) -> dict[str, Any]:
-    """The JSON-ready report dict (``nan`` already turned into ``None``).
+    """The JSON-ready report dict (``nan`` already turned into ``None``); ``windows_s``: the
+    sliding-window lengths (s) of the windowed fairness entries (none: left out).
 
     ``never_fit``: jobs no policy can start (:func:`never_fit_reasons`); counted in
     ``"never_fit"`` and used to explain each policy's unfinished jobs. ``None``: not checked
@@ -209,7 +221,7 @@ def build_report(
         "policies": {
             name: {
                 **policy_summary(r, never_fit, config.fidelity.percentile),
-                "fairness": fairness_summary(r, quotas, violations.get(name)),
+                "fairness": fairness_summary(r, quotas, violations.get(name), windows_s),
             }
             for name, r in results.items()
         },

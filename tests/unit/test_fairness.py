@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduling.core.backfill import expected_free_times, shadow_time
-from scheduling.core.charge import charge_rates, charge_split
+from scheduling.core.charge import charge_rates, charge_split, running_charges
 from scheduling.core.fairness import (
     GuaranteeMonitor,
     cap_violations,
@@ -25,8 +25,7 @@ from scheduling.core.fairness import (
 )
 from scheduling.core.metrics import JobOutcome
 from scheduling.core.policies import POLICY_NAMES, get_policy
-from scheduling.core.quota import normalise, usage_by_tenant, wait_s
-from scheduling.core.reclaim import borrowed_jobs
+from scheduling.core.quota import charged_usage, normalise, usage_by_tenant, wait_s
 from scheduling.core.types import Cluster, Placement, RunningJob, SchedulerConfig, Snapshot, TenantQuota
 from tests.unit.fakes import FakeProfile, job
 from tests.unit.test_invariants import check_round, scenarios
@@ -209,25 +208,41 @@ def test_quota_invariant_every_policy(name: str, case: tuple[Snapshot, FakeProfi
 def test_release_invariant_fair_policy_preempts_only_borrowed_work(
     case: tuple[Snapshot, FakeProfile],
 ) -> None:
-    """Invariant 5 for reclaim: every preempted job was borrowed work, holds no GPU afterwards (not
-    restarted in the same round), was preempted for a waiting job of another tenant within its
-    guarantee, and nothing is preempted without quotas or in reclaim mode "bound"."""
+    """Invariant 5 for reclaim: every preempted job was borrowed work — its tenant stays at or
+    above its guarantee after all of the round's preemptions, in normalised GPUs — holds no GPU
+    afterwards (not restarted in the same round), and was preempted for a waiting job: of another
+    tenant within its guarantee, of a higher priority, or of another tenant on whose GPUs it is
+    co-located; nothing is preempted without quotas or in reclaim mode "bound"."""
     snapshot, profile = case
     d = get_policy("sjf-bsbf-fair").decide(snapshot, profile)
     preempted = {p.job_id for p in d.preemptions}
     if not snapshot.tenant_quotas or snapshot.config.reclaim == "bound":
         assert not preempted
-    borrowed = {rj.job.id for rj in borrowed_jobs(snapshot.running, normalise(snapshot.tenant_quotas))}
-    assert preempted <= borrowed
     assert not preempted & {s.job_id for s in d.starts}
-    # each preemption serves a waiting job of another tenant that fits its unused guarantee
     quotas = normalise(snapshot.tenant_quotas)
-    before = usage_by_tenant(snapshot.running)
+    charges = running_charges(snapshot.running, profile)
+    before = charged_usage(snapshot.running, charges)
+    after = dict(before)
     for rj in snapshot.running:
         if rj.job.id in preempted:
+            after[rj.job.tenant] -= charges[rj.job.id]
+    for rj in snapshot.running:
+        if rj.job.id in preempted:
+            guaranteed = quotas.get(rj.job.tenant, TenantQuota(0)).guaranteed_gpus
+            assert after[rj.job.tenant] >= guaranteed - 1e-9
+            beside = {
+                other.job.tenant
+                for other in snapshot.running
+                if set(other.placement.gpu_ids) & set(rj.placement.gpu_ids) and other.job.id != rj.job.id
+            }
             assert any(
-                j.tenant != rj.job.tenant
-                and before.get(j.tenant, 0) + j.gpus <= quotas.get(j.tenant, TenantQuota(0)).guaranteed_gpus
+                (
+                    j.tenant != rj.job.tenant
+                    and before.get(j.tenant, 0) + j.gpus
+                    <= quotas.get(j.tenant, TenantQuota(0)).guaranteed_gpus + 1e-9
+                )
+                or j.priority > rj.job.priority
+                or (j.tenant != rj.job.tenant and j.tenant in beside)
                 for j in snapshot.pending
             )
 

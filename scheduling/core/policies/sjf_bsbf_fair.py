@@ -26,8 +26,10 @@ import math
 from collections.abc import Callable
 from dataclasses import replace
 
+from scheduling.core.charge import gpu_shares, running_charges
 from scheduling.core.placement import start_checker
 from scheduling.core.policies.sjf_bsbf import BestBenefitFinder, BestBenefitMemo
+from scheduling.core.priority import by_priority_within_tenants
 from scheduling.core.quota import NO_QUOTA, normalise, usage_by_tenant, wait_s
 from scheduling.core.reclaim import reclaim_preemptions
 from scheduling.core.rounds import sharing_round
@@ -75,12 +77,15 @@ def starving_head(snapshot: Snapshot, can_start: Callable[[Job], bool]) -> Job |
 def fair_order(snapshot: Snapshot, head: Job | None = None) -> list[Job]:
     """Pending jobs in ``sjf-bsbf-fair`` order: ``head`` (the starving head,
     :func:`starving_head`) first, then every other job by the aged key
-    ``P_j / (1 + wait/aging_s)`` (ties: submit time, id). Times in s."""
+    ``P_j / (1 + wait/aging_s)`` (ties: submit time, id), each tenant's jobs dealt into its
+    positions highest priority first (:func:`~scheduling.core.priority.by_priority_within_tenants`).
+    Times in s."""
     now, aging_s = snapshot.now, snapshot.config.aging_s
     rest = sorted(
         (j for j in snapshot.pending if head is None or j.id != head.id),
         key=lambda j: (aged_key(j, now, aging_s), j.submit_time, j.id),
     )
+    rest = by_priority_within_tenants(rest)  # the starving head stays first: the bound is a promise
     return rest if head is None else [head, *rest]
 
 
@@ -119,13 +124,18 @@ class SjfBsbfFairPolicy:
         head = starving_head(snapshot, can_start)
         head_id = None if head is None else head.id
         order = fair_order(snapshot, head)
-        preemptions, claimed = reclaim_preemptions(snapshot, order, self.name, can_start)
-        if preemptions:  # the owners' jobs reclaim made room for first, then the fair order
+        # quota use by the normalised split (docs/FAIRNESS.md §1): co-location onto another
+        # tenant's guarantee is seen, refused at the gate and reclaimed
+        shares = gpu_shares(snapshot.running, memo.profile) if snapshot.tenant_quotas else None
+        preemptions, claimed = reclaim_preemptions(snapshot, order, self.name, can_start, shares)
+        charges = None if shares is None else running_charges(snapshot.running, memo.profile)
+        if preemptions:  # the jobs reclaim made room for first, then the fair order
             first = set(claimed)
             order = sorted(order, key=lambda job: job.id not in first)  # stable
             gone = {p.job_id for p in preemptions}
             kept = tuple(rj for rj in snapshot.running if rj.job.id not in gone)
             snapshot = replace(snapshot, running=kept)
+            charges = None if shares is None else running_charges(kept, memo.profile)
         return sharing_round(
             snapshot,
             memo.profile,
@@ -136,4 +146,5 @@ class SjfBsbfFairPolicy:
             starving=lambda job: job.id == head_id,
             preemptions=preemptions,
             can_preempt=True,
+            charges=charges,
         )
