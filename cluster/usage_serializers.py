@@ -14,16 +14,18 @@ from scheduling.core.quota_state import QuotaState
 
 
 class QuotaStateSerializer(serializers.Serializer):
-    """GPUs in use against one quota: ``gpus_borrowed`` (above the guarantee, within the borrow
-    limit) and ``gpus_over_quota`` (above guaranteed + borrow limit); ``borrow_limit`` null:
-    unlimited. ``gpu_type`` empty: the row for any type (absent in the total)."""
+    """GPUs in use against one quota (the quota use the scheduler counts: under ``sjf-bsbf-fair``
+    a shared GPU split by normalised progress, so possibly fractional): ``gpus_borrowed`` (above
+    the guarantee, within the borrow limit) and ``gpus_over_quota`` (above guaranteed + borrow
+    limit); ``borrow_limit`` null: unlimited. ``gpu_type`` empty: the row for any type (absent
+    in the total)."""
 
     gpu_type = serializers.CharField(required=False)
-    gpus_in_use = serializers.IntegerField()
+    gpus_in_use = serializers.FloatField()
     guaranteed_gpus = serializers.IntegerField()
     borrow_limit = serializers.IntegerField(allow_null=True)
-    gpus_borrowed = serializers.IntegerField()
-    gpus_over_quota = serializers.IntegerField()
+    gpus_borrowed = serializers.FloatField()
+    gpus_over_quota = serializers.FloatField()
     over_quota = serializers.BooleanField()
 
 

@@ -41,7 +41,7 @@ def quota_windows_payload(viewer: Viewer) -> dict[str, Any]:
     for t, name in visible.items():
         total = use[t].total
         typed = ", ".join(
-            f"{gpu_type or 'any'}: {state.gpus_over_quota}"
+            f"{gpu_type or 'any'}: {state.gpus_over_quota:.3g}"
             for gpu_type, state in use[t].per_type.items()
             if state.over_quota
         )
@@ -49,16 +49,16 @@ def quota_windows_payload(viewer: Viewer) -> dict[str, Any]:
             name,
             total.guaranteed_gpus,
             "unlimited" if total.borrow_limit is None else total.borrow_limit,
-            total.gpus_in_use,
-            total.gpus_borrowed,
-            total.gpus_over_quota,
+            round(total.gpus_in_use, 3),
+            round(total.gpus_borrowed, 3),
+            round(total.gpus_over_quota, 3),
             typed or "-",
         ]
         for w in usage.per_tenant[t]:
             row += [round(w.gpu_hours, 3), round(w.quota_gpu_hours, 3), rounded(w.share_of_quota, 3)]
             shares[window_name(w.window_s)][name] = {"share": w.share_of_quota}
         rows.append(row)
-    over = [f"{n} ({use[t].total.gpus_over_quota} GPUs)" for t, n in visible.items() if use[t].over_quota]
+    over = [f"{n} ({use[t].total.gpus_over_quota:.3g} GPUs)" for t, n in visible.items() if use[t].over_quota]
     fairness_rows = [
         [
             window_name(f.window_s),

@@ -1,7 +1,8 @@
 """Where a tenant stands against its quota (pure; docs/FAIRNESS.md §1, "Over quota").
 
-A tenant with ``TenantQuota(g, b)`` holding ``u`` GPUs (GPUs of its running gangs, a shared GPU
-counting for both jobs, as the quota gate counts them) **(ours)**:
+A tenant with ``TenantQuota(g, b)`` using ``u`` GPUs (its quota use as the gate counts it: the
+sum of its gangs, or under ``sjf-bsbf-fair`` its GPUs charged by the normalised split, so ``u``
+may be fractional) **(ours)**:
 
 - *borrowed* = ``max(0, min(u, g + b) − g)``: GPUs above the guarantee within the borrow limit
   (with no limit, ``b = ∞``, every GPU above ``g`` is borrowed);
@@ -26,19 +27,23 @@ class QuotaState:
     unlimited), and of the GPUs in use how many are ``gpus_borrowed`` and ``gpus_over_quota``
     (module docstring)."""
 
-    gpus_in_use: int
+    gpus_in_use: float
     guaranteed_gpus: int
     borrow_limit: int | None
-    gpus_borrowed: int
-    gpus_over_quota: int
+    gpus_borrowed: float
+    gpus_over_quota: float
 
     @property
     def over_quota(self) -> bool:
-        """Whether the tenant holds more GPUs than its cap ``g + b``."""
-        return self.gpus_over_quota > 0
+        """Whether the tenant uses more GPUs than its cap ``g + b`` (beyond rounding, 10⁻⁶ GPUs)."""
+        return self.gpus_over_quota > OVER_EPS
 
 
-def quota_state(gpus_in_use: int, quota: TenantQuota) -> QuotaState:
+#: Over-quota GPUs below this count as none (a split's floating-point rounding, GPUs).
+OVER_EPS = 1e-6
+
+
+def quota_state(gpus_in_use: float, quota: TenantQuota) -> QuotaState:
     """How ``gpus_in_use`` GPUs (≥ 0) stand against ``quota``: borrowed and over-quota GPUs (module
     docstring). Raises ``ValueError`` for a negative count."""
     if gpus_in_use < 0:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -172,21 +172,41 @@ def _intervals(lo_s: float, hi_s: float) -> tuple[list[Interval], Callable[[JobI
     xi: dict[tuple[JobId, JobId], float] = {}
     for job, owner, gpu, begin, end, partner, measured, predicted in rows:
         end = hi_s if end is None else min(end, hi_s)
+        tenant[job] = owner
+        note_slowdown(xi, job, partner, measured, predicted)
+        if end <= begin:
+            continue  # a row that ends before it begins holds no GPU time (and must not widen a merge)
         span = held.setdefault((job, gpu), [begin, end])
         span[0], span[1] = min(span[0], begin), max(span[1], end)
-        tenant[job] = owner
-        slowdown = measured if measured is not None else predicted
-        if partner is not None and slowdown is not None and slowdown > 0:
-            xi[(job, partner)] = slowdown
     intervals = [
         Interval(job, str(tenant[job]), (gpu,), begin, end) for (job, gpu), (begin, end) in held.items()
     ]
+    return intervals, pair_rule(xi)
+
+
+def note_slowdown(
+    xi: dict[tuple[JobId, JobId], float],
+    job: JobId,
+    partner: JobId | None,
+    measured: float | None,
+    predicted: float | None,
+) -> None:
+    """Record in ``xi`` the slowdown of ``job`` beside ``partner`` from one ``Placement`` row: the
+    one measured since it was placed, else the one the round predicted (none: nothing noted)."""
+    slowdown = measured if measured is not None else predicted
+    if partner is not None and slowdown is not None and slowdown > 0:
+        xi[(job, partner)] = slowdown
+
+
+def pair_rule(xi: Mapping[tuple[JobId, JobId], float]) -> Callable[[JobId, JobId], float]:
+    """The ``pair_slowdown(a, b)`` the normalised split is charged by: ``xi[(a, b)]`` when both
+    sides of the pair are known, else 1.0 for both (the even split) — one known side alone would
+    skew the split."""
 
     def pair_slowdown(a: JobId, b: JobId) -> float:
-        # both sides known, or an even split: one known side alone would skew the split
         return xi[(a, b)] if (a, b) in xi and (b, a) in xi else 1.0
 
-    return intervals, pair_slowdown
+    return pair_slowdown
 
 
 def _job_spans(lo_s: float, hi_s: float) -> list[tuple[str, float, float]]:

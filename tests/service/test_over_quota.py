@@ -101,3 +101,21 @@ def test_per_gpu_type_rows_are_held_against_their_own_type(
     assert (use.per_type[""].gpus_in_use, use.per_type[""].gpus_over_quota) == (0, 0)
     # summed: 5 guaranteed, unlimited borrowing (one row has no limit): not over in total
     assert use.total.gpus_over_quota == 0 and use.over_quota
+
+
+def test_quota_use_counts_a_shared_gpu_as_the_configured_gate_does(cluster: list[Node]) -> None:
+    from scheduling import service
+    from tests.frontend.conftest import gpu, place
+
+    tenant, _ = Tenant.create_with_owner("team-qa", quota_gpus=1, borrow_limit=0, username="qa")
+    one, two = make_job(tenant, "a-one"), make_job(tenant, "a-two")
+    place(one, gpu("node-00", 0))
+    place(two, gpu("node-00", 0), slot=1)  # its own two jobs on one GPU, slowdowns unknown: ½ each
+    with override_settings(SHAREWISE_POLICY="sjf-bsbf-fair"):
+        split = service.quota_use()[tenant.pk].total
+    with override_settings(SHAREWISE_POLICY="sjf-bsbf"):
+        gangs = service.quota_use()[tenant.pk].total
+    # sjf-bsbf-fair charges the shared GPU once in all: ½ + ½ = 1 ≤ cap 1, not over quota
+    assert (split.gpus_in_use, split.gpus_over_quota, split.over_quota) == (1.0, 0.0, False)
+    # sjf-bsbf counts each job's gang: 1 + 1 = 2 > cap 1, one over
+    assert (gangs.gpus_in_use, gangs.gpus_over_quota, gangs.over_quota) == (2.0, 1.0, True)
