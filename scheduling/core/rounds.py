@@ -23,7 +23,6 @@ from typing import Protocol
 from scheduling.core.backfill import expected_free_times, shadow_time
 from scheduling.core.placement import never_fits_reason, start_on_idle
 from scheduling.core.preemptive import preemptive_exclusive
-from scheduling.core.priority import by_priority_within_tenants
 from scheduling.core.profile_cache import CachedProfile, cached
 from scheduling.core.quota import QuotaGate, gate_for
 from scheduling.core.round_state import Resident, ResidentListener, RoundState
@@ -76,7 +75,6 @@ def exclusive_in_order(
     where the peers' ``yarn`` rule puts it, and one it cannot place waits (and, blocking, blocks)
     however many GPUs are idle elsewhere.
     """
-    jobs = by_priority_within_tenants(jobs)
     state = RoundState(snapshot, consolidated=snapshot.config.placement == "consolidated")
     profile = cached(profile)
     gate = gate_for(snapshot, can_start=lambda j: never_fits_reason(j, state, profile) is None)
@@ -171,8 +169,7 @@ def sharing_round(
         can_start=lambda j: never_fits_reason(j, state, cp) is None,
         charges=charges,
     )
-    if order is None:
-        order = by_priority_within_tenants(sorted(snapshot.pending, key=sjf_key))
+    order = sorted(snapshot.pending, key=sjf_key) if order is None else order
     starts: list[Start] = []
     waits: list[Wait] = []
     blocker: Job | None = None

@@ -41,13 +41,14 @@ def test_each_tenant_keeps_its_positions_and_fills_them_highest_priority_first()
     assert by_priority_within_tenants(same) == same
 
 
-@pytest.mark.parametrize("policy", ["fifo", "sjf", "sjf-ffs", "sjf-bsbf", "sjf-bsbf-fair"])
-def test_a_higher_priority_job_of_the_same_tenant_takes_the_one_idle_gpu(policy: str) -> None:
+@pytest.mark.parametrize(("policy", "first"), [("sjf-bsbf-fair", 2), ("sjf-bsbf", 1), ("fifo", 1)])
+def test_a_higher_priority_job_of_the_same_tenant_takes_the_one_idle_gpu(policy: str, first: int) -> None:
     # one idle GPU; tenant a waits with a short job (P = 10 s, submitted first) and a long one
-    # (P = 1,000 s) of priority 5: the long one starts under every policy that orders the queue
+    # (P = 1,000 s) of priority 5: the long one starts under sjf-bsbf-fair; the paper baselines
+    # keep their published order (their simulators ignore the traces' priority column)
     busy = [running(job(10 + k, tenant="z", iterations=10_000), (k,)) for k in range(7)]
     short, long = job(1, tenant="a", iterations=10), prio(job(2, tenant="a", iterations=1000, submit=1.0), 5)
-    assert started(snap([short, long], busy, {}), policy)[1] == {2: (7,)}
+    assert started(snap([short, long], busy, {}), policy)[1] == {first: (7,)}
 
 
 def test_priority_does_not_reorder_across_tenants() -> None:
