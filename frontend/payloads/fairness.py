@@ -12,9 +12,9 @@ from django.utils import timezone
 
 from cluster.expressions import EpochSeconds
 from cluster.models import Job, Quota, Tenant
-from frontend.payloads.bins import demand_bins, usage_bins, window_usage
+from frontend.payloads.bins import demand_bins, usage_bins
 from frontend.payloads.common import Viewer, iso, payload, raw_rows, rounded, table
-from frontend.payloads.service import policy_named, scheduler_config, summed_quotas
+from frontend.payloads.service import charged_segments, policy_named, scheduler_config, summed_quotas
 from scheduling import figures
 from scheduling.core.metrics import jain_index
 from scheduling.core.quota import NO_QUOTA
@@ -54,7 +54,8 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     guaranteed GPUs``: 1 when every such tenant gets the same multiple of its quota. It is the
     same for every viewer (a cluster-wide figure that names no job). Mean JCT (submit → finish)
     is over the tenant's succeeded jobs; mean queueing delay (submit → first start) over its
-    started jobs; GPU-hours over the window, a shared GPU-hour charging each job half.
+    started jobs; GPU-hours over the window, a shared GPU split by normalised progress
+    (docs/FAIRNESS.md §3; ½ each when the pair's slowdowns are unknown).
 
     Quotas (docs/FAIRNESS.md §1): guaranteed GPUs and borrow limit summed over the tenant's
     ``Quota`` rows (the scheduling service's ``summed_quotas``; "unlimited": no limit, "none": no
@@ -75,7 +76,8 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     guaranteed = {t: q.guaranteed_gpus for t, q in quotas.items()}
     config, policy = scheduler_config(), policy_named()
     width_s = window_s / FAIRNESS_BINS
-    charged = usage_bins(window_usage(start, now), start.timestamp(), width_s, FAIRNESS_BINS)
+    segments = charged_segments(start.timestamp(), now.timestamp())
+    charged = usage_bins(segments, start.timestamp(), width_s, FAIRNESS_BINS)
     jobs = tenant_jobs()
     demand = demand_bins(start, now, width_s, FAIRNESS_BINS, {t: j.first_active for t, j in jobs.items()})
     jain = jain_per_bin(tenants, charged, demand, guaranteed, width_s)

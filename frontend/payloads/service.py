@@ -1,6 +1,7 @@
 """What the dashboard reads from the scheduling service: the policy in use, the cluster-wide
 scheduler settings, the per-tenant quota sums, each tenant's standing against its quota now
-(``quota_use``) and its GPU-hours over windows (``usage_windows``, ``DEFAULT_WINDOWS_S``).
+(``quota_use``), its GPU-hours over windows (``usage_windows``, ``DEFAULT_WINDOWS_S``) and the
+charge of each placement (``charged_segments``, the normalised split).
 
 All of them only read (settings and rows already written); the dashboard imports them from here
 and nowhere else, so it depends on the service in one place.
@@ -8,6 +9,7 @@ and nowhere else, so it depends on the service in one place.
 
 from scheduling.service import (
     DEFAULT_WINDOWS_S,
+    charged_segments,
     policy_named,
     quota_use,
     scheduler_config,
@@ -17,6 +19,7 @@ from scheduling.service import (
 
 __all__ = [
     "DEFAULT_WINDOWS_S",
+    "charged_segments",
     "policy_named",
     "quota_use",
     "scheduler_config",

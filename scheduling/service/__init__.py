@@ -63,6 +63,7 @@ from scheduling.service.gpu_hours import (
     TenantWindow,
     UsageWindows,
     WindowFairness,
+    charged_segments,
     parse_windows,
     usage_windows,
 )
@@ -122,6 +123,7 @@ __all__ = [
     "broker_configured",
     "build_snapshot",
     "cancel_job",
+    "charged_segments",
     "celery_dispatch",
     "check_heartbeats",
     "clear_round_request",

@@ -25,6 +25,7 @@ from cluster.expressions import EpochSeconds
 from cluster.models import Job, Placement, Quota, Tenant
 from scheduling.core.types import JobId
 from scheduling.core.usage import (
+    ChargeSegment,
     Interval,
     active_tenants,
     charge_segments,
@@ -120,7 +121,7 @@ def usage_windows(
             Quota.objects.order_by().values_list("tenant_id", "guaranteed_gpus", "borrow_limit")
         ).items()
     }
-    segments = charge_segments(*_intervals(now_s - longest, now_s))
+    segments = charged_segments(now_s - longest, now_s)
     spans = _job_spans(now_s - longest, now_s)
     wanted = (
         list(Tenant.objects.order_by("name").values_list("pk", flat=True))
@@ -141,6 +142,13 @@ def usage_windows(
         jain, ratio = window_fairness(hours, {str(t): guaranteed[t] for t in demanding})
         fairness.append(WindowFairness(window, _finite(jain), _finite(ratio), tuple(demanding)))
     return UsageWindows(tuple(windows_s), per_tenant, fairness)
+
+
+def charged_segments(lo_s: float, hi_s: float) -> list[ChargeSegment]:
+    """What each tenant was charged in ``[lo_s, hi_s]`` (POSIX s): the core's segments
+    (:func:`scheduling.core.usage.charge_segments`) of the placements of that span (tenant: its id
+    as text), a shared GPU split by normalised progress (module docstring)."""
+    return charge_segments(*_intervals(lo_s, hi_s))
 
 
 def _finite(value: float) -> float | None:
