@@ -10,11 +10,12 @@ import math
 from typing import Any
 
 from django.db import IntegrityError
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agent.messages import EVENTS, FAILURE_KINDS
-from cluster import models, runnable
+from cluster import models, runnable, usage_serializers
 from cluster.fields import (
     PositiveFloatField,
     RejectUnknownFieldsMixin,
@@ -307,11 +308,17 @@ class TenantQuotaSerializer(QuotaSerializer):
 
 
 class TenantUsageSerializer(serializers.Serializer):
-    """What a tenant uses now: GPUs held by running jobs and job counts per status."""
+    """What a tenant uses: GPUs held by running jobs, job counts per status, its standing against
+    its quota now (``quota``: over quota, borrowed GPUs, per GPU type), its GPU-hours over the
+    windows asked for (``gpu_hours``, ``?windows=2h,24h`` by default) and the cluster-wide
+    windowed fairness of the same windows (``fairness``, naming no tenant)."""
 
     gpus_in_use = serializers.IntegerField()
     guaranteed_gpus = serializers.IntegerField()
     jobs = serializers.DictField(child=serializers.IntegerField())
+    quota = usage_serializers.QuotaUseSerializer()
+    gpu_hours = usage_serializers.TenantWindowSerializer(many=True)
+    fairness = usage_serializers.WindowFairnessSerializer(many=True)
 
 
 class TenantSerializer(serializers.ModelSerializer):
@@ -326,11 +333,18 @@ class TenantSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(TenantUsageSerializer)
     def get_usage(self, tenant: Tenant) -> dict[str, Any]:
+        """``context["windows"]``: the windows (s) of ``gpu_hours`` (default: 2 h and 24 h)."""
+        windows = service.usage_windows(
+            self.context.get("windows", service.DEFAULT_WINDOWS_S), timezone.now(), [tenant.pk]
+        )
         return TenantUsageSerializer(
             {
                 "gpus_in_use": tenant.gpus_in_use(),
                 "guaranteed_gpus": tenant.guaranteed_gpus(),
                 "jobs": tenant.job_counts(),
+                "quota": usage_serializers.quota_use_data(service.quota_use([tenant.pk])[tenant.pk]),
+                "gpu_hours": usage_serializers.windows_data(windows.per_tenant[tenant.pk]),
+                "fairness": usage_serializers.fairness_data(windows.fairness, None),
             }
         ).data
 

@@ -9,7 +9,7 @@ itself finds nowhere under ``/api/`` gets the same JSON (``config.urls.handler40
 from django.urls import path, re_path
 from rest_framework.routers import DefaultRouter
 
-from cluster import job_views, views
+from cluster import job_views, usage_views, views
 
 router = DefaultRouter(trailing_slash=True)
 router.include_root_view = False
@@ -22,6 +22,7 @@ router.register("admin/gpus", views.AdminGPUViewSet, basename="admin-gpu")
 urlpatterns = [
     path("tenant/", views.TenantView.as_view(), name="tenant"),
     path("tenant/token/", views.TenantTokenView.as_view(), name="tenant-token"),
+    path("admin/usage/", usage_views.AdminUsageView.as_view(), name="admin-usage"),
     path("admin/slowdowns/", views.AdminSlowdownView.as_view(), name="admin-slowdowns"),
     path("admin/incompatible-pairs/", views.AdminIncompatiblePairView.as_view(), name="admin-incompatible"),
     path("agent/heartbeat/", views.AgentHeartbeatView.as_view(), name="agent-heartbeat"),

@@ -219,14 +219,45 @@ class JobViewSet(
         return Response(self.get_serializer(job).data)
 
 
+#: The schema lists windows in seconds; a unit (``2h``) is accepted too (``service.parse_windows``).
+WINDOWS_PARAMETER = OpenApiParameter(
+    "windows",
+    {
+        "type": "array",
+        "items": {"type": "integer", "minimum": service.MIN_WINDOW_S, "maximum": service.MAX_WINDOW_S},
+        "maxItems": service.MAX_WINDOWS,
+    },
+    style="form",
+    explode=False,
+    description="Windows ending now for GPU-hours, comma-separated: 7200,86400 (the default) or "
+    "2h,24h; 1-4 whole numbers with an optional unit s, m, h or d, each 60 s to 7 days.",
+)
+
+
+def windows_of(request: Request) -> tuple[int, ...]:
+    """The ``windows`` query parameter (s; :func:`scheduling.service.parse_windows`); a bad one
+    is a 400 naming it."""
+    try:
+        return service.parse_windows(request.query_params.get("windows"))
+    except ValueError as exc:
+        raise ValidationError({"windows": [str(exc)]}) from None
+
+
 class TenantView(generics.RetrieveAPIView):
-    """The caller's tenant: quotas and usage."""
+    """The caller's tenant: quotas and usage (over quota, GPU-hours over ``?windows=``)."""
 
     serializer_class = TenantSerializer
     permission_classes = [permissions.IsAuthenticated, IsTenantMember]
 
     def get_object(self) -> Tenant:
         return tenant_of(self.request)
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        return {**super().get_serializer_context(), "windows": windows_of(self.request)}
+
+    @extend_schema(parameters=[WINDOWS_PARAMETER], responses={200: TenantSerializer, **_errors(400)})
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
 
 
 TokenAnswer = inline_serializer(

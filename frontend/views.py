@@ -18,7 +18,7 @@ from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from frontend.payloads import cluster_map, decisions, fairness, learning, queue, timeline
+from frontend.payloads import cluster_map, decisions, fairness, learning, queue, quota_windows, timeline
 from frontend.payloads.clock import time_scale
 from frontend.payloads.common import viewer_of
 
@@ -33,6 +33,7 @@ ENDPOINTS: dict[str, Endpoint] = {
     "decisions": (decisions.decisions_payload, "rounds", 10, 1, 100),
     "fairness": (fairness.fairness_payload, "window", 3600, 300, 7 * 86400),
     "queue": (queue.queue_payload, "limit", 100, 1, 1000),
+    "quota": (quota_windows.quota_windows_payload, None, 0, 0, 0),
     "learning": (learning.learning_payload, "window", 3600, 300, 7 * 86400),
 }
 

@@ -371,7 +371,7 @@ def tenant_usage_spec(
     """GPUs in use per tenant over time (stacked areas) with each tenant's quota (dotted line).
 
     ``times``: bin start times (ISO); ``usage``: ``{tenant: [mean GPUs in use per bin]}`` (a
-    shared GPU counts ½ for each of its two jobs, so the stack never exceeds the busy GPUs);
+    shared GPU split between its two jobs, so the stack never exceeds the busy GPUs);
     ``quotas``: ``{tenant: guaranteed GPUs}``.
     """
     colours = tenant_colours([*usage, *quotas])

@@ -18,7 +18,8 @@ Modules: :mod:`~frontend.payloads.common` (the viewer, the body and its tables, 
 :mod:`~frontend.payloads.rounds` (recorded rounds, parsed once), one module per endpoint
 (:mod:`~frontend.payloads.cluster_map`, :mod:`~frontend.payloads.timeline`,
 :mod:`~frontend.payloads.decisions`, :mod:`~frontend.payloads.fairness`,
-:mod:`~frontend.payloads.queue`), :mod:`~frontend.payloads.bins` (per-tenant series over time
-bins) and :mod:`~frontend.payloads.service` (what the dashboard reads from the scheduling
-service). Every function here only reads the database.
+:mod:`~frontend.payloads.quota_windows`, :mod:`~frontend.payloads.queue`),
+:mod:`~frontend.payloads.bins` (per-tenant series over time bins) and
+:mod:`~frontend.payloads.service` (what the dashboard reads from the scheduling service).
+Every function here only reads the database.
 """

@@ -1,9 +1,9 @@
-"""Per-tenant series over equal time bins, for the fairness endpoint: GPU-seconds used (a shared
-GPU charging each of its two jobs half) and whether a tenant had work in a bin."""
+"""Per-tenant series over equal time bins, for the fairness endpoint: GPU-seconds charged (a shared
+GPU split by normalised progress) and whether a tenant had work in a bin."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -12,6 +12,7 @@ from django.db.models import Value
 from cluster.expressions import BinIndex, EpochSeconds
 from cluster.models import Job
 from frontend.payloads.common import placements_in_window, raw_rows
+from scheduling.core.usage import ChargeSegment
 
 
 class Bins:
@@ -70,33 +71,15 @@ def window_usage(start: datetime, now: datetime) -> list[tuple[int, int, float, 
 
 
 def usage_bins(
-    placements: Sequence[tuple], start_s: float, width_s: float, bins: int
+    segments: Iterable[ChargeSegment], start_s: float, width_s: float, bins: int
 ) -> dict[int, list[float]]:
-    """``{tenant id: [GPU-seconds per bin]}`` of ``placements`` (``(GPU id, tenant id, begin,
-    end)`` as from :func:`window_usage`); a GPU held by two jobs charges each half (TESTING.md
-    invariant 7: a shared GPU-second is never counted twice). Bins of ``width_s`` s from
+    """``{tenant id: [GPU-seconds per bin]}`` of the charge ``segments`` (the service's
+    ``charged_segments``: a shared GPU split by normalised progress, docs/FAIRNESS.md §3, so a
+    shared GPU-second is never counted twice, TESTING.md invariant 7). Bins of ``width_s`` s from
     ``start_s``."""
-    by_gpu: dict[int, list[tuple[float, float, int]]] = {}
-    for gpu, tenant_id, begin, end in placements:
-        by_gpu.setdefault(gpu, []).append((begin, end, tenant_id))
     charged = Bins(start_s, width_s, bins)
-    for held in by_gpu.values():
-        if len(held) == 1:
-            begin, end, tenant_id = held[0]
-            charged.add(tenant_id, begin, end, 1.0)
-            continue
-        events = sorted([(b, 1, t) for b, _, t in held] + [(e, -1, t) for _, e, t in held])
-        active: list[int] = []
-        last = events[0][0]
-        for moment, change, tenant_id in events:
-            if active and moment > last:
-                for holder in active:
-                    charged.add(holder, last, moment, 1.0 / len(active))
-            if change > 0:
-                active.append(tenant_id)
-            else:
-                active.remove(tenant_id)
-            last = moment
+    for seg in segments:
+        charged.add(int(seg.tenant), seg.start_s, seg.end_s, seg.rate)
     return charged.totals()
 
 

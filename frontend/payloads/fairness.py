@@ -11,13 +11,14 @@ from django.utils import timezone
 
 from cluster.expressions import EpochSeconds
 from cluster.models import Job, Quota, Tenant
-from frontend.payloads.bins import demand_bins, usage_bins, window_usage
+from frontend.payloads.bins import demand_bins, usage_bins
 from frontend.payloads.clock import TimeScale, time_scale
 from frontend.payloads.common import Viewer, payload, raw_rows, rounded, table
-from frontend.payloads.service import policy_named, scheduler_config, summed_quotas
+from frontend.payloads.service import charged_segments, policy_named, scheduler_config, summed_quotas
 from scheduling import figures
 from scheduling.core.metrics import jain_index
-from scheduling.core.quota import reclaim_in_effect
+from scheduling.core.quota import NO_QUOTA, reclaim_in_effect
+from scheduling.core.quota_state import quota_state
 from scheduling.core.types import Policy, SchedulerConfig, TenantQuota
 
 #: Equal time bins of the window (usage, demand and Jain's index per bin).
@@ -53,14 +54,16 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     guaranteed GPUs``: 1 when every such tenant gets the same multiple of its quota. It is the
     same for every viewer (a cluster-wide figure that names no job). Mean JCT (submit → finish)
     is over the tenant's succeeded jobs; mean queueing delay (submit → first start) over its
-    started jobs; GPU-hours over the window, a shared GPU-hour charging each job half.
+    started jobs; GPU-hours over the window, a shared GPU split by normalised progress
+    (docs/FAIRNESS.md §3; ½ each when the pair's slowdowns are unknown).
 
     Quotas (docs/FAIRNESS.md §1): guaranteed GPUs and borrow limit summed over the tenant's
     ``Quota`` rows (the scheduling service's ``summed_quotas``; "unlimited": no limit, "none": no
-    quota row); GPUs held now = GPUs of its running gangs; borrowed now = held − guaranteed, at
-    least 0. Table ``scheduler``: the cluster-wide starvation bound, aging, reclaim mode and borrow
-    bound; the summary names the policy (``SHAREWISE_POLICY``) and how it actually reclaims lent
-    GPUs.
+    quota row); GPUs held now = GPUs of its running gangs; borrowed now = those above the guarantee
+    within the borrow limit, over quota now = those above guaranteed + borrow limit
+    (:func:`scheduling.core.quota_state.quota_state`). Table ``scheduler``: the cluster-wide
+    starvation bound, aging, reclaim mode and borrow bound; the summary names the policy
+    (``SHAREWISE_POLICY``) and how it actually reclaims lent GPUs.
     """
     now = timezone.now()
     scale = time_scale()
@@ -75,7 +78,8 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     config, policy = scheduler_config(), policy_named()
     # bins of wall seconds (a replay's window never reaches back before the replay began)
     width_s = max((now - start).total_seconds(), 1e-3) / FAIRNESS_BINS
-    charged = usage_bins(window_usage(start, now), start.timestamp(), width_s, FAIRNESS_BINS)
+    segments = charged_segments(start.timestamp(), now.timestamp())
+    charged = usage_bins(segments, start.timestamp(), width_s, FAIRNESS_BINS)
     jobs = tenant_jobs()
     demand = demand_bins(start, now, width_s, FAIRNESS_BINS, {t: j.first_active for t, j in jobs.items()})
     jain = jain_per_bin(tenants, charged, demand, guaranteed, width_s)
@@ -226,14 +230,15 @@ def _tenant_rows(
         limit: int | str = "none"  # no Quota row: no guarantee, may only borrow
         if quota is not None:
             limit = "unlimited" if quota.borrow_limit is None else quota.borrow_limit
-        held = mine.in_use or 0
+        state = quota_state(mine.in_use or 0, quota or NO_QUOTA)
         rows.append(
             [
                 name,
                 guaranteed,
                 limit,
-                held,
-                max(0, held - guaranteed),
+                state.gpus_in_use,
+                state.gpus_borrowed,
+                state.gpus_over_quota,
                 round(gpu_hours, 3),
                 mine.finished,
                 mine.pending,
@@ -331,6 +336,7 @@ def _tenants_table(rows: Iterable[Sequence[Any]], minutes: str) -> dict[str, Any
             "borrow limit",
             "GPUs held now",
             "GPUs borrowed now",
+            "GPUs over quota now",
             f"GPU-hours ({minutes})",
             "succeeded jobs",
             "pending jobs",

@@ -69,7 +69,7 @@ def queue_payload(viewer: Viewer, limit: int) -> dict[str, Any]:
         figures_={"queue": figures.queue_spec(jobs)},
         tables={
             "queue": table(
-                ["position", "job", "tenant", "GPUs", f"waiting {scale.unit}", "reason"],
+                ["position", "job", "tenant", "priority", "GPUs", f"waiting {scale.unit}", "reason"],
                 rows,
                 " ".join(n for n in (note, scale.note) if n),
             )
@@ -104,13 +104,14 @@ def _shown_jobs(
     speedup: float = 1.0,
 ) -> tuple[list[dict[str, Any]], list[list[Any]]]:
     """The chart's jobs and the table's rows for ``shown`` (``(position, job id)``): label,
-    tenant, GPUs, wait (s, since submission or the last preemption or requeue, at ``now``; times
-    ``speedup`` for trace seconds) and the latest round's reason (redacted for ``viewer``)."""
+    tenant, priority (the job's, −100…100), GPUs, wait (s, since submission or the last
+    preemption or requeue, at ``now``; times ``speedup`` for trace seconds) and the latest
+    round's reason (redacted for ``viewer``)."""
     ids = [j for _, j in shown]
     details = {
         j: rest
         for j, *rest in Job.objects.filter(id__in=ids).values_list(
-            "id", "name", "tenant__name", "gpus", "submitted_at"
+            "id", "name", "tenant__name", "priority", "gpus", "submitted_at"
         )
     }
     requeued = dict(
@@ -123,10 +124,11 @@ def _shown_jobs(
     reasons = dict(zip(reasons, JobNames().redact(list(reasons.values()), viewer), strict=True))
     jobs, rows = [], []
     for position, job_id in shown:
-        name, tenant, gpus, submitted = details[job_id]
+        name, tenant, priority, gpus, submitted = details[job_id]
         since = max(submitted, requeued.get(job_id, submitted))
         wait_s = max(0.0, (now - since).total_seconds()) * speedup
         label = job_label(job_id, name)
         jobs.append({"label": label, "tenant": tenant, "wait_s": wait_s, "gpus": gpus, "position": position})
-        rows.append([position, label, tenant, gpus, round(wait_s), reasons.get(job_id, "not yet considered")])
+        reason = reasons.get(job_id, "not yet considered")
+        rows.append([position, label, tenant, priority, gpus, round(wait_s), reason])
     return jobs, rows

@@ -1,10 +1,28 @@
 """What the dashboard reads from the scheduling service: the policy in use, the cluster-wide
-scheduler settings and the per-tenant quota sums.
+scheduler settings, the per-tenant quota sums, each tenant's standing against its quota now
+(``quota_use``), its GPU-hours over windows (``usage_windows``, ``DEFAULT_WINDOWS_S``) and the
+charge of each placement (``charged_segments``, the normalised split).
 
-All three only read (settings and ``Quota`` rows already fetched); the dashboard imports them
-from here and nowhere else, so it depends on the service in one place.
+All of them only read (settings and rows already written); the dashboard imports them from here
+and nowhere else, so it depends on the service in one place.
 """
 
-from scheduling.service import policy_named, scheduler_config, summed_quotas
+from scheduling.service import (
+    DEFAULT_WINDOWS_S,
+    charged_segments,
+    policy_named,
+    quota_use,
+    scheduler_config,
+    summed_quotas,
+    usage_windows,
+)
 
-__all__ = ["policy_named", "scheduler_config", "summed_quotas"]
+__all__ = [
+    "DEFAULT_WINDOWS_S",
+    "charged_segments",
+    "policy_named",
+    "quota_use",
+    "scheduler_config",
+    "summed_quotas",
+    "usage_windows",
+]

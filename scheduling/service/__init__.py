@@ -23,7 +23,10 @@ that leaves its GPUs outside a round (``jobs``: :func:`release`, :func:`requeue`
 :func:`cancel_job`, :func:`stop_job`) tells its agents, sends its GPU partners their new slowdown
 (:func:`refresh_partners`) and asks for a round (:func:`request_round`, ``trigger``, debounced).
 Why a pending job waits and when it may start (the latest round's reason and estimate) is
-:func:`waiting_details` (``waiting``). ``GET /metrics`` is
+:func:`waiting_details` (``waiting``). Where each tenant stands against its quota now (over
+quota, borrowed GPUs, per GPU type) is :func:`quota_use` (``over_quota``), its GPU-hours over
+sliding windows and the windowed fairness :func:`usage_windows` (``gpu_hours``; docs/FAIRNESS.md
+§4). ``GET /metrics`` is
 :func:`scheduling.service.prometheus.metrics_view`.
 
 What the agents measure is learned (docs/LEARNING.md, "In the service"): ``observations`` folds
@@ -52,6 +55,18 @@ from scheduling.service.dispatch import (
 from scheduling.service.estimates import UNKNOWN_MODEL_ITER_TIME_S, attained_after_run, estimate_iter_time_s
 from scheduling.service.fairness import scheduler_config, summed_quotas, tenant_quotas
 from scheduling.service.generations import generation_window, next_generations
+from scheduling.service.gpu_hours import (
+    DEFAULT_WINDOWS_S,
+    MAX_WINDOW_S,
+    MAX_WINDOWS,
+    MIN_WINDOW_S,
+    TenantWindow,
+    UsageWindows,
+    WindowFairness,
+    charged_segments,
+    parse_windows,
+    usage_windows,
+)
 from scheduling.service.health import CACHE_ERRORS, OUTAGE_ERRORS, outage_message, readiness
 from scheduling.service.heartbeats import check_heartbeats, heartbeat_interval_s, record_heartbeat
 from scheduling.service.jobs import cancel_job, refresh_partners, release, requeue, stop_job
@@ -63,6 +78,7 @@ from scheduling.service.knowledge import (
     slowdown_view,
 )
 from scheduling.service.lease import ROUND_LEASE, RoundLease
+from scheduling.service.over_quota import TenantQuotaUse, quota_use
 from scheduling.service.persist import insert_rows
 from scheduling.service.retention import prune_job_events
 from scheduling.service.rounds import policy_named, run_round
@@ -80,6 +96,10 @@ from scheduling.service.waiting import NOT_YET_CONSIDERED, Waiting, waiting_deta
 
 __all__ = [
     "CACHE_ERRORS",
+    "DEFAULT_WINDOWS_S",
+    "MAX_WINDOWS",
+    "MAX_WINDOW_S",
+    "MIN_WINDOW_S",
     "OUTAGE_ERRORS",
     "NOT_YET_CONSIDERED",
     "ROUND_LEASE",
@@ -93,12 +113,17 @@ __all__ = [
     "Message",
     "RoundLease",
     "SlowdownView",
+    "TenantQuotaUse",
+    "TenantWindow",
+    "UsageWindows",
     "Tick",
     "Waiting",
+    "WindowFairness",
     "attained_after_run",
     "broker_configured",
     "build_snapshot",
     "cancel_job",
+    "charged_segments",
     "celery_dispatch",
     "check_heartbeats",
     "clear_round_request",
@@ -117,8 +142,10 @@ __all__ = [
     "next_generations",
     "node_takes_jobs",
     "outage_message",
+    "parse_windows",
     "policy_named",
     "prune_job_events",
+    "quota_use",
     "readiness",
     "record_event",
     "record_heartbeat",
@@ -137,5 +164,6 @@ __all__ = [
     "tenant_quotas",
     "tick",
     "unsubscribe",
+    "usage_windows",
     "waiting_details",
 ]

@@ -13,6 +13,14 @@ metric                                     type   meaning
 ``sharewise_last_round_timestamp_seconds`` gauge  when it started (POSIX s)
 ``sharewise_jobs{tenant,status}``          gauge  pending and running jobs per tenant
 ``sharewise_gpus_in_use{tenant}``          gauge  GPUs held by the tenant's running jobs
+``sharewise_tenant_over_quota{tenant}``    gauge  1 if the tenant holds GPUs above its quota
+``sharewise_tenant_over_quota_gpus``       gauge  GPUs above guaranteed + borrow limit, per
+``{tenant,quota}``                                ``quota``: ``total`` (rows summed), ``any``
+                                                  (the row for any GPU type) or a GPU type
+``sharewise_tenant_borrowed_gpus{tenant}`` gauge  GPUs above the guarantee within the borrow limit
+``sharewise_tenant_gpu_hours``             gauge  GPU-hours charged over the last 2 h and 24 h
+``{tenant,window}``                               (``window``: ``7200s``, ``86400s``)
+``sharewise_window_jain_index{window}``    gauge  the windowed fairness (docs/FAIRNESS.md §4)
 ``sharewise_gpus{state}``                  gauge  GPUs: total, schedulable, busy, shared
 ``sharewise_shared_gpu_fraction``          gauge  shared ÷ busy GPUs (0 when none is busy)
 ``sharewise_node_heartbeat_age_seconds``   gauge  seconds since each node's last heartbeat
@@ -36,7 +44,9 @@ from prometheus_client.registry import Collector
 
 from cluster.models import GPU, Job, Node, Placement, Tenant
 from scheduling.models import Round
+from scheduling.service.gpu_hours import DEFAULT_WINDOWS_S, usage_windows
 from scheduling.service.metrics_access import metrics_allowed
+from scheduling.service.over_quota import quota_use
 from scheduling.service.snapshot import heartbeat_timeout_s, node_takes_jobs
 
 
@@ -46,6 +56,8 @@ class SchedulerCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         yield from self._rounds()
         yield from self._jobs()
+        yield from self._quotas()
+        yield from self._windows()
         yield from self._gpus()
         yield from self._nodes()
 
@@ -91,6 +103,55 @@ class SchedulerCollector(Collector):
             gpus.add_metric([tenant], counts.get((tenant, Job.Status.RUNNING), (0, 0))[1] or 0)
         yield jobs
         yield gpus
+
+    def _quotas(self) -> Iterator[Metric]:
+        flag = GaugeMetricFamily(
+            "sharewise_tenant_over_quota", "1 if the tenant holds GPUs above its quota", labels=["tenant"]
+        )
+        over = GaugeMetricFamily(
+            "sharewise_tenant_over_quota_gpus",
+            "GPUs held above guaranteed + borrow limit (quota: total, any, or a GPU type)",
+            labels=["tenant", "quota"],
+        )
+        borrowed = GaugeMetricFamily(
+            "sharewise_tenant_borrowed_gpus",
+            "GPUs held above the guarantee within the borrow limit",
+            labels=["tenant"],
+        )
+        names = dict(Tenant.objects.order_by("name").values_list("pk", "name"))
+        use = quota_use(names)
+        for t, name in names.items():
+            flag.add_metric([name], 1 if use[t].over_quota else 0)
+            over.add_metric([name, "total"], use[t].total.gpus_over_quota)
+            for gpu_type, state in use[t].per_type.items():
+                over.add_metric([name, gpu_type or "any"], state.gpus_over_quota)
+            borrowed.add_metric([name], use[t].total.gpus_borrowed)
+        yield flag
+        yield over
+        yield borrowed
+
+    def _windows(self) -> Iterator[Metric]:
+        hours = GaugeMetricFamily(
+            "sharewise_tenant_gpu_hours",
+            "GPU-hours charged to the tenant over the window ending now (a shared GPU split by "
+            "normalised progress)",
+            labels=["tenant", "window"],
+        )
+        jain = GaugeMetricFamily(
+            "sharewise_window_jain_index",
+            "Jain's index of GPU-hours / guaranteed GPUs over the demanding tenants, per window",
+            labels=["window"],
+        )
+        names = dict(Tenant.objects.order_by("name").values_list("pk", "name"))
+        usage = usage_windows(DEFAULT_WINDOWS_S, timezone.now(), names)
+        for t, name in names.items():
+            for w in usage.per_tenant[t]:
+                hours.add_metric([name, f"{w.window_s}s"], w.gpu_hours)
+        for f in usage.fairness:
+            if f.jain_index is not None:
+                jain.add_metric([f"{f.window_s}s"], f.jain_index)
+        yield hours
+        yield jain
 
     def _gpus(self) -> Iterator[Metric]:
         per_gpu = (

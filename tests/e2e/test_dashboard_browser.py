@@ -144,7 +144,7 @@ def test_dashboard_in_headless_chromium(browser: Any, live_server: Any) -> None:
         5,
         "the cluster map's SVG",
     )
-    for section in ("cluster-map", "timeline", "decisions", "learning", "fairness", "queue"):
+    for section in ("cluster-map", "timeline", "decisions", "learning", "fairness", "quota", "queue"):
         wait_for(
             lambda s=section: browser.find_element(By.ID, s).get_attribute("data-updated"),
             10,

@@ -132,10 +132,12 @@ def ledger(now: datetime, limits: Limits) -> list[str]:
 
 def accounting(start: datetime, now: datetime) -> list[str]:
     """7. GPU-seconds charged to tenants (the dashboard's charging, a shared GPU split between its
-    two jobs) add up to the GPU-seconds the GPUs were busy (the union of their placements)."""
+    two jobs by normalised progress) add up to the GPU-seconds the GPUs were busy (the union of
+    their placements)."""
     rows = window_usage(start, now)
     width = max(1e-6, (now - start).total_seconds())
-    charged = sum(sum(per_bin) for per_bin in usage_bins(rows, start.timestamp(), width, 1).values())
+    segments = service.charged_segments(start.timestamp(), now.timestamp())
+    charged = sum(sum(per_bin) for per_bin in usage_bins(segments, start.timestamp(), width, 1).values())
     busy = 0.0
     by_gpu: dict[int, list[tuple[float, float]]] = defaultdict(list)
     for gpu, _, begin, end in rows:

@@ -6,6 +6,7 @@ import pytest
 
 from frontend.payloads.bins import Bins, usage_bins
 from frontend.payloads.timeline import shared_intervals
+from scheduling.core.usage import Interval, charge_segments
 
 
 def test_bins_split_an_interval_across_partial_and_full_bins() -> None:
@@ -19,15 +20,24 @@ def test_bins_split_an_interval_across_partial_and_full_bins() -> None:
     }
 
 
-def test_a_shared_gpu_charges_each_job_half() -> None:
-    # GPU 1: tenant 7 on [0, 20], tenant 8 on [10, 30]; GPU 2: tenant 8 alone on [0, 30]; bins of 10 s
-    placements = [(1, 7, 0.0, 20.0), (1, 8, 10.0, 30.0), (2, 8, 0.0, 30.0)]
-    usage = usage_bins(placements, 0.0, 10.0, 3)
-    # tenant 7: 10 s alone + ½ × 10 s shared = [10, 5, 0]
+def test_a_shared_gpu_is_split_by_normalised_progress() -> None:
+    # GPU 1: tenant 7's job 1 on [0, 20], tenant 8's job 2 on [10, 30]; GPU 2: tenant 8's job 3
+    # alone on [0, 30]; bins of 10 s
+    intervals = [
+        Interval(1, "7", (1,), 0.0, 20.0),
+        Interval(2, "8", (1,), 10.0, 30.0),
+        Interval(3, "8", (2,), 0.0, 30.0),
+    ]
+    even = usage_bins(charge_segments(intervals, lambda a, b: 1.0), 0.0, 10.0, 3)
+    # equal slowdowns, ½ each: tenant 7 10 s alone + ½ × 10 s = [10, 5, 0];
     # tenant 8: GPU 1 ½ × 10 then 10 alone, plus GPU 2 10 per bin = [10, 15, 20]
-    assert usage == {7: pytest.approx([10.0, 5.0, 0.0]), 8: pytest.approx([10.0, 15.0, 20.0])}
+    assert even == {7: pytest.approx([10.0, 5.0, 0.0]), 8: pytest.approx([10.0, 15.0, 20.0])}
     # never counted twice: per bin the charges add up to the busy GPU-seconds (2 GPUs × 10 s = 20)
-    assert [a + b for a, b in zip(usage[7], usage[8], strict=True)] == pytest.approx([20.0, 20.0, 20.0])
+    assert [a + b for a, b in zip(even[7], even[8], strict=True)] == pytest.approx([20.0, 20.0, 20.0])
+    # ξ_1 = 1, ξ_2 = 3 while shared: job 1 pays 3/4 of [10, 20], job 2 1/4
+    xi = {(1, 2): 1.0, (2, 1): 3.0}
+    split = usage_bins(charge_segments(intervals, lambda a, b: xi[(a, b)]), 0.0, 10.0, 3)
+    assert split == {7: pytest.approx([10.0, 7.5, 0.0]), 8: pytest.approx([10.0, 12.5, 20.0])}
 
 
 def test_shared_intervals_are_where_two_placements_overlap() -> None:

@@ -17,7 +17,7 @@ from scheduling.figures import PALETTE, SHARED_LABEL
 from scheduling.models import Round
 from tests.frontend.conftest import gpu, make_job, place, session_client
 
-NAMES = ("cluster-map", "timeline", "decisions", "learning", "fairness", "queue")
+NAMES = ("cluster-map", "timeline", "decisions", "learning", "fairness", "quota", "queue")
 
 
 def get(client: Client, name: str, **params: Any) -> dict[str, Any]:

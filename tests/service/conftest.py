@@ -16,6 +16,7 @@ from tests.api.conftest import (  # noqa: F401 - pytest finds fixtures by name i
     charlie,
     charlie_api,
     cluster,
+    staff_api,
     tenant_a,
     tenant_c,
 )

@@ -1,0 +1,115 @@
+"""Each tenant's GPUs in use against its quota, now: borrowed and over-quota GPUs, in total and per
+GPU type (docs/FAIRNESS.md §1, "Over quota"; the rule is
+:func:`scheduling.core.quota_state.quota_state`).
+
+*In use* is the quota use the configured policy's gate counts (docs/FAIRNESS.md §1):
+``sjf-bsbf-fair`` charges a shared GPU by the normalised split (``ξ_b / (ξ_a + ξ_b)`` to job
+``a``, the same pair rule as the windowed GPU-hours, :func:`~scheduling.service.gpu_hours.pair_rule`),
+so a shared GPU counts once in all; the other policies count the GPUs of the running gangs, a
+shared GPU once for each of its two jobs. Both come from the active ``Placement`` rows. The
+**total** is held against the tenant's quota rows summed
+(:func:`~scheduling.service.fairness.summed_quotas`, what the core enforces). **Per GPU type**: a
+row for type ``T`` is held against the use on GPUs of type ``T``, a row for any type
+(``gpu_type`` empty) against the use on the types that have no row of their own **(ours)**.
+Units: GPUs (fractions of a GPU under the split).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from cluster.models import Placement, Quota, Tenant
+from scheduling.core.charge import charge_rates
+from scheduling.core.quota import NO_QUOTA
+from scheduling.core.quota_state import QuotaState, quota_state
+from scheduling.core.types import JobId, TenantQuota
+from scheduling.service.fairness import summed_quotas
+from scheduling.service.gpu_hours import note_slowdown, pair_rule
+from scheduling.service.rounds import policy_named
+
+
+@dataclass(frozen=True, slots=True)
+class TenantQuotaUse:
+    """A tenant's :class:`QuotaState` in ``total`` and ``per_type`` (``{gpu_type: QuotaState}``, one
+    per quota row; ``""``: the row for any type)."""
+
+    total: QuotaState
+    per_type: dict[str, QuotaState]
+
+    @property
+    def over_quota(self) -> bool:
+        """Over its summed quota or over any one row's cap."""
+        return self.total.over_quota or any(s.over_quota for s in self.per_type.values())
+
+
+def quota_use(tenant_ids: Iterable[int] | None = None) -> dict[int, TenantQuotaUse]:
+    """``{tenant id: TenantQuotaUse}`` of the given tenants (``None``: every tenant), in 3 queries.
+
+    A tenant without a quota row has no guarantee and no borrow limit (it may only borrow), so it
+    is never over quota; its ``per_type`` is empty.
+    """
+    tenants = Tenant.objects.order_by()
+    rows = Quota.objects.order_by()
+    placements = Placement.objects.filter(active=True).order_by()
+    if tenant_ids is not None:
+        ids = list(tenant_ids)
+        tenants, rows = tenants.filter(pk__in=ids), rows.filter(tenant_id__in=ids)
+        # every job on the tenants' GPUs: a partner's share of a shared GPU changes theirs
+        mine = Placement.objects.filter(active=True, job__tenant_id__in=ids).values("gpu_id")
+        placements = placements.filter(gpu_id__in=mine)
+    quota_rows = list(rows.values_list("tenant_id", "gpu_type", "guaranteed_gpus", "borrow_limit"))
+    used = _use_per_type(placements, policy_named().name in SPLIT_QUOTA_USE)
+    summed = summed_quotas((t, g, b) for t, _, g, b in quota_rows)
+    typed: dict[int, dict[str, TenantQuota]] = defaultdict(dict)
+    for tenant_id, gpu_type, g, b in quota_rows:
+        typed[tenant_id][gpu_type] = TenantQuota(g, b)
+    out = {}
+    for tenant_id in tenants.values_list("pk", flat=True):
+        mine, rows_of = used.get(tenant_id, {}), typed.get(tenant_id, {})
+        per_type = {}
+        for gpu_type, quota in sorted(rows_of.items()):
+            if gpu_type:
+                n = mine.get(gpu_type, 0.0)
+            else:
+                n = sum(k for t, k in mine.items() if t not in rows_of)
+            per_type[gpu_type] = quota_state(round(n, 6), quota)
+        total = quota_state(round(sum(mine.values()), 6), summed.get(tenant_id, NO_QUOTA))
+        out[tenant_id] = TenantQuotaUse(total, per_type)
+    return out
+
+
+#: Policies whose quota gate counts use by the normalised split (docs/FAIRNESS.md §1).
+SPLIT_QUOTA_USE = frozenset({"sjf-bsbf-fair"})
+
+
+def _use_per_type(placements: Any, split: bool) -> dict[int, dict[str, float]]:
+    """``{tenant id: {GPU type: use}}`` of the active ``placements`` (a queryset): 1 per job and
+    GPU, or with ``split`` the job's share of the GPU (:func:`scheduling.core.charge.charge_rates`
+    with :func:`~scheduling.service.gpu_hours.pair_rule`)."""
+    rows = placements.values_list(
+        "job_id",
+        "job__tenant_id",
+        "gpu_id",
+        "gpu__gpu_type",
+        "shared_with",
+        "measured_slowdown",
+        "predicted_slowdown",
+    )
+    on_gpu: dict[int, list[JobId]] = defaultdict(list)
+    owner: dict[JobId, tuple[int, str]] = {}
+    xi: dict[tuple[JobId, JobId], float] = {}
+    for job, tenant_id, gpu, gpu_type, partner, measured, predicted in rows:
+        on_gpu[gpu].append(job)
+        owner[job] = (tenant_id, gpu_type)
+        note_slowdown(xi, job, partner, measured, predicted)
+    pair = pair_rule(xi)
+    used: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for jobs in on_gpu.values():
+        shares = charge_rates([jobs], pair) if split else dict.fromkeys(jobs, 1.0)
+        for job, share in shares.items():
+            tenant_id, gpu_type = owner[job]
+            used[tenant_id][gpu_type] += share
+    return used
