@@ -216,6 +216,9 @@ SPECTACULAR_SETTINGS = {
 REDIS_URL = env("REDIS_URL", default="")
 # Redis carries round triggers and per-node placement queues; empty means no broker.
 CELERY_BROKER_URL = REDIS_URL or "memory://"
+# How placements reach the agents (docs/AGENT.md §1, §1a): "pull" (the database, long-polled by
+# the agents; the only way without a broker) or "push" (Celery queues node.<NAME> on the broker).
+SHAREWISE_AGENT_TRANSPORT = env("SHAREWISE_AGENT_TRANSPORT", default="push" if REDIS_URL else "pull")
 # Results are not needed by callers: rounds persist their own outcome in the database.
 CELERY_TASK_IGNORE_RESULT = True
 # Without a broker (embedded default) tasks run in-process, synchronously.
