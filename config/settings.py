@@ -121,6 +121,18 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The embedded default runs web, run_scheduler and the agents' long polls as separate
+    # processes on one file: WAL lets readers go on beside the writer; IMMEDIATE takes the write
+    # lock when a transaction begins, so a writer waits (up to "timeout" s) instead of failing
+    # with "database is locked" when its read turns into a write.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": env.float("SQLITE_TIMEOUT_S", default=20.0),
+            "init_command": "PRAGMA journal_mode=WAL;",
+        }
+    )
 # Keep connections open between requests (s); 0 closes after each request.
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
 # A health check costs a round trip per request; without it, a connection broken by a database
