@@ -3,7 +3,8 @@
 
 The node is the token's (``Authorization: Node <token>``): no other node's orders are ever
 visible. ``after`` acknowledges the orders up to it; the answer holds the ones after it, waiting
-up to ``wait`` seconds for one to come (:func:`scheduling.service.orders.poll_orders`).
+up to ``wait`` seconds for one to come (:func:`scheduling.service.orders.poll_orders`). An
+unknown query parameter is a 400.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import generics, serializers
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -67,6 +69,9 @@ class AgentOrdersView(generics.GenericAPIView):
         responses={200: OrdersAnswer, **{code: OpenApiResponse(Error) for code in (400, 401, 403)}},
     )
     def get(self, request: Request) -> Response:
+        unknown = sorted(set(request.query_params) - set(OrdersQuery().fields))
+        if unknown:  # a typo (?afer=) would otherwise silently poll from 0
+            raise ValidationError({unknown[0]: ["unknown parameter: use after and wait"]})
         query = self.get_serializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         found = poll_orders(request.auth, query.validated_data["after"], query.validated_data["wait"])

@@ -130,6 +130,7 @@ def test_a_wait_ends_at_its_deadline(cluster: list[Node], monkeypatch: Any) -> N
         ({"wait": "-0.5"}, "wait"),
         ({"wait": "nan"}, "wait"),
         ({"wait": "soon"}, "wait"),
+        ({"afer": "3"}, "afer"),
     ],
 )
 def test_bad_parameters_are_400_with_the_field(
