@@ -7,11 +7,13 @@ recorded, the cursor acknowledging every order up to it, nothing of another node
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
+from django.db import connection
 from django.test import override_settings
 from rest_framework.test import APIClient
 
@@ -22,6 +24,7 @@ from scheduling.models import AgentOrder
 from scheduling.service import orders
 from scheduling.service.dispatch import agent_transport, celery_dispatch, get_dispatcher, local_dispatch
 from tests.api.conftest import JOBS_URL, job_body, token_client
+from tests.conftest import skip_or_fail
 
 URL = "/api/v1/agent/orders/"
 
@@ -194,3 +197,62 @@ def test_a_round_records_its_start_for_the_node_to_pull(
     message = order["message"]
     assert (message["node"], message["job_id"], message["action"]) == (node.name, job.pk, "start")
     assert message["command"] == "python3 -V"
+
+
+def test_concurrent_writers_number_orders_without_gaps_and_a_poller_skips_none(
+    transactional_db: None, cluster: list[Node]
+) -> None:
+    """Eight threads record 5 orders each for both nodes at once (half of them naming node-01
+    first) — twice: when the nodes have no stream yet, then when they have — while node-00's
+    agent polls: each node's orders are 1 … 80, each call's five consecutive and in its order,
+    and the poller — whose cursor deletes what it passed — saw all 80. PostgreSQL only: SQLite
+    has one writer at a time."""
+    if connection.vendor != "postgresql":
+        skip_or_fail("needs PostgreSQL (set DATABASE_URL=postgres://...) for concurrent writers")
+    threads, each, calls = 8, 5, 2
+    total = threads * each * calls
+    start_line = threading.Barrier(threads + 1)
+    second = threading.Barrier(threads)
+    seen: list[int] = []
+    done = threading.Event()
+
+    def writer(i: int) -> None:
+        try:
+            start_line.wait()
+            names = ["node-01", "node-00"] if i % 2 else ["node-00", "node-01"]
+            for call in range(calls):
+                if call:
+                    second.wait()
+                jobs = [1000 * i + 100 * call + k for k in range(each)]
+                orders.record_orders([start(n, j, 1) for j in jobs for n in names])
+        finally:
+            connection.close()
+
+    def poller() -> None:
+        try:
+            start_line.wait()
+            node, cursor = Node.objects.get(name="node-00"), 0
+            while len(seen) < total and not done.wait(0.01):
+                found = orders.poll_orders(node, cursor, wait_s=0)
+                seen.extend(s for s, _ in found.orders)
+                cursor = found.cursor
+        finally:
+            connection.close()
+
+    pool = [threading.Thread(target=writer, args=(i,)) for i in range(threads)]
+    pool.append(threading.Thread(target=poller))
+    for thread in pool:
+        thread.start()
+    for thread in pool[:-1]:
+        thread.join()
+    pool[-1].join(timeout=30)
+    done.set()
+    assert seen == list(range(1, total + 1))
+    rows = list(AgentOrder.objects.filter(node__name="node-01").values_list("seq", "message"))
+    assert [s for s, _ in rows] == list(range(1, total + 1))
+    by_call: dict[int, list[tuple[int, int]]] = {}
+    for seq, message in rows:
+        by_call.setdefault(message["job_id"] // 100, []).append((seq, message["job_id"] % 100))
+    assert len(by_call) == threads * calls
+    for got in by_call.values():
+        assert [k for _, k in got] == list(range(each)) and got[-1][0] - got[0][0] == each - 1
