@@ -6,7 +6,9 @@ README's "Running the services" says.
 A tenant submits the example job (``examples/jobs/steps.yaml``, a real process) with the
 ``sharewise`` command; it runs on the node and succeeds with its output on the server; the
 agent's next poll acknowledges its order; and when the agent dies, ``run_scheduler``'s heartbeat
-check takes the node out of ``ready``. Needs no service, so it runs everywhere.
+check takes the node out of ``ready``. Needs no service, so it runs everywhere; run again with
+Redis as the broker and ``SHAREWISE_AGENT_TRANSPORT=pull`` (the pull path as an option beside a
+broker) where ``REDIS_URL`` names a reachable Redis (its test database, emptied before and after).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import REPO, Subprocesses, wait_for
+from tests.conftest import skip_or_fail
+from tests.integration.conftest import REPO, Subprocesses, integration_redis_url, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -67,14 +70,41 @@ def manage(env: dict[str, str], *args: str) -> str:
     return done.stdout
 
 
+@pytest.fixture(params=["no-broker", "redis-pull"])
+def broker(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
+    """The environment's broker settings: none (the embedded default), or Redis (this test's own
+    database on the server of ``REDIS_URL``, emptied before and after) with pull chosen."""
+    if request.param == "no-broker":
+        yield {}
+        return
+    import redis
+
+    base = os.environ.get("REDIS_URL", "")
+    if not base:
+        skip_or_fail("the redis-pull variant needs Redis (REDIS_URL=redis://...)")
+    url = integration_redis_url(base)
+    client = redis.Redis.from_url(url)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        skip_or_fail(f"Redis at {url} does not answer: {exc}")
+    client.flushdb()
+    try:
+        yield {"REDIS_URL": url, "SHAREWISE_AGENT_TRANSPORT": "pull"}
+    finally:
+        client.flushdb()
+        client.close()
+
+
 @pytest.fixture
-def embedded(tmp_path: Path) -> Iterator[Embedded]:
+def embedded(tmp_path: Path, broker: dict[str, str]) -> Iterator[Embedded]:
     db = tmp_path / "db.sqlite3"
     env = {
         k: v
         for k, v in os.environ.items()
         if k not in ("REDIS_URL", "CACHE_URL", "SHAREWISE_AGENT_TRANSPORT")
     }
+    env.update(broker)
     env.update(
         DATABASE_URL=f"sqlite:///{db}",
         SHAREWISE_HEARTBEAT_INTERVAL_S="0.5",
@@ -149,6 +179,7 @@ def test_a_real_job_runs_and_a_dead_node_leaves_ready(embedded: Embedded) -> Non
         f"job {job_id} to end\n{embedded.procs.logs()}",
     )
     assert (job["status"], job["iterations_done"]) == ("succeeded", 4), embedded.procs.logs()
+    assert "started (subprocess, placements by pull)" in embedded.procs.logs()
     log = api_get(embedded, f"/api/v1/jobs/{job_id}/logs/")["data"].splitlines()
     assert log[0] == "steps: iterations 1 to 4 on GPUs 0" and log[-1] == "steps: finished"
     # the start was pulled, applied, and acknowledged by the agent's next poll
