@@ -1,5 +1,8 @@
 """Command line: ``python -m agent --node NAME --api URL --token T [--emulate] [--speedup X]``.
 
+Placements come by pull (long-polling the API, ``agent.puller``; the default without
+``--broker``) or by push (the node's Celery queue, ``agent.consumer``): ``--transport``.
+
 ``--fleet NODESxGPUS`` emulates many nodes in one process (demos and tests): nodes
 ``<NAME>-00``, ``<NAME>-01``… (:func:`common.shapes.node_names`: the names of the simulator's and
 ``load_cluster``'s clusters when NAME is ``node``), each with GPUS declared GPUs. Bad arguments
@@ -13,6 +16,7 @@ import json
 import logging
 import os
 import re
+import signal
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,10 +25,12 @@ from functools import partial
 from kombu.transport import resolve_transport
 
 from agent import __version__
-from agent.core import Agent
+from agent.core import Agent, route
 from agent.executors import EmulatedExecutor, ExecutorFactory, SubprocessExecutor
 from agent.gpus import discover_gpus, nvml_gpus
 from agent.joblogs import LogBook
+from agent.messages import ORDERS_MAX_WAIT_S
+from agent.puller import Puller
 from agent.reporter import HttpTransport, Reporter
 from agent.runner import Runner
 from common.shapes import ShapeError, node_names, parse_shape
@@ -33,6 +39,8 @@ log = logging.getLogger("agent")
 
 #: Most nodes one ``--fleet`` process emulates **(ours)**.
 MAX_FLEET_NODES = 1000
+#: How placements may arrive (``--transport``; the server's ``SHAREWISE_AGENT_TRANSPORT``).
+TRANSPORTS = ("pull", "push")
 # The server's rule for node names (cluster.models.NAME_PATTERN), kept here because the agent
 # must not import Django.
 _NODE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$")
@@ -53,12 +61,23 @@ def _positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
     return parse
 
 
+def _wait(text: str) -> float:
+    """An argparse ``type``: a poll's wait, 0 … :data:`~agent.messages.ORDERS_MAX_WAIT_S` s."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= value <= ORDERS_MAX_WAIT_S:
+        raise argparse.ArgumentTypeError(f"must be 0-{ORDERS_MAX_WAIT_S:g} s, got {text}")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     """The agent's argument parser."""
     p = argparse.ArgumentParser(
         prog="python -m agent",
-        description="Sharewise node agent: applies the placements of its node's Celery queue, runs the "
-        "jobs and reports them to the API (docs/AGENT.md).",
+        description="Sharewise node agent: applies its node's placements (pulled from the API, or pushed "
+        "on its Celery queue), runs the jobs and reports them to the API (docs/AGENT.md).",
     )
     p.add_argument("--node", help="node name (with --fleet: prefix of the node names, default 'node')")
     p.add_argument(
@@ -75,6 +94,19 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--broker", default=os.environ.get("REDIS_URL"), help="Celery broker URL (default: $REDIS_URL)"
+    )
+    p.add_argument(
+        "--transport",
+        choices=TRANSPORTS,
+        default=os.environ.get("SHAREWISE_AGENT_TRANSPORT") or None,
+        help="how placements arrive: pull (long-poll the API) or push (the broker's queue node.<NAME>); "
+        "default $SHAREWISE_AGENT_TRANSPORT, else push with a broker and pull without",
+    )
+    p.add_argument(
+        "--poll-wait-s",
+        type=_wait,
+        default=25.0,
+        help=f"pull: seconds one poll waits on the server for an order (0-{ORDERS_MAX_WAIT_S:g}, default 25)",
     )
     p.add_argument(
         "--emulate", action="store_true", help="emulate jobs from their profile instead of running them"
@@ -126,11 +158,14 @@ def parser() -> argparse.ArgumentParser:
 
 @dataclass
 class Setup:
-    """What ``main`` runs: the agents, their runner, and the broker to consume from."""
+    """What ``main`` runs: the agents, their runner, and how placements arrive: ``transport``
+    ``pull`` (``puller``) or ``push`` (from ``broker``)."""
 
     agents: list[Agent]
     runner: Runner
+    transport: str
     broker: str
+    puller: Puller | None
 
 
 def node_tokens(
@@ -159,12 +194,14 @@ def node_tokens(
 
 def build(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setup:
     """Check ``args`` (``p.error`` exits with status 2 on a bad one) and build the agents."""
-    if not args.broker:
-        p.error("a broker is required: --broker redis://HOST:6379/0 or $REDIS_URL")
-    try:
-        resolve_transport(args.broker.split("://", 1)[0] if "://" in args.broker else "")
-    except (KeyError, ImportError) as exc:
-        p.error(f"--broker {args.broker!r} names no Celery transport ({exc})")
+    transport = args.transport or ("push" if args.broker else "pull")
+    if transport == "push":
+        if not args.broker:
+            p.error("--transport push needs a broker: --broker redis://HOST:6379/0 or $REDIS_URL")
+        try:
+            resolve_transport(args.broker.split("://", 1)[0] if "://" in args.broker else "")
+        except (KeyError, ImportError) as exc:
+            p.error(f"--broker {args.broker!r} names no Celery transport ({exc})")
     if not args.api.startswith(("http://", "https://")):
         p.error(f"--api must be an http:// or https:// URL, got {args.api!r}")
     if args.fleet:
@@ -208,35 +245,59 @@ def build(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setup:
             file_backups=args.log_backups,
         )
         agents.append(Agent(name, gpus, factory, progress_every_s=args.progress_s, logs=logs))
-    reporters = [Reporter(HttpTransport(args.api, tokens[a.node])) for a in agents]
+    transports = {a.node: HttpTransport(args.api, tokens[a.node]) for a in agents}
+    reporters = [Reporter(transports[a.node]) for a in agents]
     probe = nvml_gpus if declared is None else None
     runner = Runner(
         agents, reporters, heartbeat_every_s=args.heartbeat_s, tick_s=args.tick_s, gpu_probe=probe
     )
-    return Setup(agents, runner, args.broker)
+    by_node = {a.node: a for a in agents}
+    puller = (
+        Puller(transports, partial(route, by_node), wait_s=args.poll_wait_s) if transport == "pull" else None
+    )
+    return Setup(agents, runner, transport, args.broker or "", puller)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the agent until the Celery worker is told to stop (SIGTERM, Ctrl-C); returns the exit status."""
+    """Run the agent until SIGTERM or Ctrl-C (push: the Celery worker's warm shutdown); then stop
+    every job and deliver what can be delivered. Returns the exit status."""
     p = parser()
     args = p.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     setup = build(args, p)
-    from agent.consumer import make_app, register_apply_task, run_worker  # Celery is slow to import
-
-    app = make_app(setup.broker)
-    register_apply_task(app, {a.node: a for a in setup.agents})
     stop = threading.Event()
     loop = threading.Thread(target=setup.runner.run, args=(stop,), name="agent-loop")
     loop.start()
     log.info(
-        "agent for %s started (%s)",
+        "agent for %s started (%s, placements by %s)",
         ", ".join(a.node for a in setup.agents),
         "emulated" if args.emulate or args.fleet else "subprocess",
+        setup.transport,
     )
     try:
-        run_worker(app, [a.node for a in setup.agents], args.log_level)
+        if setup.puller is not None:
+            pull_until_signalled(setup.puller, stop)
+        else:
+            from agent.consumer import make_app, register_apply_task, run_worker  # Celery is slow to import
+
+            app = make_app(setup.broker)
+            register_apply_task(app, {a.node: a for a in setup.agents})
+            run_worker(app, [a.node for a in setup.agents], args.log_level)
     finally:
         stop.set()
         loop.join()
     return 0
+
+
+def pull_until_signalled(puller: Puller, stop: threading.Event) -> None:
+    """Run ``puller`` in a thread until SIGTERM or Ctrl-C (which set ``stop``). The poll in flight
+    is not waited for (a long poll may take ``--poll-wait-s``); what it brings is not applied."""
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    thread = threading.Thread(target=puller.run, args=(stop,), name="agent-pull", daemon=True)
+    thread.start()
+    try:
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        stop.set()
+    thread.join(timeout=1.0)

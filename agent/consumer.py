@@ -15,7 +15,7 @@ from typing import Any
 
 from celery import Celery
 
-from agent.core import Agent
+from agent.core import Agent, route
 from agent.messages import TASK_NAME, queue_name
 
 log = logging.getLogger(__name__)
@@ -48,13 +48,7 @@ def register_apply_task(app: Celery, agents: Mapping[str, Agent]) -> Any:
     @app.task(name=TASK_NAME, shared=False)  # never registered on other Celery apps of the process
     def apply_placement(**kwargs: Any) -> bool:
         """Apply one placement (kwargs: docs/AGENT.md); ``False`` when ignored."""
-        agent = agents.get(kwargs.get("node"))  # type: ignore[arg-type]
-        if agent is None:
-            log.error(
-                "placement for node %r, which this agent does not serve: %r", kwargs.get("node"), kwargs
-            )
-            return False
-        return agent.apply(kwargs)
+        return route(agents, kwargs)
 
     return apply_placement
 

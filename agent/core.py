@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -346,3 +346,15 @@ class Agent:
         """Whether any job is running or still stopping."""
         with self._lock:
             return bool(self._runs or self._stopping or self._retiring)
+
+
+def route(agents: Mapping[str, Agent], message: dict[str, Any]) -> bool:
+    """Hand one placement message to the agent of its ``node`` among ``agents`` (a node name →
+    agent map) — what both transports do with each message, the Celery task and the pull loop
+    (``agent.puller``). Returns :meth:`Agent.apply`'s answer; ``False`` (logged) for a node this
+    process does not serve."""
+    agent = agents.get(message.get("node"))  # type: ignore[arg-type]
+    if agent is None:
+        log.error("placement for node %r, which this agent does not serve: %r", message.get("node"), message)
+        return False
+    return agent.apply(message)

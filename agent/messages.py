@@ -4,6 +4,8 @@ Server → agent: :class:`PlacementMessage`, the keyword arguments of the Celery
 ``sharewise.apply_placement`` on queue ``node.<NAME>``; the server builds them with
 :func:`stop_kwargs` and :func:`placement_kwargs`, the agent parses them with
 :meth:`PlacementMessage.from_kwargs`.
+The same messages also travel by pull (docs/AGENT.md §1a): the agent long-polls
+:data:`ORDERS_PATH` and each order carries one of them.
 Agent → server: :class:`JobEventReport` and :class:`Heartbeat`, JSON bodies POSTed to the REST API.
 """
 
@@ -16,6 +18,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 TASK_NAME = "sharewise.apply_placement"
+#: The agent's long poll of its orders (the pull transport), and the longest wait it may ask (s).
+ORDERS_PATH = "/api/v1/agent/orders/"
+ORDERS_MAX_WAIT_S = 30.0
 ACTIONS = ("start", "stop", "update")
 EVENTS = ("started", "progress", "finished", "failed", "stopped")
 #: What a ``failed`` event says of its cause: ``"oom"`` (the job ran out of GPU memory, from its

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections import deque
 from collections.abc import Iterable
@@ -64,20 +65,35 @@ class HttpTransport:
 
     def post(self, path: str, payload: dict[str, Any]) -> None:
         """One POST; 2xx is success, see the module docstring for the rest."""
-        request = urllib.request.Request(
-            self._api + path,
-            data=json.dumps(payload).encode(),
-            method="POST",
-            headers={
-                "Authorization": f"Node {self._token}",
-                "Content-Type": "application/json",
-                "Accept": "application/json",
-                "User-Agent": f"sharewise-agent/{__version__}",
-            },
+        self._send(path, data=json.dumps(payload).encode(), method="POST", timeout_s=self._timeout_s)
+
+    def get(self, path: str, query: dict[str, Any], timeout_s: float | None = None) -> Any:
+        """One GET of ``path?query`` (the orders' long poll: give a ``timeout_s`` longer than its
+        wait); returns the JSON body. Raises :class:`TransportError` as :meth:`post` does, also
+        (not retryable) for a body that is not JSON."""
+        body = self._send(
+            f"{path}?{urllib.parse.urlencode(query)}",
+            data=None,
+            method="GET",
+            timeout_s=timeout_s or self._timeout_s,
         )
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout_s) as response:
-                response.read()
+            return json.loads(body)
+        except ValueError:
+            raise TransportError(f"{path}: the answer is not JSON: {body[:200]!r}", retryable=False) from None
+
+    def _send(self, path: str, data: bytes | None, method: str, timeout_s: float) -> bytes:
+        headers = {
+            "Authorization": f"Node {self._token}",
+            "Accept": "application/json",
+            "User-Agent": f"sharewise-agent/{__version__}",
+        }
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        request = urllib.request.Request(self._api + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as response:
+                return bytes(response.read())
         except urllib.error.HTTPError as exc:
             body = exc.read(500).decode(errors="replace")
             retryable = exc.code >= 500 or exc.code in RETRYABLE_STATUSES

@@ -121,6 +121,18 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The embedded default runs web, run_scheduler and the agents' long polls as separate
+    # processes on one file: WAL lets readers go on beside the writer; IMMEDIATE takes the write
+    # lock when a transaction begins, so a writer waits (up to "timeout" s) instead of failing
+    # with "database is locked" when its read turns into a write.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": env.float("SQLITE_TIMEOUT_S", default=20.0),
+            "init_command": "PRAGMA journal_mode=WAL;",
+        }
+    )
 # Keep connections open between requests (s); 0 closes after each request.
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
 # A health check costs a round trip per request; without it, a connection broken by a database
@@ -216,6 +228,9 @@ SPECTACULAR_SETTINGS = {
 REDIS_URL = env("REDIS_URL", default="")
 # Redis carries round triggers and per-node placement queues; empty means no broker.
 CELERY_BROKER_URL = REDIS_URL or "memory://"
+# How placements reach the agents (docs/AGENT.md §1, §1a): "pull" (the database, long-polled by
+# the agents; the only way without a broker) or "push" (Celery queues node.<NAME> on the broker).
+SHAREWISE_AGENT_TRANSPORT = env("SHAREWISE_AGENT_TRANSPORT", default="push" if REDIS_URL else "pull")
 # Results are not needed by callers: rounds persist their own outcome in the database.
 CELERY_TASK_IGNORE_RESULT = True
 # Without a broker (embedded default) tasks run in-process, synchronously.

@@ -243,3 +243,40 @@ class TraceClock(models.Model):
 
     def __str__(self) -> str:
         return f"trace clock {self.trace or '?'}: {self.speedup:g}x from {self.wall_origin:%H:%M:%S}"
+
+
+class OrderStream(models.Model):
+    """One node's stream of orders for the pull transport (docs/AGENT.md §1a): ``last_seq`` is
+    the sequence number of the newest order recorded for it (0: none yet). Bumped by an UPDATE in
+    the transaction that records the orders, which holds the row's lock until commit, so one
+    node's orders become visible in the order of their numbers — a cursor never skips one."""
+
+    node = models.OneToOneField(
+        "cluster.Node", primary_key=True, on_delete=models.CASCADE, related_name="order_stream"
+    )
+    last_seq = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"orders of node {self.node_id}: up to {self.last_seq}"
+
+
+class AgentOrder(models.Model):
+    """One order waiting for a node's agent to pull it: ``message`` is the very
+    ``sharewise.apply_placement`` payload a broker would carry (``agent.messages``), ``seq`` its
+    number in the node's :class:`OrderStream`. Deleted once the agent acknowledges it (a poll
+    with a cursor at or past ``seq``)."""
+
+    node = models.ForeignKey("cluster.Node", on_delete=models.CASCADE, related_name="agent_orders")
+    seq = models.BigIntegerField()
+    message = models.JSONField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["node", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["node", "seq"], name="agentorder_unique_seq_per_node"),
+            models.CheckConstraint(condition=Q(seq__gte=1), name="agentorder_seq_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"order {self.seq} of node {self.node_id}"

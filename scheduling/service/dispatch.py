@@ -1,10 +1,13 @@
 """Messages to the node agents: built through the wire protocol of :mod:`agent.messages`, sent
 after commit by the dispatcher.
 
-One ``sharewise.apply_placement`` message per (job, node) change (docs/AGENT.md §1): Celery
-``send_task`` to queue ``node.<name>`` when a broker is configured, else the in-process
-subscribers (:func:`subscribe`; the demo's emulated agents). :func:`set_dispatcher` overrides
-the choice (tests, benchmarks).
+One ``sharewise.apply_placement`` message per (job, node) change (docs/AGENT.md §1), sent by
+the transport of setting ``SHAREWISE_AGENT_TRANSPORT``: ``pull`` (the default without
+``REDIS_URL``) records it in the database for the node's agent to long-poll
+(:mod:`scheduling.service.orders`, AGENT.md §1a); ``push`` sends it with Celery to queue
+``node.<name>`` when a broker is configured, else to the in-process subscribers
+(:func:`subscribe`; the demo's emulated agents). :func:`set_dispatcher` overrides the choice
+(tests, benchmarks).
 
 Units: seconds (s), iterations.
 """
@@ -18,10 +21,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
 from agent.messages import TASK_NAME, placement_kwargs, queue_name, stop_kwargs
 from scheduling.core import types as core
+from scheduling.service.orders import pull_dispatch
 from scheduling.service.snapshot import ClusterState
 
 log = logging.getLogger(__name__)
@@ -195,6 +200,20 @@ def broker_configured() -> bool:
     return bool(url) and not url.startswith("memory://") and not settings.CELERY_TASK_ALWAYS_EAGER
 
 
+#: The values of setting ``SHAREWISE_AGENT_TRANSPORT``.
+TRANSPORTS = ("pull", "push")
+
+
+def agent_transport() -> str:
+    """How placements reach the agents: setting ``SHAREWISE_AGENT_TRANSPORT`` (``pull`` or
+    ``push``; default ``pull`` without ``REDIS_URL``, ``push`` with it). Raises
+    ``ImproperlyConfigured`` for another value."""
+    value = str(settings.SHAREWISE_AGENT_TRANSPORT).strip().lower()
+    if value not in TRANSPORTS:
+        raise ImproperlyConfigured(f"SHAREWISE_AGENT_TRANSPORT must be pull or push, got {value!r}")
+    return value
+
+
 def set_dispatcher(dispatcher: Dispatcher | None) -> None:
     """Use ``dispatcher`` for every later round (``None``: back to the automatic choice)."""
     global _dispatcher_override
@@ -202,9 +221,12 @@ def set_dispatcher(dispatcher: Dispatcher | None) -> None:
 
 
 def get_dispatcher() -> Dispatcher:
-    """The override set by :func:`set_dispatcher`, else Celery with a broker, else in-process."""
+    """The override set by :func:`set_dispatcher`; else, by :func:`agent_transport`, the database
+    for the agents to pull (``pull``), or Celery with a broker and in-process without (``push``)."""
     if _dispatcher_override is not None:
         return _dispatcher_override
+    if agent_transport() == "pull":
+        return pull_dispatch
     return celery_dispatch if broker_configured() else local_dispatch
 
 

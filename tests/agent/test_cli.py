@@ -31,6 +31,8 @@ def setup(*argv: str):
         (["--node", "Gpu-1", "--emulate"], "node name 'Gpu-1': use 1-64 lowercase"),
         (["--node", "a", "--gpus", "x"], "not a number"),
         (["--node", "a", "--emulate", "--broker", "foo://x"], "names no Celery transport"),
+        (["--node", "a", "--emulate", "--transport", "smoke"], "invalid choice: 'smoke'"),
+        (["--node", "a", "--emulate", "--poll-wait-s", "31"], "must be 0-30 s, got 31"),
     ],
 )
 def test_bad_arguments_exit_2_with_a_message(
@@ -104,3 +106,34 @@ def test_token_file_gives_each_node_its_token(tmp_path, capsys: pytest.CaptureFi
     with pytest.raises(SystemExit):
         node_tokens(str(tmp_path / "absent.json"), None, ["node-00"], p)
     assert "cannot read --token-file" in capsys.readouterr().err
+
+
+def transport_of(argv: list[str], monkeypatch: pytest.MonkeyPatch, env: str | None = None):
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    if env is None:
+        monkeypatch.delenv("SHAREWISE_AGENT_TRANSPORT", raising=False)
+    else:
+        monkeypatch.setenv("SHAREWISE_AGENT_TRANSPORT", env)
+    p = parser()
+    return build(p.parse_args(["--api", "http://127.0.0.1:8000", "--token", "t", *argv]), p)
+
+
+def test_without_a_broker_placements_are_pulled(monkeypatch: pytest.MonkeyPatch) -> None:
+    built = transport_of(["--node", "a", "--emulate"], monkeypatch)
+    assert built.transport == "pull" and built.puller is not None and built.puller.cursors == {"a": 0}
+
+
+def test_with_a_broker_they_are_pushed_unless_pull_is_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    pushed = transport_of(["--node", "a", "--emulate", "--broker", "memory://"], monkeypatch)
+    assert (pushed.transport, pushed.broker, pushed.puller) == ("push", "memory://", None)
+    pulled = transport_of(["--node", "a", "--emulate", "--broker", "memory://"], monkeypatch, env="pull")
+    assert pulled.transport == "pull" and pulled.puller is not None
+
+
+def test_push_without_a_broker_exits_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        transport_of(["--node", "a", "--emulate", "--transport", "push"], monkeypatch)
+    assert info.value.code == 2
+    assert "--transport push needs a broker" in capsys.readouterr().err

@@ -140,6 +140,31 @@ def test_run_scheduler_stops_cleanly_on_ctrl_c(db: None, monkeypatch: pytest.Mon
     assert out.getvalue() == "stopped\n"
 
 
+def test_run_scheduler_survives_a_step_that_fails_on_the_database(
+    db: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite busy past its timeout ("database is locked") fails one step, not the loop."""
+    from django.db import OperationalError
+
+    from scheduling.management.commands import run_scheduler
+
+    steps: list[int] = []
+
+    def flaky(self: Any, policy: Any) -> None:
+        steps.append(1)
+        raise OperationalError("database is locked") if len(steps) == 1 else KeyboardInterrupt
+
+    monkeypatch.setattr(run_scheduler.Command, "step", flaky)
+    monkeypatch.setattr(run_scheduler.time, "sleep", lambda s: None)
+    out, err = StringIO(), StringIO()
+    call_command("run_scheduler", "--interval", "5", stdout=out, stderr=err)
+    assert len(steps) == 2 and out.getvalue() == "stopped\n"
+    assert err.getvalue() == "round failed: database is locked; next step in 5 s\n"
+    steps.clear()  # with --once the failure is the command's: one line, exit status 1
+    with pytest.raises(CommandError, match="round failed: database is locked"):
+        call_command("run_scheduler", "--once", stdout=out)
+
+
 # ------------------------------------------------------------------------------------------ metrics
 
 

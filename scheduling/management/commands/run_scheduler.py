@@ -9,6 +9,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError
 
 from scheduling import service
 from scheduling.core.policies import POLICY_NAMES, UnknownPolicyError
@@ -36,7 +37,8 @@ class Command(BaseCommand):
     help = (
         "Run the scheduler in a loop (the embedded default's scheduler; production uses Celery "
         "beat): each step checks the heartbeats, then runs a round. Prints one line per round "
-        "(and per node marked unhealthy); Ctrl-C stops it cleanly."
+        "(and per node marked unhealthy); a step that fails on the database is reported and the "
+        "next one tries again; Ctrl-C stops it cleanly."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -64,7 +66,15 @@ class Command(BaseCommand):
         try:
             while True:
                 started = time.monotonic()
-                done = self.step(policy)
+                try:
+                    done = self.step(policy)
+                except DatabaseError as exc:
+                    if options["once"]:
+                        raise CommandError(f"round failed: {exc}") from None
+                    # e.g. SQLite busy past its timeout: the next step tries again
+                    self.stderr.write(f"round failed: {exc}; next step in {interval:g} s")
+                    time.sleep(interval)
+                    continue
                 for node, requeued in done.unhealthy.items():
                     self.stdout.write(describe_unhealthy(node, requeued))
                 self.stdout.write(describe(done.round))

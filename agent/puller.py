@@ -1,0 +1,121 @@
+"""The pull transport, the agent's side (docs/AGENT.md §1a): long-poll ``GET
+/api/v1/agent/orders/`` for the node's placements and hand each to the same handler the Celery
+task uses (:func:`agent.core.route`) — no broker needed, like the kubelet watching the API server.
+
+Per node the :class:`Puller` keeps the cursor the server answered (the number of the last order
+applied) and sends it with the next poll, which acknowledges the orders up to it. A poll whose
+answer is lost is repeated with the same cursor and gets the same orders again; the agent's
+generation rule ignores what it already applied. Errors (the server down, a 5xx, a bad token)
+are logged and retried after 1 s, 2 s, 4 s … capped at ``backoff_max_s``.
+
+Units: seconds (s).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from agent.messages import ORDERS_MAX_WAIT_S, ORDERS_PATH
+from agent.reporter import TransportError
+
+log = logging.getLogger(__name__)
+
+#: Seconds a request may take beyond the poll's wait before it counts as lost **(ours)**.
+REQUEST_SLACK_S = 10.0
+#: Seconds between two passes over the nodes of a fleet, which polls without waiting **(ours)**.
+FLEET_PASS_S = 1.0
+
+
+class OrderSource(Protocol):
+    """What the puller polls: :class:`agent.reporter.HttpTransport`'s ``get``."""
+
+    def get(self, path: str, query: dict[str, Any], timeout_s: float | None = None) -> Any:
+        """GET ``path?query``; the JSON body. Raises :class:`TransportError`."""
+        ...
+
+
+class Puller:
+    """Polls the orders of each node of ``sources`` (node name → its authenticated source) and
+    hands every message to ``deliver`` (e.g. ``partial(route, agents)``), in the order numbered.
+
+    ``wait_s``: how long one poll may wait on the server (0 … 30 s; a fleet of several nodes polls
+    each without waiting, every :data:`FLEET_PASS_S`); ``backoff_s``/``backoff_max_s``: the first
+    and largest pause after a failed poll (s). Raises ``ValueError`` for a ``wait_s`` out of range
+    or no node.
+    """
+
+    def __init__(
+        self,
+        sources: Mapping[str, OrderSource],
+        deliver: Callable[[dict[str, Any]], bool],
+        wait_s: float = 25.0,
+        backoff_s: float = 1.0,
+        backoff_max_s: float = 30.0,
+    ) -> None:
+        if not sources:
+            raise ValueError("no node to poll")
+        if not 0 <= wait_s <= ORDERS_MAX_WAIT_S:
+            raise ValueError(f"wait_s must be 0 … {ORDERS_MAX_WAIT_S:g}, got {wait_s}")
+        self._sources = dict(sources)
+        self._deliver = deliver
+        self._wait_s = wait_s if len(sources) == 1 else 0.0
+        self._backoff_first_s = backoff_s
+        self._backoff_max_s = backoff_max_s
+        self.backoff_s = backoff_s
+        self.cursors = dict.fromkeys(sources, 0)
+        self._stop: threading.Event | None = None
+
+    def poll(self, node: str) -> int:
+        """One poll of ``node``'s orders: deliver each, then keep the server's cursor. Returns the
+        number delivered. Raises :class:`TransportError` when the poll failed (nothing delivered,
+        cursor unchanged) or the answer is malformed."""
+        answer = self._sources[node].get(
+            ORDERS_PATH,
+            {"after": self.cursors[node], "wait": self._wait_s},
+            timeout_s=self._wait_s + REQUEST_SLACK_S,
+        )
+        try:
+            orders = [(int(o["seq"]), o["message"]) for o in answer["orders"]]
+            cursor = int(answer["cursor"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise TransportError(
+                f"malformed orders answer ({exc!r}): {answer!r:.200}", retryable=True
+            ) from None
+        if self._stop is not None and self._stop.is_set():
+            return 0  # shutting down: start nothing now; the orders stay for the next life
+        for seq, message in orders:
+            try:
+                self._deliver(message)
+            except Exception:  # one bad order must not block the node's later ones
+                log.exception("order %d of node %s failed: %r", seq, node, message)
+        self.cursors[node] = cursor
+        return len(orders)
+
+    def poll_all(self) -> bool:
+        """One poll of every node; returns whether all succeeded (a failure is logged and
+        doubles :attr:`backoff_s`, a full success resets it)."""
+        ok = True
+        for node in self._sources:
+            try:
+                self.poll(node)
+            except TransportError as exc:
+                ok = False
+                log.warning("orders of %s not polled (%s); retry in %.0f s", node, exc, self.backoff_s)
+        if ok:
+            self.backoff_s = self._backoff_first_s
+        return ok
+
+    def run(self, stop: threading.Event) -> None:
+        """Poll until ``stop`` is set: at once again after a long poll, every
+        :data:`FLEET_PASS_S` for a fleet, after the backoff when a poll failed. Once ``stop`` is
+        set, an answer still on its way is not delivered."""
+        self._stop = stop
+        while not stop.is_set():
+            if not self.poll_all():
+                stop.wait(self.backoff_s)
+                self.backoff_s = min(self.backoff_s * 2, self._backoff_max_s)
+            elif self._wait_s == 0:
+                stop.wait(FLEET_PASS_S)

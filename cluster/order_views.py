@@ -1,0 +1,78 @@
+"""``GET /api/v1/agent/orders/?after=N&wait=S``: a node agent pulls its placements (docs/AGENT.md
+§1a), the transport without a broker — like the kubelet watching the API server.
+
+The node is the token's (``Authorization: Node <token>``): no other node's orders are ever
+visible. ``after`` acknowledges the orders up to it; the answer holds the ones after it, waiting
+up to ``wait`` seconds for one to come (:func:`scheduling.service.orders.poll_orders`). An
+unknown query parameter is a 400.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import generics, serializers
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from cluster.authentication import NodeTokenAuthentication
+from cluster.permissions import IsNodeAgent
+from scheduling.service.orders import MAX_WAIT_S, poll_orders
+
+Error = inline_serializer("AgentOrdersError", {"error": serializers.CharField()})
+OrdersAnswer = inline_serializer(
+    "AgentOrders",
+    {
+        "cursor": serializers.IntegerField(),
+        "orders": inline_serializer(
+            "AgentOrder",
+            {"seq": serializers.IntegerField(), "message": serializers.DictField()},
+            many=True,
+        ),
+    },
+)
+
+
+class OrdersQuery(serializers.Serializer[Any]):
+    """The poll's query: ``after`` (the last order applied, 0 … 2⁶³ − 1) and ``wait`` (s)."""
+
+    after = serializers.IntegerField(min_value=0, max_value=2**63 - 1, default=0)
+    wait = serializers.FloatField(min_value=0.0, max_value=MAX_WAIT_S, default=0.0)
+
+
+class AgentOrdersView(generics.GenericAPIView):
+    """The calling node's orders after its cursor (docs/AGENT.md §1a)."""
+
+    serializer_class = OrdersQuery
+    authentication_classes = [NodeTokenAuthentication]
+    permission_classes = [IsNodeAgent]
+    throttle_classes: list[Any] = []
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "after",
+                OpenApiTypes.INT,
+                description="The number of the last order applied (0: none); acknowledges every "
+                "order up to it.",
+            ),
+            OpenApiParameter(
+                "wait",
+                OpenApiTypes.NUMBER,
+                description=f"Seconds to wait for an order after `after` (long poll, 0 … {MAX_WAIT_S:g}); "
+                "0: answer at once.",
+            ),
+        ],
+        responses={200: OrdersAnswer, **{code: OpenApiResponse(Error) for code in (400, 401, 403)}},
+    )
+    def get(self, request: Request) -> Response:
+        unknown = sorted(set(request.query_params) - set(OrdersQuery().fields))
+        if unknown:  # a typo (?afer=) would otherwise silently poll from 0
+            raise ValidationError({unknown[0]: ["unknown parameter: use after and wait"]})
+        query = self.get_serializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        found = poll_orders(request.auth, query.validated_data["after"], query.validated_data["wait"])
+        return Response(found.payload())

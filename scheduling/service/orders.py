@@ -1,0 +1,145 @@
+"""The pull transport of placements (docs/AGENT.md §1a): orders recorded in the database, which
+each node's agent long-polls from ``GET /api/v1/agent/orders/`` — like the kubelet watching the
+API server — instead of a broker pushing them.
+
+An order is the very ``sharewise.apply_placement`` message the broker would carry (built by
+:mod:`scheduling.service.dispatch` with :mod:`agent.messages`). Each node's orders are numbered
+1, 2, 3 … in its :class:`~scheduling.models.OrderStream`; the agent sends the number of the last
+order it applied (its *cursor*), which acknowledges every order up to it (they are deleted) and
+asks for the ones after it. Delivery is at least once: a response lost on the way is sent again
+at the next poll with the same cursor, and the agent's generation rule makes a repeat harmless.
+
+Units: seconds (s).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import F
+
+from agent.messages import ORDERS_MAX_WAIT_S
+from cluster.models import Node
+from scheduling.models import AgentOrder, OrderStream
+
+#: The longest a poll may wait for an order (s; the wire protocol's); asking for more is a 400.
+MAX_WAIT_S = ORDERS_MAX_WAIT_S
+#: How often a waiting poll looks at the database (s).
+POLL_S = 0.25
+#: Most orders one poll returns; the rest come at the next poll.
+MAX_ORDERS = 500
+#: Most unacknowledged orders kept per node: past it the oldest are dropped (an agent that never
+#: polls must not fill the database; heartbeat reconciliation repairs what a returning agent missed).
+MAX_BACKLOG = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Orders:
+    """What one poll answers: ``orders`` — ``[(seq, message)]`` oldest first; ``cursor`` — the
+    cursor the agent sends next (the last ``seq`` returned, else the one it sent, brought down
+    to the node's newest order when it was past it, e.g. after the database was recreated)."""
+
+    orders: list[tuple[int, dict[str, Any]]]
+    cursor: int
+
+    def payload(self) -> dict[str, Any]:
+        """The response body: ``{"cursor": int, "orders": [{"seq": int, "message": {...}}]}``."""
+        return {"cursor": self.cursor, "orders": [{"seq": s, "message": m} for s, m in self.orders]}
+
+
+def _reserve(node_id: int, count: int) -> int:
+    """Take ``count`` numbers of node ``node_id``'s stream; returns the last. Call inside a
+    transaction: the UPDATE's row lock orders concurrent writers until commit."""
+    if not OrderStream.objects.filter(node_id=node_id).update(last_seq=F("last_seq") + count):
+        try:
+            with transaction.atomic():
+                OrderStream.objects.create(node_id=node_id, last_seq=count)
+            return count
+        except IntegrityError:  # created meanwhile by another writer
+            OrderStream.objects.filter(node_id=node_id).update(last_seq=F("last_seq") + count)
+    return int(OrderStream.objects.values_list("last_seq", flat=True).get(node_id=node_id))
+
+
+def record_orders(messages: Sequence[dict[str, Any]]) -> int:
+    """Record ``messages`` (``apply_placement`` payloads, each naming its ``node``) for their
+    nodes' agents to pull, in order, in one transaction; the dispatcher of the pull transport.
+    A message for a node that no longer exists is dropped (nobody can pull it). Returns the number
+    recorded."""
+    by_node: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for message in messages:
+        by_node[str(message["node"])].append(message)
+    if not by_node:
+        return 0
+    recorded = 0
+    with transaction.atomic():
+        ids = dict(Node.objects.filter(name__in=by_node).values_list("name", "pk"))
+        for name in sorted(ids):  # one order of locks for every writer: no deadlock
+            node_id, batch = ids[name], by_node[name]
+            last = _reserve(node_id, len(batch))
+            first = last - len(batch) + 1
+            AgentOrder.objects.bulk_create(
+                AgentOrder(node_id=node_id, seq=first + i, message=m) for i, m in enumerate(batch)
+            )
+            AgentOrder.objects.filter(node_id=node_id, seq__lte=last - MAX_BACKLOG).delete()
+            recorded += len(batch)
+    return recorded
+
+
+def pull_dispatch(messages: Sequence[dict[str, Any]]) -> None:
+    """:func:`record_orders`, as a dispatcher (``scheduling.service.dispatch.Dispatcher``)."""
+    record_orders(messages)
+
+
+def acknowledge(node: Node, cursor: int) -> int:
+    """Delete ``node``'s orders numbered up to ``cursor`` (its agent applied them); returns how
+    many. Looks before deleting, so that a poll with nothing to acknowledge writes nothing (on
+    SQLite a write locks the whole database)."""
+    done = AgentOrder.objects.filter(node=node, seq__lte=cursor)
+    return done.delete()[0] if cursor > 0 and done.exists() else 0
+
+
+def last_seq(node: Node) -> int:
+    """The number of ``node``'s newest order (0: none yet)."""
+    return int(OrderStream.objects.filter(node=node).values_list("last_seq", flat=True).first() or 0)
+
+
+def pending_orders(node: Node, after: int, limit: int = MAX_ORDERS) -> Orders:
+    """``node``'s orders numbered above ``after`` (at most ``limit``, oldest first) and the next
+    cursor (:class:`Orders`: the last number returned, else ``after``)."""
+    rows = list(
+        AgentOrder.objects.filter(node=node, seq__gt=after)
+        .order_by("seq")
+        .values_list("seq", "message")[:limit]
+    )
+    return Orders([(int(s), m) for s, m in rows], int(rows[-1][0]) if rows else after)
+
+
+def poll_orders(
+    node: Node, after: int, wait_s: float, poll_s: float = POLL_S, clock: Callable[[], float] = time.monotonic
+) -> Orders:
+    """One poll of ``node``'s agent with cursor ``after``: acknowledge the orders up to it
+    (:func:`acknowledge`), then return those after it (:func:`pending_orders`), waiting up to
+    ``wait_s`` seconds (0 … :data:`MAX_WAIT_S`) for one to come, looking every ``poll_s`` seconds;
+    an empty answer when none came. A cursor past the node's newest order (the agent outlived
+    its server's database) acknowledges nothing and gets the node's orders from the start, with
+    the cursor that follows them. Raises ``ValueError`` for ``wait_s`` or ``after`` out of range
+    (the view checks them first)."""
+    if not 0 <= wait_s <= MAX_WAIT_S:
+        raise ValueError(f"wait must be 0 … {MAX_WAIT_S:g} s, got {wait_s}")
+    if after < 0:
+        raise ValueError(f"after must be >= 0, got {after}")
+    if after > last_seq(node):
+        return pending_orders(node, 0)
+    acknowledge(node, after)
+    deadline = clock() + wait_s
+    while True:
+        found = pending_orders(node, after)
+        left = deadline - clock()
+        if found.orders or left <= 0:
+            return found
+        time.sleep(min(poll_s, left))
