@@ -88,3 +88,29 @@ def test_fairness_table_serial_and_two_workers_agree(shared_data: Path, tmp_path
     assert [t["jobs"] for t in reports[0]] == [40, 40]
     assert len(reports[0][0]["rows"]) == 6  # five policies with quotas and the reference without
     assert reports[0] == reports[1]
+
+
+def test_simulator_cli_serial_and_two_workers_agree(tmp_path: Path) -> None:
+    """``python -m scheduling.sim`` over three policies, with quotas and learning: the same report."""
+    from scheduling.sim.cli import main
+
+    # Six jobs (iteration_time in ms): 1-2 GPUs, 10-210 iterations of 0.5-1 s, one every 30 s.
+    models = ("resnet18", "vgg16")
+    rows = [(i, 1 + i % 2, 30 * i, 10 + 40 * i, models[i % 2], 500 + 100 * i) for i in range(6)]
+    trace = tmp_path / "six.csv"
+    trace.write_text(
+        "job_id,num_gpu,submit_time,iterations,model_name,batch_size,duration,interval,"
+        "iteration_time,resource_time_0,resource_time_1,resource_time_2,priority\n"
+        + "".join(f"{i},{g},{t},{n},{m},64,0,0,{ms},0,0,0,0\n" for i, g, t, n, m, ms in rows),
+        encoding="utf-8",
+    )
+    reports = []
+    for workers in (1, 2):
+        out = tmp_path / f"w{workers}.json"
+        args = ["--trace", str(trace), "--cluster", "1x2", "--policies", "fifo,tiresias,sjf-bsbf"]
+        args += ["--quotas", "demand", "--prior-error", "0.2", "--learn", "--no-progress"]
+        assert main([*args, "--workers", str(workers), "--json", str(out)]) == 0
+        reports.append(json.loads(out.read_text()))
+    assert set(reports[0]["policies"]) == {"fifo", "tiresias", "sjf-bsbf"}
+    assert all((p["jobs"], p["unfinished"]) == (6, 0) for p in reports[0]["policies"].values())
+    assert reports[0] == reports[1]
