@@ -6,7 +6,6 @@ Units: seconds (s) of trace time unless named wall.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import threading
@@ -22,6 +21,7 @@ from django.db import close_old_connections, connection
 from cluster.models import Job
 from demo.database import Setup
 from demo.options import DemoConfig, DemoError
+from demo.submit import post_with_retry
 from demo.workload import Workload
 from scheduling import service
 
@@ -53,18 +53,6 @@ class Clock:
     def of(self, when: datetime) -> float:
         """A database timestamp as trace time (s)."""
         return self.base + (when.timestamp() - self.epoch0) * self.speedup
-
-
-def post_json(url: str, body: dict[str, Any], headers: dict[str, str], timeout_s: float = 30.0) -> Any:
-    """POST ``body`` as JSON; the decoded answer. Raises ``urllib.error.HTTPError`` for 4xx/5xx."""
-    request = urllib.request.Request(
-        url,
-        data=json.dumps(body).encode(),
-        method="POST",
-        headers={"Content-Type": "application/json", **headers},
-    )
-    with urllib.request.urlopen(request, timeout=timeout_s) as response:
-        return json.loads(response.read() or b"null")
 
 
 @dataclass(slots=True)
@@ -103,8 +91,8 @@ class LiveRun:
                     "Authorization": f"Token {self.setup.tenant_tokens[job.tenant]}",
                     "Idempotency-Key": f"demo-{job.id}",
                 }
-                try:
-                    answer = post_json(f"{self.base_url}/api/v1/jobs/", body, headers)
+                try:  # a 429 (the tenant's throttle) is retried after its Retry-After, bounded
+                    answer = post_with_retry(f"{self.base_url}/api/v1/jobs/", body, headers, self.stop.wait)
                 except urllib.error.HTTPError as exc:
                     self.errors.append(f"job {job.id} refused: HTTP {exc.code} {exc.read(300).decode()}")
                     continue
