@@ -7,6 +7,7 @@ client may not write (``status``, ``tenant``, ...) and unknown fields are reject
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from django.db import IntegrityError
@@ -190,9 +191,18 @@ class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
         moment = getattr(job, "estimated_start_at", None)
         return None if moment is None else serializers.DateTimeField().to_representation(moment)
 
+    def cluster_fact(self, name: str, read: Callable[[], Any]) -> Any:
+        """``read()`` once per serializer context: a bulk submission (one context for all its
+        jobs) asks the database for the largest gang, the largest GPU and the agents' executors
+        once, not once per job. Keyed by ``name``."""
+        facts = self.context.setdefault("cluster_facts", {})
+        if name not in facts:
+            facts[name] = read()
+        return facts[name]
+
     def validate_gpus(self, value: int) -> int:
         """Bound the gang by the healthy GPUs registered; none registered is a clear error."""
-        largest = models.largest_gang()
+        largest = self.cluster_fact("largest_gang", models.largest_gang)
         if largest == 0:
             raise serializers.ValidationError(
                 "no healthy GPUs are registered yet; an admin must add nodes first"
@@ -218,10 +228,10 @@ class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
         from scheduling.profiles import ProfileError, load_default_profile
 
         if not attrs.get("command"):
-            refusal = runnable.missing_command_refusal()
+            refusal = self.cluster_fact("missing_command_refusal", runnable.missing_command_refusal)
             if refusal is not None:
                 raise serializers.ValidationError({"command": [refusal]})
-        largest = models.largest_gpu_memory_mb()
+        largest = self.cluster_fact("largest_gpu_memory_mb", models.largest_gpu_memory_mb)
         if largest == 0:
             return attrs  # validate_gpus already refuses a submission to a cluster without GPUs
         memory = attrs.get("gpu_memory_mb")
