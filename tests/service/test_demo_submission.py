@@ -16,8 +16,9 @@ import pytest
 from cluster.models import Tenant
 from demo.database import prepare_database
 from demo.options import DemoConfig
-from demo.submit import DEFAULT_WAIT_S, MAX_WAIT_S, post_with_retry, retry_after_s
+from demo.submit import DEFAULT_WAIT_S, MAX_WAIT_S, post_with_retry, retry_after_s, submit_jobs
 from demo.workload import load_workload, tenant_names
+from scheduling.core.types import Job as TraceJob
 from scheduling.profiles import load_default_profile
 
 CHRONUS_HEADER = (
@@ -60,15 +61,22 @@ def test_the_database_gets_every_tenant_with_a_token(tmp_path: Path) -> None:
 
 class Throttling(BaseHTTPRequestHandler):
     """Answers 429 (``Retry-After`` of the server's ``retry_after``) to the first ``refusals``
-    POSTs, then 201 ``{"id": 7}``; records each request's Idempotency-Key."""
+    POSTs, then ``status`` with ``{"id": 7}`` (a bulk POST: ``bulk_status`` with ids 100, 101, …
+    for its jobs); records each request's Idempotency-Key, path and body."""
 
     def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
         server = self.server
-        self.rfile.read(int(self.headers["Content-Length"]))
-        server.keys.append(self.headers["Idempotency-Key"])  # type: ignore[attr-defined]
+        sent = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        server.keys.append(self.headers.get("Idempotency-Key"))  # type: ignore[attr-defined]
+        server.requests.append((self.path, sent))  # type: ignore[attr-defined]
         refused = len(server.keys) <= server.refusals  # type: ignore[attr-defined]
-        body = json.dumps({"detail": "throttled"} if refused else {"id": 7}).encode()
-        self.send_response(429 if refused else server.status)  # type: ignore[attr-defined]
+        code, answer = 429, {"detail": "throttled"}
+        if not refused and self.path.endswith("/bulk/"):
+            code, answer = server.bulk_status, {"jobs": [{"id": 100 + k} for k in range(len(sent["jobs"]))]}  # type: ignore[attr-defined]
+        elif not refused:
+            code, answer = server.status, {"id": 7}  # type: ignore[attr-defined]
+        body = json.dumps(answer).encode()
+        self.send_response(code)
         if refused and server.retry_after is not None:  # type: ignore[attr-defined]
             self.send_header("Retry-After", server.retry_after)  # type: ignore[attr-defined]
         self.send_header("Content-Type", "application/json")
@@ -84,6 +92,7 @@ class Throttling(BaseHTTPRequestHandler):
 def server() -> Iterator[ThreadingHTTPServer]:
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Throttling)
     httpd.keys, httpd.refusals, httpd.retry_after, httpd.status = [], 2, "3", 201  # type: ignore[attr-defined]
+    httpd.requests, httpd.bulk_status = [], 201  # type: ignore[attr-defined]
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield httpd
@@ -143,3 +152,44 @@ def test_retry_after_values() -> None:
     assert retry_after_s("soon") == DEFAULT_WAIT_S
     assert retry_after_s(None) == DEFAULT_WAIT_S
     assert retry_after_s("nan") == DEFAULT_WAIT_S
+
+
+def trace_jobs(n: int) -> list[TraceJob]:
+    return [TraceJob(i, "team-a", "resnet18", 128, 1, 100, 0.0, 0.5) for i in range(n)]
+
+
+def base(httpd: ThreadingHTTPServer) -> str:
+    return f"http://127.0.0.1:{httpd.server_address[1]}"
+
+
+def test_jobs_due_together_go_in_one_bulk_request(server: ThreadingHTTPServer) -> None:
+    server.refusals = 0  # type: ignore[attr-defined]
+    made, refused = submit_jobs(base(server), "tok", trace_jobs(3), lambda s: False)
+    assert (made, refused) == ({100: 0, 101: 1, 102: 2}, [])
+    [(path, sent)] = server.requests  # type: ignore[attr-defined]
+    assert path == "/api/v1/jobs/bulk/"
+    assert [j["idempotency_key"] for j in sent["jobs"]] == ["demo-0", "demo-1", "demo-2"]
+    assert sent["jobs"][0] == {
+        "name": "job-0",
+        "model": "resnet18",
+        "batch_size": 128,
+        "iterations": 100,
+        "gpus": 1,
+        "iteration_time_s": 0.5,
+        "idempotency_key": "demo-0",
+    }
+
+
+def test_a_refused_bulk_request_is_sent_again_job_by_job(server: ThreadingHTTPServer) -> None:
+    server.refusals, server.bulk_status = 0, 400  # type: ignore[attr-defined]
+    made, refused = submit_jobs(base(server), "tok", trace_jobs(2), lambda s: False)
+    assert refused == [] and made == {7: 1}  # both answered id 7 by the stub: the last one kept
+    assert [p for p, _ in server.requests] == ["/api/v1/jobs/bulk/"] + ["/api/v1/jobs/"] * 2  # type: ignore[attr-defined]
+    assert server.keys[1:] == ["demo-0", "demo-1"]  # type: ignore[attr-defined]
+
+
+def test_one_job_is_a_plain_post(server: ThreadingHTTPServer) -> None:
+    server.refusals = 1  # type: ignore[attr-defined]
+    made, refused = submit_jobs(base(server), "tok", trace_jobs(1), lambda s: False)
+    assert (made, refused) == ({7: 0}, [])
+    assert [p for p, _ in server.requests] == ["/api/v1/jobs/"] * 2  # type: ignore[attr-defined]
