@@ -100,9 +100,13 @@ def _in_processes(fn: Callable[[T], R], tasks: Sequence[T], workers: int, bar: t
     with ProcessPoolExecutor(max_workers=workers) as pool:
         futures = {pool.submit(fn, task): i for i, task in enumerate(tasks)}
         results: list = [None] * len(tasks)
-        for future in as_completed(futures):
-            results[futures[future]] = future.result()
-            bar.update()
+        try:
+            for future in as_completed(futures):
+                results[futures[future]] = future.result()
+                bar.update()
+        except BaseException:  # a failed task or Ctrl-C: start no more, then re-raise
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
     return results
 
 
