@@ -9,10 +9,15 @@ database, and the CPU time each program used per request (from ``/proc``), which
 bounds the rate. Without ``wrk`` a Python load client (threads, ``http.client`` keep-alive) is
 used instead; it competes for the same cores, so its numbers are lower.
 
-Not a test: nothing is asserted. Target: >= 500 submissions/s with p99 < 100 ms on 2 cores.
+``--bulk N`` sends ``N`` jobs per request to ``POST /api/v1/jobs/bulk/`` instead (jobs/s =
+requests/s × N; the latency is a whole request's); with ``--idempotency-keys`` each job carries its
+own key (Python client only).
+
+Not a test: nothing is asserted. Target (issue 16): >= 1,000 submissions/s with p99 < 50 ms on
+2 cores.
 
 Run: ``python benchmarks/bench_submit.py [--duration 20] [--connections 16] [--workers 2]
-[--threads 4] [--idempotency-keys] [--database-url postgres://postgres@127.0.0.1:5432/sharewise_bench]``
+[--threads 4] [--idempotency-keys] [--bulk 100] [--database-url postgres://postgres@127.0.0.1:5432/sharewise_bench]``
 """
 
 from __future__ import annotations
@@ -115,16 +120,26 @@ def start_gunicorn(env: dict[str, str], port: int, workers: int, threads: int) -
     sys.exit(f"gunicorn did not become ready within 30 s; see {log.name}")
 
 
+def request_of(args: argparse.Namespace, keys: str | None = None) -> tuple[str, bytes]:
+    """The path and JSON body of one submission request: one job, or ``--bulk`` jobs (each with
+    the key ``{keys}-{k}`` when ``keys`` is given)."""
+    if not args.bulk:
+        return "/api/v1/jobs/", json.dumps(BODY).encode()
+    jobs = [BODY if keys is None else {**BODY, "idempotency_key": f"{keys}-{k}"} for k in range(args.bulk)]
+    return "/api/v1/jobs/bulk/", json.dumps({"jobs": jobs}).encode()
+
+
 def run_wrk(port: int, token: str, args: argparse.Namespace) -> dict[str, float]:
     """Drive the server with wrk; return throughput (1/s), latency percentiles (ms), errors."""
+    path, body = request_of(args)
     script = WRK_SCRIPT % {
-        "body": json.dumps(BODY),
+        "body": body.decode(),
         "token": token,
-        "keys": str(args.idempotency_keys).lower(),
+        "keys": str(args.idempotency_keys and not args.bulk).lower(),
     }
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as handle:
         handle.write(script)
-    target = ["-s", handle.name, f"http://127.0.0.1:{port}/api/v1/jobs/"]
+    target = ["-s", handle.name, f"http://127.0.0.1:{port}{path}"]
     if getattr(args, "healthz", False):  # the no-database baseline: GET /healthz
         target = [f"http://127.0.0.1:{port}/healthz"]
     cmd = [
@@ -158,7 +173,7 @@ def run_python_client(port: int, token: str, args: argparse.Namespace) -> dict[s
     """Fallback load client: one thread per connection, ``http.client`` keep-alive."""
     latencies: list[list[float]] = [[] for _ in range(args.connections)]
     errors = [0] * args.connections
-    body = json.dumps(BODY).encode()
+    path, body = request_of(args)
     stop_at = time.monotonic() + args.duration
 
     def client(i: int) -> None:
@@ -167,10 +182,13 @@ def run_python_client(port: int, token: str, args: argparse.Namespace) -> dict[s
         while time.monotonic() < stop_at:
             n += 1
             headers = {"Content-Type": "application/json", "Authorization": f"Token {token}"}
-            if args.idempotency_keys:
+            data = body
+            if args.idempotency_keys and args.bulk:
+                data = request_of(args, f"bench-{i}-{n}")[1]
+            elif args.idempotency_keys:
                 headers["Idempotency-Key"] = f"bench-{i}-{n}"
             start = time.perf_counter()
-            conn.request("POST", "/api/v1/jobs/", body, headers)
+            conn.request("POST", path, data, headers)
             response = conn.getresponse()
             response.read()
             latencies[i].append((time.perf_counter() - start) * 1e3)
@@ -209,6 +227,7 @@ def main() -> None:
         "--python-client", action="store_true", help="use the Python client even if wrk exists"
     )
     parser.add_argument("--baseline", action="store_true", help="also measure GET /healthz (no database)")
+    parser.add_argument("--bulk", type=int, default=0, metavar="N", help="N jobs per request (bulk endpoint)")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args()
 
@@ -249,7 +268,11 @@ def main() -> None:
         f"{args.connections} connections, {args.duration} s after {args.warmup} s warm-up"
         + (", fresh Idempotency-Key per request" if args.idempotency_keys else "")
     )
-    print(f"submissions/s: {result['rate']:.0f}  ({result['requests']} requests)")
+    per = max(1, args.bulk)
+    print(
+        f"submissions/s: {result['rate'] * per:.0f} jobs/s  ({result['requests']} requests"
+        + (f" of {per} jobs, {result['rate']:.0f} requests/s)" if args.bulk else ")")
+    )
     print(f"latency ms: p50 {result['p50']:.1f}  p90 {result['p90']:.1f}  p99 {result['p99']:.1f}")
     print(f"non-2xx: {result['errors']}  socket errors: {result['socket_errors']}  jobs in database: {jobs}")
     if use_wrk and args.baseline:
@@ -262,7 +285,7 @@ def main() -> None:
     total = sum(s for s, _ in busy)
     print(f"CPU used during the run: {total:.1f} s of {args.duration * (os.cpu_count() or 1)} core-seconds")
     for seconds, name in busy:
-        print(f"  {name:<16} {seconds:6.1f} s  = {seconds / result['requests'] * 1e3:.2f} ms per request")
+        print(f"  {name:<16} {seconds:6.1f} s  = {seconds / (result['requests'] * per) * 1e3:.2f} ms per job")
 
 
 if __name__ == "__main__":

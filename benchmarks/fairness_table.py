@@ -33,19 +33,17 @@ import argparse
 import csv
 import json
 import math
-import os
-import platform
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-
-from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from machine import machine  # noqa: E402  (benchmarks/machine.py)
 
 from common.shapes import ShapeError, node_names, parse_shape  # noqa: E402
 from scheduling.core.fairness import (  # noqa: E402
@@ -65,7 +63,8 @@ from scheduling.core.types import (  # noqa: E402
     TenantQuota,
 )
 from scheduling.datapaths import shared_data_dir  # noqa: E402
-from scheduling.sim import engine  # noqa: E402
+from scheduling.profiles import load_default_profile  # noqa: E402
+from scheduling.sim import engine, sweep  # noqa: E402
 from scheduling.sim.cli import Watched  # noqa: E402
 from scheduling.sim.loaders import TraceError, load_traces  # noqa: E402
 from scheduling.sim.quotas import demand_gpu_s, proportional_quotas  # noqa: E402
@@ -99,30 +98,57 @@ def partition(gpus: int, per_node: int) -> Cluster:
     return Cluster(tuple(GPU(i, names[i // per_node], i % per_node, 49_140) for i in range(gpus)))
 
 
-def independent_outcomes(
-    jobs: Sequence[Job],
-    quotas: Mapping[str, TenantQuota],
-    per_node: int,
-    profile: Profile,
-    sim_config: engine.SimConfig,
-    progress: bool,
-) -> list:
-    """Each tenant alone on max(its guarantee, its largest gang) GPUs under sjf-bsbf (Themis' T_id)."""
-    by_tenant: dict[str, list[Job]] = {}
-    for j in jobs:
-        by_tenant.setdefault(j.tenant, []).append(j)
-    outs: list = []
-    for tenant in tqdm(
-        sorted(by_tenant), desc="independent", file=sys.stderr, disable=not progress, leave=False
-    ):
-        own = by_tenant[tenant]
-        size = max(quotas[tenant].guaranteed_gpus, max(j.gpus for j in own))
-        result = engine.simulate(own, partition(size, per_node), get_policy(REFERENCE), profile, sim_config)
-        outs.extend(result.outcomes)
-    return outs
+@dataclass(frozen=True)
+class Alone:
+    """One tenant alone on ``size`` GPUs under sjf-bsbf (Themis' T_id): a task of the sweep."""
+
+    jobs: tuple[Job, ...]
+    size: int
+    per_node: int
+    config: engine.SimConfig
 
 
-def run_trace(key: str, args: argparse.Namespace, profile: Profile) -> dict:
+@dataclass(frozen=True)
+class PolicyRun:
+    """One policy over the whole trace, watched for guarantee violations: a task of the sweep."""
+
+    label: str
+    policy: str
+    jobs: tuple[Job, ...]
+    cluster: Cluster
+    quotas: Mapping[str, TenantQuota]
+    config: engine.SimConfig
+    grace_s: float
+    progress: bool
+
+
+def run_task(task: Alone | PolicyRun) -> dict:
+    """Simulate one task (in whichever process the sweep gives it); a picklable dict of results."""
+    profile = load_default_profile()
+    if isinstance(task, Alone):
+        cluster = partition(task.size, task.per_node)
+        return {
+            "outcomes": engine.simulate(
+                task.jobs, cluster, get_policy(REFERENCE), profile, task.config
+            ).outcomes
+        }
+    monitor = Watched(get_policy(task.policy), task.quotas, task.grace_s)
+    started = time.process_time()
+    result = engine.simulate(task.jobs, task.cluster, monitor, profile, task.config, progress=task.progress)
+    return {
+        "outcomes": result.outcomes,
+        "guarantee_violations": len(monitor.monitor.violated),
+        "longest_owner_block_s": monitor.monitor.longest_s,
+        "cap_violation_rounds": monitor.monitor.cap_snapshots,
+        "preemptions": result.preemptions,
+        "unfinished": len(result.unfinished),
+        "rounds": result.rounds,
+        "cpu_s": time.process_time() - started,
+    }
+
+
+def plan_trace(key: str, args: argparse.Namespace, profile: Profile) -> tuple[dict, list[Alone | PolicyRun]]:
+    """The report's header of trace ``key`` and the sweep's tasks for it (tenants alone, then policies)."""
     rel, default_cluster = TRACES[key]
     shape = getattr(args, f"{key}_cluster") or default_cluster
     try:
@@ -136,7 +162,7 @@ def run_trace(key: str, args: argparse.Namespace, profile: Profile) -> dict:
         )
     except TraceError as exc:
         raise SystemExit(f"{rel}: {exc}") from None
-    jobs = list(trace.jobs[: args.max_jobs] if args.max_jobs else trace.jobs)
+    jobs = tuple(trace.jobs[: args.max_jobs] if args.max_jobs else trace.jobs)
     quotas = quotas_for(jobs, cluster.size, args.quota_rule)
     scheduler = SchedulerConfig(
         starvation_bound_s=args.starvation_bound_s,
@@ -145,36 +171,26 @@ def run_trace(key: str, args: argparse.Namespace, profile: Profile) -> dict:
         borrow_bound_s=args.borrow_bound_s,
     )
     base = engine.SimConfig(scheduler=scheduler, restart_cost_s=args.restart_cost_s)
-    progress = not args.no_progress
-    alone = independent_outcomes(jobs, quotas, per_node, profile, replace(base, tenant_quotas={}), progress)
-    rows: dict[str, dict] = {}
+    by_tenant: dict[str, list[Job]] = {}
+    for j in jobs:
+        by_tenant.setdefault(j.tenant, []).append(j)
+    tasks: list[Alone | PolicyRun] = [
+        Alone(
+            tuple(own),
+            max(quotas[tenant].guaranteed_gpus, max(j.gpus for j in own)),
+            per_node,
+            replace(base, tenant_quotas={}),
+        )
+        for tenant, own in sorted(by_tenant.items())
+    ]
+    # Inner progress bars only when the runs are one after the other in this process.
+    inner = not args.no_progress and args.workers == 1 and not args.dask
     runs = [(name, True) for name in args.policies] + ([] if args.no_reference else [(REFERENCE, False)])
     for name, with_quotas in runs:
         label = name if with_quotas else f"{name} (no quotas)"
-        monitor = Watched(get_policy(name), quotas, args.grace_s)
         config = replace(base, tenant_quotas=quotas if with_quotas else {})
-        started = time.process_time()
-        result = engine.simulate(jobs, cluster, monitor, profile, config, progress=progress)
-        cpu_s = time.process_time() - started
-        outs = result.outcomes
-        rho = tenant_rho(outs, alone)
-        lo, hi = makespan_window(outs)
-        rows[label] = {
-            **jct_summary(outs),
-            **wait_stats(outs),
-            "jain_rho": jain_of_rho(rho),
-            "max_rho": max(rho.values(), default=math.nan),
-            "rho": rho,
-            "guarantee_violations": len(monitor.monitor.violated),
-            "longest_owner_block_s": monitor.monitor.longest_s,
-            "cap_violation_rounds": monitor.monitor.cap_snapshots,
-            "preemptions": result.preemptions,
-            "unfinished": len(result.unfinished),
-            "rounds": result.rounds,
-            "usage_vs_quota": usage_vs_quota(outs, quotas, hi - lo),
-            "cpu_s": cpu_s,
-        }
-    return {
+        tasks.append(PolicyRun(label, name, jobs, cluster, quotas, config, args.grace_s, inner))
+    header = {
         "trace": trace.name,
         "jobs": len(jobs),
         "cluster": f"{nodes}x{per_node}",
@@ -188,8 +204,31 @@ def run_trace(key: str, args: argparse.Namespace, profile: Profile) -> dict:
             "reclaim": args.reclaim,
             "borrow_bound_s": args.borrow_bound_s,
         },
-        "rows": rows,
     }
+    return header, tasks
+
+
+def assemble(header: dict, tasks: Sequence[Alone | PolicyRun], results: Sequence[dict]) -> dict:
+    """The trace's report from its tasks' results (in the tasks' order): one row per policy run."""
+    alone = [o for t, r in zip(tasks, results, strict=True) if isinstance(t, Alone) for o in r["outcomes"]]
+    rows: dict[str, dict] = {}
+    for task, r in zip(tasks, results, strict=True):
+        if not isinstance(task, PolicyRun):
+            continue
+        outs = r["outcomes"]
+        rho = tenant_rho(outs, alone)
+        lo, hi = makespan_window(outs)
+        rows[task.label] = {
+            **jct_summary(outs),
+            **wait_stats(outs),
+            "jain_rho": jain_of_rho(rho),
+            "max_rho": max(rho.values(), default=math.nan),
+            "rho": rho,
+            **{k: v for k, v in r.items() if k not in ("outcomes", "cpu_s")},
+            "usage_vs_quota": usage_vs_quota(outs, task.quotas, hi - lo),
+            "cpu_s": r["cpu_s"],
+        }
+    return {**header, "rows": rows}
 
 
 def format_table(report: dict) -> str:
@@ -240,6 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"skip the {REFERENCE} run without quotas (to split policies over processes)",
     )
     parser.add_argument("--no-progress", action="store_true")
+    sweep.add_arguments(parser)
     args = parser.parse_args(argv)
     try:
         args.policies = [get_policy(n.strip()).name for n in args.policies.split(",") if n.strip()]
@@ -251,13 +291,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UnknownPolicyError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    from scheduling.profiles import load_default_profile
-
     profile = load_default_profile()
-    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
-    reports = []
-    for key in [args.only] if args.only else list(TRACES):
-        report = run_trace(key, args, profile)
+    print(f"machine: {machine()}; {'Dask ' + args.dask if args.dask else f'{args.workers} worker(s)'}")
+    plans = [plan_trace(key, args, profile) for key in ([args.only] if args.only else list(TRACES))]
+    tasks = [t for _, trace_tasks in plans for t in trace_tasks]
+    try:
+        results = sweep.run_tasks(
+            run_task, tasks, workers=args.workers, dask=args.dask, desc="runs", progress=not args.no_progress
+        )
+    except sweep.SweepError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    reports, at = [], 0
+    for header, trace_tasks in plans:
+        report = assemble(header, trace_tasks, results[at : at + len(trace_tasks)])
+        at += len(trace_tasks)
         reports.append(report)
         print(format_table(report), flush=True)
         print()

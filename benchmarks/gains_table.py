@@ -4,6 +4,7 @@ profile, with the makespan bound of any exclusive-GPU schedule (docs/FIDELITY.md
 Usage::
 
     python benchmarks/gains_table.py [--traces NAME:NODESxGPUS,...] [--presets ours,muri-sim,...]
+        [--workers N | --dask tcp://host:port]
 
 For every trace (default: the 61-job testbed trace on 4 × 8, the 400-job testbed trace and the
 three Muri simulation traces on 8 × 8) and every preset (``ours`` = no preset), it simulates
@@ -23,7 +24,8 @@ Printed as a Markdown table: average JCT of each, SJF-BSBF's reduction against e
 makespan against the bound ``Σ G_j · P_j ÷ GPUs`` (GPU-seconds of exclusive work at the full
 batch ÷ GPUs: no schedule that gives each job its GPUs alone can end sooner after the first
 submission); a ratio above 1 is the least factor by which sharing raised the cluster's
-throughput. Not a test: nothing is asserted. Single process, several minutes.
+throughput. Not a test: nothing is asserted. Several minutes on one core; ``--workers N`` (default:
+the cores) or ``--dask ADDRESS`` runs the simulations in parallel, the table the same.
 """
 
 from __future__ import annotations
@@ -43,11 +45,13 @@ from scheduling.core.profiles import TableProfile, normalise_model_name  # noqa:
 from scheduling.core.types import Cluster, Job  # noqa: E402
 from scheduling.datapaths import trace_path  # noqa: E402
 from scheduling.profiles import load_default_profile  # noqa: E402
+from scheduling.sim import sweep  # noqa: E402
 from scheduling.sim.cli import parse_cluster  # noqa: E402
 from scheduling.sim.engine import SimConfig, simulate  # noqa: E402
 from scheduling.sim.loaders import load_traces  # noqa: E402
 from scheduling.sim.presets import PRESETS  # noqa: E402
 
+PROFILES = ("shipped", "strict")
 TRACES = (
     "sjfbsbf-testbed-61.csv:4x8,muri-testbed-400.csv:8x8,muri-sim-trace1.csv:8x8,"
     "muri-sim-trace3.csv:8x8,muri-sim-trace4.csv:8x8"
@@ -77,46 +81,61 @@ def pct(new: float, old: float) -> str:
     return f"{(new / old - 1) * 100:+.1f} %"
 
 
-def run(jobs: list[Job], cluster: Cluster, policy: str, profile, config: SimConfig) -> tuple[float, float]:
-    """(average JCT, makespan) s of one simulation."""
+def run(task: tuple[tuple[Job, ...], Cluster, str, str, SimConfig]) -> tuple[float, float]:
+    """(average JCT, makespan) s of one simulation ``(jobs, cluster, policy, profile label, config)``."""
+    jobs, cluster, policy, label, config = task
+    shipped = load_default_profile()
+    profile = StrictProfile(shipped) if label == "strict" else shipped
     result = simulate(jobs, cluster, get_policy(policy), profile, config)
     return mean(o.jct_s for o in result.outcomes), makespan(result.outcomes)
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--traces", default=TRACES, help="NAME:NODESxGPUS, comma-separated")
     parser.add_argument("--presets", default="ours," + ",".join(PRESETS), help="ours = no preset")
+    parser.add_argument("--no-progress", action="store_true")
+    sweep.add_arguments(parser)
     args = parser.parse_args()
-    shipped = load_default_profile()
-    profiles = {"shipped": shipped, "strict": StrictProfile(shipped)}
-    print(f"machine: {machine()}")
+    print(f"machine: {machine()}; {'Dask ' + args.dask if args.dask else f'{args.workers} worker(s)'}")
+    t0 = time.perf_counter()
+    cases, tasks = [], []  # one case per trace × preset: Tiresias, then SJF-FFS and SJF-BSBF per profile
+    for item in args.traces.split(","):
+        name, shape = item.split(":")
+        nodes, per_node = parse_cluster(shape)
+        cluster = Cluster.uniform(nodes, per_node)
+        jobs = tuple(load_traces(trace_path(name), max_gpus=cluster.healthy_gpus).jobs)
+        for preset in args.presets.split(","):
+            config = SimConfig() if preset == "ours" else PRESETS[preset].sim_config()
+            factor = config.fidelity.iteration_time_factor
+            bound = sum(j.gpus * j.iterations * j.iter_time_s * factor for j in jobs) / cluster.healthy_gpus
+            cases.append((name, shape, preset, bound))
+            tasks.append((jobs, cluster, "tiresias", "shipped", config))
+            for label in PROFILES:
+                tasks += [(jobs, cluster, policy, label, config) for policy in ("sjf-ffs", "sjf-bsbf")]
+    try:
+        results = iter(
+            sweep.run_tasks(run, tasks, workers=args.workers, dask=args.dask, progress=not args.no_progress)
+        )
+    except sweep.SweepError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(
         "| trace | cluster | preset | profile | Tiresias | SJF-FFS | SJF-BSBF | vs Tiresias | vs SJF-FFS "
         "| SJF-BSBF makespan | exclusive bound | ratio |"
     )
     print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    t0 = time.perf_counter()
-    for item in args.traces.split(","):
-        name, shape = item.split(":")
-        nodes, per_node = parse_cluster(shape)
-        cluster = Cluster.uniform(nodes, per_node)
-        jobs = list(load_traces(trace_path(name), max_gpus=cluster.healthy_gpus).jobs)
-        for preset in args.presets.split(","):
-            config = SimConfig() if preset == "ours" else PRESETS[preset].sim_config()
-            factor = config.fidelity.iteration_time_factor
-            bound = sum(j.gpus * j.iterations * j.iter_time_s * factor for j in jobs) / cluster.healthy_gpus
-            tiresias, _ = run(jobs, cluster, "tiresias", shipped, config)
-            for label, profile in profiles.items():
-                ffs, _ = run(jobs, cluster, "sjf-ffs", profile, config)
-                bsbf, span = run(jobs, cluster, "sjf-bsbf", profile, config)
-                row = f"| {name.removesuffix('.csv')} | {shape} | {preset} | {label} "
-                row += f"| {tiresias:,.0f} | {ffs:,.0f} | {bsbf:,.0f} "
-                row += f"| {pct(bsbf, tiresias)} | {pct(bsbf, ffs)} "
-                print(f"{row}| {span:,.0f} | {bound:,.0f} | {bound / span:.2f} |")
-            sys.stdout.flush()
+    for name, shape, preset, bound in cases:
+        tiresias, _ = next(results)
+        for label in PROFILES:
+            (ffs, _), (bsbf, span) = next(results), next(results)
+            row = f"| {name.removesuffix('.csv')} | {shape} | {preset} | {label} "
+            row += f"| {tiresias:,.0f} | {ffs:,.0f} | {bsbf:,.0f} "
+            row += f"| {pct(bsbf, tiresias)} | {pct(bsbf, ffs)} "
+            print(f"{row}| {span:,.0f} | {bound:,.0f} | {bound / span:.2f} |")
     print(f"({time.perf_counter() - t0:.0f} s)")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

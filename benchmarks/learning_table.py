@@ -24,7 +24,10 @@ decisions at most half of the prior-only run's); the machine and the command.
 Usage::
 
     python benchmarks/learning_table.py [--only muri|chronus] [--seeds 0,1,2] [--error 0.3]
-        [--noise 0] [--json out.json]
+        [--noise 0] [--json out.json] [--workers N | --dask tcp://host:port]
+
+The runs go to ``--workers`` processes (default: the cores) or a Dask scheduler; the rows are the
+same as a serial run's (``--workers 1``), CPU seconds aside.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from scheduling.core.policies import get_policy  # noqa: E402
 from scheduling.core.types import Cluster  # noqa: E402
 from scheduling.datapaths import shared_data_dir  # noqa: E402
 from scheduling.profiles import load_default_profile  # noqa: E402
+from scheduling.sim import sweep  # noqa: E402
 from scheduling.sim.belief import Belief  # noqa: E402
 from scheduling.sim.engine import SimConfig, simulate  # noqa: E402
 from scheduling.sim.loaders import TraceError, load_traces  # noqa: E402
@@ -59,10 +63,9 @@ POLICY = "sjf-bsbf"
 MODES = ("oracle", "prior only", "learning", "learning, exact prior")
 
 
-def run_one(
-    name: str, jobs: list, cluster: Cluster, mode: str, error: float, seed: int, noise: float
-) -> dict[str, Any]:
-    """One simulation; the row of the table as a dict (times in s)."""
+def run_one(task: tuple[str, tuple, Cluster, str, float, int, float]) -> dict[str, Any]:
+    """One simulation ``(trace name, jobs, cluster, mode, error, seed, noise)``; the row as a dict (s)."""
+    name, jobs, cluster, mode, error, seed, noise = task
     truth = load_default_profile()
     prior = (
         truth
@@ -151,12 +154,14 @@ def main(argv: list[str] | None = None) -> int:
         "--noise", type=float, default=0.0, help="measurement noise S (ln standard deviation)"
     )
     parser.add_argument("--json", type=Path, help="also write the rows as JSON")
+    parser.add_argument("--no-progress", action="store_true")
+    sweep.add_arguments(parser)
     args = parser.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    print(f"machine: {machine()}")
+    print(f"machine: {machine()}; {'Dask ' + args.dask if args.dask else f'{args.workers} worker(s)'}")
     given = " ".join(argv if argv is not None else sys.argv[1:])
     print(f"command: python benchmarks/learning_table.py {given}".rstrip())
-    rows: list[dict[str, Any]] = []
+    tasks = []
     for name, (path, nodes, per_node) in TRACES.items():
         if args.only and name != args.only:
             continue
@@ -170,11 +175,17 @@ def main(argv: list[str] | None = None) -> int:
         except TraceError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        jobs = list(trace.jobs)
+        jobs = tuple(trace.jobs)
         for mode in MODES:
             for seed in seeds if mode in ("prior only", "learning") else seeds[:1]:
-                rows.append(run_one(name, jobs, cluster, mode, args.error, seed, args.noise))
-                print(f"  done: {name} {mode} seed {seed}", file=sys.stderr, flush=True)
+                tasks.append((name, jobs, cluster, mode, args.error, seed, args.noise))
+    try:
+        rows = sweep.run_tasks(
+            run_one, tasks, workers=args.workers, dask=args.dask, desc="runs", progress=not args.no_progress
+        )
+    except sweep.SweepError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(
         f"{POLICY}, rounds every 60 s, GPUs of {MEMORY_MB:,} MB, prior error ±{args.error:.0%}, "
         f"measurement noise {args.noise:g}, reports after 30 s of a co-location"

@@ -7,6 +7,7 @@ client may not write (``status``, ``tenant``, ...) and unknown fields are reject
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from django.db import IntegrityError
@@ -198,9 +199,18 @@ class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
         moment = getattr(job, "estimated_start_at", None)
         return None if moment is None else serializers.DateTimeField().to_representation(moment)
 
+    def cluster_fact(self, name: str, read: Callable[[], Any]) -> Any:
+        """``read()`` once per serializer context: a bulk submission (one context for all its
+        jobs) asks the database for the largest gang, the largest GPU and the agents' executors
+        once, not once per job. Keyed by ``name``."""
+        facts = self.context.setdefault("cluster_facts", {})
+        if name not in facts:
+            facts[name] = read()
+        return facts[name]
+
     def validate_gpus(self, value: int) -> int:
         """Bound the gang by the healthy GPUs registered; none registered is a clear error."""
-        largest = models.largest_gang()
+        largest = self.cluster_fact("largest_gang", models.largest_gang)
         if largest == 0:
             raise serializers.ValidationError(
                 "no healthy GPUs are registered yet; an admin must add nodes first"
@@ -237,11 +247,13 @@ class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
         from scheduling.profiles import ProfileError, load_default_profile
 
         if not attrs.get("command"):
-            refusal = runnable.missing_command_refusal()
+            refusal = self.cluster_fact("missing_command_refusal", runnable.missing_command_refusal)
             if refusal is not None:
                 raise serializers.ValidationError({"command": [refusal]})
-        types = attrs.get("gpu_types") or []
-        largest = models.largest_gpu_memory_mb_of(types)
+        types = sorted(attrs.get("gpu_types") or [])
+        largest = self.cluster_fact(
+            f"largest_gpu_memory_mb:{','.join(types)}", lambda: models.largest_gpu_memory_mb_of(types)
+        )
         if largest == 0 and types:
             raise serializers.ValidationError(
                 {"gpu_types": [f"no schedulable GPU of type {', '.join(types)} now"]}

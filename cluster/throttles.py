@@ -23,7 +23,8 @@ class SubmissionThrottle(BaseThrottle):
     Windows are aligned to multiples of their length (a minute window starts at :00). One
     counter per tenant and window is incremented atomically in the cache (Redis in production),
     so all gunicorn workers share it, and the cost per request does not grow with the rate, unlike
-    DRF's sliding-window history list. A burst of up to 2N can straddle a window boundary.
+    DRF's sliding-window history list. A burst of up to 2N can straddle a window boundary. A view
+    with a ``submission_cost(request)`` method (the bulk submission) counts that many submissions.
     ``timer`` (s) may be replaced in tests by a fake clock.
     """
 
@@ -42,10 +43,11 @@ class SubmissionThrottle(BaseThrottle):
         now = self.timer()
         window = int(now // window_s)
         key = f"throttle:{self.scope}:{tenant.pk}:{window}"
+        cost = view.submission_cost(request) if hasattr(view, "submission_cost") else 1
         try:
-            count = cache.incr(key)
+            count = cache.incr(key, cost)
         except ValueError:  # first request of the window (or the key just expired)
-            count = 1 if cache.add(key, 1, timeout=window_s + 1) else cache.incr(key)
+            count = cost if cache.add(key, cost, timeout=window_s + 1) else cache.incr(key, cost)
         if count <= limit:
             return True
         self.retry_after_s = (window + 1) * window_s - now

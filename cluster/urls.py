@@ -9,7 +9,7 @@ itself finds nowhere under ``/api/`` gets the same JSON (``config.urls.handler40
 from django.urls import path, re_path
 from rest_framework.routers import DefaultRouter
 
-from cluster import job_views, order_views, usage_views, views
+from cluster import bulk_submit, job_views, order_views, usage_views, views
 
 router = DefaultRouter(trailing_slash=True)
 router.include_root_view = False
@@ -20,6 +20,7 @@ router.register("admin/nodes", views.AdminNodeViewSet, basename="admin-node")
 router.register("admin/gpus", views.AdminGPUViewSet, basename="admin-gpu")
 
 urlpatterns = [
+    path("jobs/bulk/", bulk_submit.JobBulkView.as_view(), name="job-bulk"),
     path("tenant/", views.TenantView.as_view(), name="tenant"),
     path("tenant/token/", views.TenantTokenView.as_view(), name="tenant-token"),
     path("admin/usage/", usage_views.AdminUsageView.as_view(), name="admin-usage"),

@@ -6,7 +6,9 @@ Everything runs in one process on the embedded defaults (SQLite, no broker):
 - the web service (Django's threaded WSGI server, static files included), so the dashboard is
   live at ``http://HOST:PORT/dashboard/`` while the demo runs (:mod:`demo.live`);
 - the replay: each trace job is POSTed to ``/api/v1/jobs/`` with its tenant's API token when the
-  compressed clock reaches its submit time (``iteration_time_s`` from the trace; :mod:`demo.live`);
+  compressed clock reaches its submit time (``iteration_time_s`` from the trace; :mod:`demo.live`),
+  the jobs due together sent as one bulk submission per tenant, a 429 of the tenant's throttle
+  retried after its ``Retry-After`` (:mod:`demo.submit`);
 - one :func:`scheduling.service.tick` (heartbeat check, then a round) every
   ``round_interval_s / speedup`` wall seconds, aligned with the simulator's rounds at multiples
   of ``round_interval_s`` of trace time (:mod:`demo.live`);

@@ -6,7 +6,6 @@ Units: seconds (s) of trace time unless named wall.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import sys
@@ -23,6 +22,7 @@ from django.db import close_old_connections, connection
 from cluster.models import Job
 from demo.database import Setup
 from demo.options import DemoConfig, DemoError
+from demo.submit import BULK_SIZE, submit_jobs
 from demo.workload import Workload
 from scheduling import service
 
@@ -56,18 +56,6 @@ class Clock:
         return self.base + (when.timestamp() - self.epoch0) * self.speedup
 
 
-def post_json(url: str, body: dict[str, Any], headers: dict[str, str], timeout_s: float = 30.0) -> Any:
-    """POST ``body`` as JSON; the decoded answer. Raises ``urllib.error.HTTPError`` for 4xx/5xx."""
-    request = urllib.request.Request(
-        url,
-        data=json.dumps(body).encode(),
-        method="POST",
-        headers={"Content-Type": "application/json", **headers},
-    )
-    with urllib.request.urlopen(request, timeout=timeout_s) as response:
-        return json.loads(response.read() or b"null")
-
-
 @dataclass(slots=True)
 class LiveRun:
     """The threads of a live run and what they share."""
@@ -85,31 +73,26 @@ class LiveRun:
     rounds: int = 0
 
     def replay(self) -> None:
-        """POST every job at its (compressed) submit time, through the REST API."""
+        """POST every job at its (compressed) submit time, through the REST API; the jobs already
+        due when one is sent go with it, one bulk submission per tenant (demo/submit.py)."""
+        jobs = self.workload.jobs
         try:
-            for job in self.workload.jobs:
-                if not self.clock.wait_until(job.submit_time, self.stop):
+            i = 0
+            while i < len(jobs):
+                if not self.clock.wait_until(jobs[i].submit_time, self.stop):
                     return
-                body: dict[str, Any] = {
-                    "name": f"job-{job.id}",
-                    "model": job.model,
-                    "batch_size": job.batch_size,
-                    "iterations": job.iterations,
-                    "gpus": job.gpus,
-                    "iteration_time_s": job.iter_time_s,
-                }
-                if job.memory_mb is not None:
-                    body["gpu_memory_mb"] = math.ceil(job.memory_mb)
-                headers = {
-                    "Authorization": f"Token {self.setup.tenant_tokens[job.tenant]}",
-                    "Idempotency-Key": f"demo-{job.id}",
-                }
-                try:
-                    answer = post_json(f"{self.base_url}/api/v1/jobs/", body, headers)
-                except urllib.error.HTTPError as exc:
-                    self.errors.append(f"job {job.id} refused: HTTP {exc.code} {exc.read(300).decode()}")
-                    continue
-                self.job_ids[int(answer["id"])] = job.id
+                now, j = self.clock.trace_now(), i + 1
+                while j < len(jobs) and j - i < BULK_SIZE and jobs[j].submit_time <= now:
+                    j += 1
+                by_tenant: dict[str, list] = {}
+                for job in jobs[i:j]:
+                    by_tenant.setdefault(job.tenant, []).append(job)
+                for tenant, due in by_tenant.items():
+                    token = self.setup.tenant_tokens[tenant]
+                    made, refused = submit_jobs(self.base_url, token, due, self.stop.wait)
+                    self.job_ids.update(made)
+                    self.errors.extend(refused)
+                i = j
         except Exception as exc:  # the main thread reports it and stops
             log.exception("replay failed")
             self.errors.append(f"replay failed: {exc}")

@@ -7,6 +7,8 @@ Units: seconds (s), GPUs, iterations.
 from __future__ import annotations
 
 import random
+import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -19,7 +21,7 @@ from scheduling.sim.loaders import LoadedTrace, load_traces
 
 #: The trace replayed when none is given (in the shared data's ``traces/``).
 DEFAULT_TRACE = "sjfbsbf-testbed-61.csv"
-#: The demo's tenants when the trace has fewer than two (or more than eight) of its own.
+#: The demo's tenants when the trace has fewer than two of its own (a trace's own are kept, any number).
 DEMO_TENANTS = ("team-a", "team-b")
 #: Models and global batches of the built-in synthetic workload (those of the testbed trace).
 SYNTHETIC_MODELS = (
@@ -74,7 +76,8 @@ def synthetic_workload(n: int, seed: int = 0) -> LoadedTrace:
 def load_workload(config: DemoConfig, profile: core.Profile, say: Callable[[str], None]) -> Workload:
     """The trace (``config.trace``, else the shared data's testbed trace), or the synthetic
     workload when no trace was given and the shared data folder is absent. Jobs are dealt to the
-    demo's tenants in submission order (a trace's own tenants are kept when there are several).
+    demo's tenants in submission order (a trace's own tenants, however many, are kept when there are
+    several: :func:`tenant_names`).
     Raises :class:`DemoError` for a trace that cannot be read."""
     cluster_gpus = config.nodes * config.gpus_per_node
     path = config.trace
@@ -97,12 +100,39 @@ def load_workload(config: DemoConfig, profile: core.Profile, say: Callable[[str]
         except (ValueError, OSError) as exc:
             raise DemoError(str(exc)) from None
     names = trace.tenants
-    if len(names) > 1 and len(names) <= 8:
-        own = {name: name if _valid_name(name) else f"tenant-{i}" for i, name in enumerate(names)}
+    if len(names) > 1:
+        own = tenant_names(names)
         jobs = tuple(replace(j, tenant=own[j.tenant]) for j in trace.jobs)
     else:
         jobs = tuple(replace(j, tenant=DEMO_TENANTS[i % len(DEMO_TENANTS)]) for i, j in enumerate(trace.jobs))
     return Workload(trace, jobs, synthetic)
+
+
+def tenant_names(names: Sequence[str]) -> dict[str, str]:
+    """The service's tenant name for each of a trace's tenants (any number): the trace's own name
+    in the service's alphabet (lowercase, other characters as hyphens, at most 64: ``vc_6214e9`` →
+    ``vc-6214e9``), else or when already taken ``tenant-N`` (``N`` its position); never one name
+    twice."""
+    wanted = {name: _slug(name) for name in names}
+    counts = Counter(wanted.values())
+    taken = {slug for slug in wanted.values() if slug and counts[slug] == 1}
+    own: dict[str, str] = {}
+    for i, name in enumerate(names):
+        if wanted[name] in taken:
+            own[name] = wanted[name]
+            continue
+        n = i
+        while f"tenant-{n}" in taken:  # a trace tenant may itself be called tenant-N
+            n += len(names)
+        own[name] = f"tenant-{n}"
+        taken.add(own[name])
+    return own
+
+
+def _slug(name: str) -> str:
+    """``name`` in the service's tenant alphabet, or ``""`` when nothing of it is left."""
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:64].rstrip("-")
+    return slug if slug and _valid_name(slug) else ""
 
 
 def _valid_name(name: str) -> bool:

@@ -20,7 +20,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
 
@@ -46,15 +46,22 @@ from scheduling.core.types import (
     Snapshot,
     TenantQuota,
 )
+from scheduling.sim import sweep
 from scheduling.sim.engine import (
     DEFAULT_RESTART_COST_S,
     DEFAULT_ROUND_INTERVAL_S,
     SimConfig,
+    SimResult,
     SimulationError,
     simulate,
 )
 from scheduling.sim.fidelity_cli import add_fidelity_arguments, resolve
-from scheduling.sim.learning_options import add_learning_arguments, format_learning_table, learning_setup
+from scheduling.sim.learning_options import (
+    LearningSetup,
+    add_learning_arguments,
+    format_learning_table,
+    learning_setup,
+)
 from scheduling.sim.loaders import TraceError, load_traces
 from scheduling.sim.quotas import demand_gpu_s, proportional_quotas, quotas_from_json
 from scheduling.sim.report import (
@@ -201,6 +208,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.add_argument("--verbose", action="store_true", help="log every rejected trace row")
     add_fidelity_arguments(parser)
+    sweep.add_arguments(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -336,6 +344,39 @@ class Watched:
         return self.inner.decide(snapshot, profile, explain=explain)
 
 
+@dataclass(frozen=True)
+class PolicyRun:
+    """One policy's simulation of the trace: a task of the sweep (:mod:`scheduling.sim.sweep`)."""
+
+    policy: str
+    jobs: tuple[Job, ...]
+    cluster: Cluster
+    config: SimConfig
+    quotas: dict[str, TenantQuota]
+    grace_s: float
+    learning: LearningSetup | None
+    seed: int
+    progress: bool
+
+
+def run_policy(task: PolicyRun) -> tuple[SimResult, int | None]:
+    """Simulate ``task`` (in whichever process the sweep gives it): the result and, with quotas,
+    the guarantee violations the monitor saw (else ``None``). Raises :class:`SimulationError`."""
+    from scheduling.core.policies import get_policy
+    from scheduling.profiles import load_default_profile
+
+    profile = load_default_profile()
+    policy = get_policy(task.policy)
+    watched = Watched(policy, task.quotas, task.grace_s) if task.quotas else None
+    learning = task.learning
+    truth = profile if learning is None else learning.truth(profile, task.seed)
+    belief = None if learning is None else learning.belief(profile, truth, task.seed)
+    result = simulate(
+        task.jobs, task.cluster, watched or policy, truth, task.config, progress=task.progress, belief=belief
+    )
+    return result, None if watched is None else len(watched.monitor.violated)
+
+
 def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
     """Run the simulations described by parsed ``args``; returns the exit code (0).
 
@@ -398,23 +439,23 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
         config = replace(config, tenant_quotas=quotas)
         for warning in quota_warnings(quotas, trace.jobs, cluster.healthy_gpus):
             print(f"warning: {warning}", file=sys.stderr)
-    results = {}
-    violations: dict[str, int] = {}
-    truth = profile if learning is None else learning.truth(profile, args.seed)
-    for policy in policies:
-        watched = Watched(policy, quotas, args.grace_s) if quotas else None
-        belief = None if learning is None else learning.belief(profile, truth, args.seed)
-        results[policy.name] = simulate(
-            trace.jobs,
-            cluster,
-            watched or policy,
-            truth,
-            config,
-            progress=not args.no_progress,
-            belief=belief,
+    workers, dask = getattr(args, "workers", 1), getattr(args, "dask", None)
+    # A progress bar per simulation only when they run one after the other here; else one for all.
+    inner = not args.no_progress and (workers == 1 or len(policies) == 1) and not dask
+    tasks = [
+        PolicyRun(
+            p.name, tuple(trace.jobs), cluster, config, quotas, args.grace_s, learning, args.seed, inner
         )
-        if watched is not None:
-            violations[policy.name] = len(watched.monitor.violated)
+        for p in policies
+    ]
+    try:
+        done = sweep.run_tasks(
+            run_policy, tasks, workers=workers, dask=dask, desc="policies", progress=not args.no_progress
+        )
+    except sweep.SweepError as exc:
+        raise CliError(str(exc)) from None
+    results = {p.name: result for p, (result, _) in zip(policies, done, strict=True)}
+    violations = {p.name: n for p, (_, n) in zip(policies, done, strict=True) if n is not None}
     report = build_report(
         trace,
         cluster,

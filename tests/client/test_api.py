@@ -87,3 +87,19 @@ def test_the_pinned_versions_satisfy_what_the_client_declares() -> None:
         assert requirement.specifier.contains(pinned), (
             f"{requirement.name}=={pinned} is outside {requirement}"
         )
+
+
+def test_submit_many_uses_the_bulk_endpoint_in_order_and_safely_twice(service: Service) -> None:
+    jobs = [{**JOB, "name": f"bulk-{i}"} for i in range(5)]
+    keys = [f"key-{i}" for i in range(5)]
+    with Client(service.url, service.alice) as client:
+        made = client.submit_many(jobs, keys)
+        assert [j["name"] for j in made] == [f"bulk-{i}" for i in range(5)]
+        again = client.submit_many(jobs, keys)  # the same keys: the same jobs, none made twice
+        assert [j["id"] for j in again] == [j["id"] for j in made]
+        with pytest.raises(Rejected) as caught:
+            client.submit_many([JOB, {**JOB, "gpus": 0}])
+        assert caught.value.status == 400 and set(caught.value.fields or {}) == {"1"}
+        with pytest.raises(UsageError):
+            client.submit_many(jobs, keys[:2])
+    assert Job.objects.filter(name__startswith="bulk-").count() == 5

@@ -22,7 +22,7 @@ from django.core.cache import cache
 
 from cluster.models import Job, JobEvent, Node, Placement, Tenant
 from cluster.tokens import write_token_file
-from demo.live import post_json
+from demo.submit import post_json
 from scheduling.service import check_heartbeats, run_round
 from tests.integration.conftest import Subprocesses, integration_redis_url, wait_for
 from tests.service.invariants import assert_invariants

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import requests
@@ -41,6 +41,8 @@ ACTIVE = ("pending", "running")
 LOG_WAIT_S = 20.0
 #: Page size of list requests (the service allows up to 500).
 PAGE = 200
+#: Jobs per bulk submission request: under the service's 500 and its 64 KiB body limit.
+BULK_SIZE = 200
 
 
 def new_idempotency_key() -> str:
@@ -154,6 +156,32 @@ class Client:
         Raises :class:`~sharewise.errors.Rejected` with ``fields`` for invalid input."""
         key = idempotency_key or new_idempotency_key()
         return self.request("POST", "jobs/", body=dict(fields), headers={"Idempotency-Key": key})
+
+    def submit_many(
+        self, jobs: Sequence[Mapping[str, Any]], idempotency_keys: Sequence[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """Submit many jobs through ``POST /api/v1/jobs/bulk/``, :data:`BULK_SIZE` per request;
+        the jobs created (or, for a key used before with the same fields, found), in order.
+
+        Each job gets its ``idempotency_keys`` entry (default: a new UUID each), so a retried
+        request, or a re-run with the same keys, makes nothing twice. Each request is all or
+        nothing: :class:`~sharewise.errors.Rejected` (its ``fields``: the invalid jobs of that
+        request by index within it, ``{"0": {"gpus": [...]}}``) leaves the jobs of the requests
+        before it submitted. Raises :class:`~sharewise.errors.UsageError` when the keys do not
+        match the jobs one to one."""
+        keys = (
+            list(idempotency_keys) if idempotency_keys is not None else [new_idempotency_key() for _ in jobs]
+        )
+        if len(keys) != len(jobs):
+            raise UsageError(f"{len(keys)} idempotency keys for {len(jobs)} jobs")
+        done: list[dict[str, Any]] = []
+        for start in range(0, len(jobs), BULK_SIZE):
+            chunk = [
+                {**jobs[i], "idempotency_key": keys[i]}
+                for i in range(start, min(start + BULK_SIZE, len(jobs)))
+            ]
+            done.extend(self.request("POST", "jobs/bulk/", body={"jobs": chunk})["jobs"])
+        return done
 
     def jobs(self, status: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         """The tenant's jobs, newest first: all of them, or the first ``limit``; only those in

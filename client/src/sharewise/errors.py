@@ -97,7 +97,8 @@ def error_for(status: int, body: Any) -> ApiError:
     API's error shape; anything else is quoted)."""
     if isinstance(body, dict) and isinstance(body.get("error"), str):
         message = body["error"]
-        fields = body.get("fields") if isinstance(body.get("fields"), dict) else None
+        # "items": a bulk submission's invalid jobs by index, shaped as fields are
+        fields = next((body[k] for k in ("fields", "items") if isinstance(body.get(k), dict)), None)
     else:
         message = f"HTTP {status}: {str(body)[:200]}"
         fields = None

@@ -24,10 +24,11 @@ from demo.run import run_demo
 
 class Command(BaseCommand):
     help = (
-        "Live demo on the embedded defaults: a 4x8-GPU cluster of 49,140 MB, two tenants, a trace "
-        "replayed through the REST API (default: the shared data's sjfbsbf-testbed-61.csv, else a "
-        "built-in synthetic workload), rounds and emulated agents in-process, the dashboard served; "
-        "at the end the live metrics beside the simulator's for the same input."
+        "Live demo on the embedded defaults: a 4x8-GPU cluster of 49,140 MB, the trace's tenants (two "
+        "when it has fewer), a trace replayed through the REST API (default: the shared data's "
+        "sjfbsbf-testbed-61.csv, else a built-in synthetic workload), rounds and emulated agents "
+        "in-process, the dashboard served; at the end the live metrics beside the simulator's for "
+        "the same input."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
