@@ -13,8 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from scheduling.core.profile_cache import CachedProfile, cached
+from scheduling.core.ranking import PendingRanking
 from scheduling.core.round_state import Resident, RoundState
-from scheduling.core.rounds import SharePlan, sharing_round
+from scheduling.core.rounds import SharePlan, sharing_round, sjf_key
 from scheduling.core.sharing import (
     SubBatchOption,
     benefit_threshold_s,
@@ -330,20 +331,26 @@ class SjfBsbfPolicy:
     # remaining times only shrink, so while time alone passes the beneficial partners only shrink
     skip_rule = SkipRule(capacity=True, shares=True, horizon=never)
 
-    def __init__(self) -> None:
+    def __init__(self, *, incremental: bool = True) -> None:
         self._memo: BestBenefitMemo | None = None
+        # the SJF order kept between rounds (a cache: incremental=False sorts from scratch)
+        self.incremental = incremental
+        self._ranking = PendingRanking(lambda job, now: sjf_key(job))
 
     def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:
         """Decisions for this round; deterministic, mutates none of its inputs (it keeps pure caches
-        of profile answers between rounds, see :class:`BestBenefitMemo`)."""
+        of profile answers and of the SJF order between rounds, see :class:`BestBenefitMemo`)."""
         memo = self._memo = BestBenefitMemo(profile) if self._memo is None else self._memo.fresh(profile)
-        return sharing_round(
+        decisions = sharing_round(
             snapshot,
             memo.profile,
             self.name,
             lambda state, _profile: BestBenefitFinder(state, memo),
             explain=explain,
+            order=self._ranking.order(snapshot, self.incremental, sjf_key),
         )
+        self._ranking.started({s.job_id for s in decisions.starts})
+        return decisions
 
 
 def _push_next(heap: list, group: _Group, options: list[SubBatchOption], index: int) -> None:
