@@ -11,11 +11,13 @@ from hypothesis import strategies as st
 from scheduling.core.policies.fifo import FifoPolicy
 from scheduling.core.policies.sjf import SjfPolicy, SrtfPolicy
 from scheduling.core.policies.sjf_bsbf import SjfBsbfPolicy
+from scheduling.core.policies.sjf_bsbf_fair import SjfBsbfFairPolicy
 from scheduling.core.policies.sjf_ffs import SjfFfsPolicy
 from scheduling.core.policies.tiresias import TiresiasPolicy
 from scheduling.core.types import (
     Cluster,
     Job,
+    Policy,
     Profile,
     RoundDecisions,
     SchedulerConfig,
@@ -35,6 +37,17 @@ POLICIES = {
     "sjf-bsbf": SjfBsbfPolicy,
 }
 
+
+def scratch(name: str) -> Policy:
+    """A policy object that decides from scratch: no kept order, no memo."""
+    return SjfBsbfFairPolicy() if name == "sjf-bsbf-fair" else POLICIES[name](incremental=False)
+
+
+def kept(name: str) -> Policy:
+    """The policy object the simulator uses (kept order and memo)."""
+    return SjfBsbfFairPolicy() if name == "sjf-bsbf-fair" else POLICIES[name]()
+
+
 # two models whose pairs differ in slowdown and memory, so that sharing sometimes pays and
 # sometimes does not (T_con vs T_seq), and sub-batches matter (memory room)
 PROFILE = FakeProfile(
@@ -46,18 +59,18 @@ PROFILE = FakeProfile(
 class Checked:
     """The incremental policy, each of its decisions compared with a from-scratch object's."""
 
-    def __init__(self, cls: type) -> None:
-        # a second incremental object always asked why, so the reasons are checked too
-        self.fast, self.explained, self.cls = cls(), cls(), cls
+    def __init__(self, name: str) -> None:
+        # a second kept object always asked why, so the reasons are checked too
+        self.fast, self.explained, self.policy = kept(name), kept(name), name
         self.name, self.preemptive = self.fast.name, self.fast.preemptive
         self.skip_rule = self.fast.skip_rule
         self.rounds = 0
 
     def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:
         got = self.fast.decide(snapshot, profile, explain=explain)
-        assert got == self.cls(incremental=False).decide(snapshot, profile, explain=explain)
+        assert got == scratch(self.policy).decide(snapshot, profile, explain=explain)
         explained = self.explained.decide(snapshot, profile, explain=True)
-        assert explained == self.cls(incremental=False).decide(snapshot, profile, explain=True)
+        assert explained == scratch(self.policy).decide(snapshot, profile, explain=True)
         self.rounds += 1
         return got
 
@@ -82,10 +95,10 @@ def traces(draw: st.DrawFn) -> list[Job]:
     return jobs
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     jobs=traces(),
-    name=st.sampled_from(sorted(POLICIES)),
+    name=st.sampled_from([*sorted(POLICIES), "sjf-bsbf-fair"]),
     events=st.booleans(),
     quotas=st.booleans(),
     tiresias=st.sampled_from(
@@ -105,8 +118,7 @@ def test_incremental_policies_decide_as_from_scratch(
         tenant_quotas={"x": TenantQuota(5), "y": TenantQuota(3)} if quotas else {},
     )
     cluster = Cluster.uniform(2, 4)
-    checked = Checked(POLICIES[name])
+    checked = Checked(name)
     fast = simulate(jobs, cluster, checked, PROFILE, config)
-    scratch = simulate(jobs, cluster, POLICIES[name](incremental=False), PROFILE, config)
-    assert fast == scratch
+    assert fast == simulate(jobs, cluster, scratch(name), PROFILE, config)
     assert checked.rounds >= 1 or all(j.gpus > cluster.size for j in jobs)
