@@ -17,10 +17,11 @@ from scheduling.core.ranking import PendingRanking
 from scheduling.core.round_state import Resident, RoundState
 from scheduling.core.rounds import SharePlan, sharing_round, sjf_key
 from scheduling.core.sharing import (
-    SubBatchOption,
+    PreparedOption,
     benefit_threshold_s,
-    best_option,
+    best_prepared,
     gang_shares,
+    prepare_options,
     resident_remaining_s,
     shares,
 )
@@ -73,7 +74,7 @@ class BestBenefitMemo:
         # dominated sub-batches may be dropped, and its smallest A (see BestBenefitFinder.find)
         self.times: dict[tuple[int, float, float], tuple[dict[int, float], int, float]] = {}
         # (that key, group number) → the smallest benefit threshold (s) and the options with A
-        self.pairs: dict[tuple[tuple[int, float, float], int], tuple[float, tuple[SubBatchOption, ...]]] = {}
+        self.pairs: dict[tuple[tuple[int, float, float], int], tuple[float, tuple[PreparedOption, ...]]] = {}
 
     def fresh(self, profile: Profile) -> BestBenefitMemo:
         """This memo, or a new one for another profile object or when the caches grew too big."""
@@ -238,7 +239,7 @@ class BestBenefitFinder:
                 # residents with B at or below every option's threshold cannot pay (the relative
                 # margin keeps rounding from skipping one that does: each is then judged exactly)
                 threshold = min((c * a_of[sub] for sub, _, _, c in options), default=math.inf) * (1 - 1e-9)
-                with_a = tuple((sub, xi_a, xi_b, a_of[sub]) for sub, xi_a, xi_b, _ in options)
+                with_a = prepare_options([(sub, xi_a, xi_b, a_of[sub]) for sub, xi_a, xi_b, _ in options])
                 pair = pairs[(times_key, group.number)] = (threshold, with_a)
             threshold, with_a = pair
             if not with_a or threshold >= entries[-1][0]:
@@ -383,13 +384,13 @@ class SjfBsbfPolicy:
         return decisions
 
 
-def _push_next(heap: list, group: _Group, options: Sequence[SubBatchOption], index: int) -> None:
+def _push_next(heap: list, group: _Group, options: Sequence[PreparedOption], index: int) -> None:
     """Push the group's first resident at or after ``index`` with whom sharing pays, as
     ``(T_con, submit_time, id, index, group, options, sub_batch)``."""
     entries = group.entries
     for i in range(index, len(entries)):
         b_s, submit, job_id = entries[i]
-        best = best_option(options, b_s)
+        best = best_prepared(options, b_s)
         if best is not None and best[0] < best[1]:
             heapq.heappush(heap, (best[0], submit, job_id, i, group, options, options[best[2]][0]))
             return
