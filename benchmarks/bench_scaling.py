@@ -5,7 +5,7 @@ Scenario: the first ``n`` jobs (in submit order) of ``chronus-philly-mix1.csv`` 
 loaded, so queues grow with ``n``), rounds every 60 s, the shipped default profile, each policy
 of ``--policies``. Every (size, policy) is simulated ``--runs`` times, each run a fresh process
 (``python -c``, the checkout's own code); with ``--baseline PATH`` (another checkout of this
-repository, e.g. ``git worktree add /tmp/old main``) each run of ours is followed by one of the
+repository, e.g. ``git worktree add PATH/TO/old main``) each run of ours is followed by one of the
 baseline, so both see the same machine load. The time is that of ``simulate`` alone (trace
 loading excluded): wall (``time.perf_counter``) and CPU (``time.process_time``, less sensitive
 to other processes on a shared machine). Printed: medians, rounds, the CPU time per job, the
