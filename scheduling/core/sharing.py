@@ -146,12 +146,33 @@ def best_option(options: Sequence[SubBatchOption], b_s: float) -> tuple[float, f
     """``(T_con, T_seq, index)`` of the option minimising ``T_con`` against a resident of remaining
     time ``b_s`` (s); ties keep the earlier option (the larger sub-batch when ``options`` run
     largest first). ``None`` if ``options`` is empty. Shared by :func:`plan_pair` and the SJF-BSBF
-    policy's hot loop."""
+    policy's hot loop (which prepares its options once: :func:`best_prepared`)."""
+    return best_prepared(prepare_options(options), b_s)
+
+
+PreparedOption = tuple[int, float, float, float, float, float]
+"""One :data:`SubBatchOption` with the parts of :func:`pairwise_benefit` that do not depend on
+``B``: ``(sub_batch, A/2, ξ_a·A, ξ_b, (1 − 1/(2ξ_a))·ξ_b, (1 − 1/(2ξ_b))·ξ_a·A)``."""
+
+
+def prepare_options(options: Sequence[SubBatchOption]) -> tuple[PreparedOption, ...]:
+    """The options as :data:`PreparedOption`, each part computed in :func:`_pair_times`' own
+    operation order (left to right), so :func:`best_prepared` gives its numbers to the bit (a
+    test checks it)."""
+    return tuple(
+        (sub, a_s / 2, xi_a * a_s, xi_b, (1 - 1 / (2 * xi_a)) * xi_b, (1 - 1 / (2 * xi_b)) * xi_a * a_s)
+        for sub, xi_a, xi_b, a_s in options
+    )
+
+
+def best_prepared(options: Sequence[PreparedOption], b_s: float) -> tuple[float, float, int] | None:
+    """:func:`best_option` on prepared options: ``T_seq = B + A/2``; ``T_con = A/2 + κ·B`` when
+    ``ξ_a·A ≥ ξ_b·B`` (the resident ends first), else ``B/2 + μ·A`` (MODEL.md §2)."""
     best: tuple[float, float, int] | None = None
-    for index, (_, xi_a, xi_b, a_s) in enumerate(options):
-        t_seq, t_con = _pair_times(a_s, b_s, xi_a, xi_b)
+    for index, (_, half_a, xi_a_a, xi_b, kappa, mu_a) in enumerate(options):
+        t_con = half_a + kappa * b_s if xi_a_a >= xi_b * b_s else b_s / 2 + mu_a
         if best is None or t_con < best[0]:
-            best = (t_con, t_seq, index)
+            best = (t_con, b_s + half_a, index)
     return best
 
 

@@ -151,3 +151,19 @@ def test_srtf_ranking_key_is_sjf_key() -> None:
     ranking = PendingRanking(lambda j, now: sjf_key(j))
     keys, jobs = ranking.update(tuple(pending), 0.0)
     assert [j.id for j in jobs] == [4, 3, 2, 1, 0] and keys == sorted(keys)
+
+
+def test_a_job_said_started_but_pending_again_is_ranked_once_by_its_new_key() -> None:
+    # A job told started may be pending again next round (a start the service could not
+    # dispatch, or one that ran a little): it must be ranked once, by its current key. Keys are
+    # (P_j, submit, id), P_j = remaining iterations × 1 s: 10, 20, 30 s; job 0 back with 8 done
+    # (P = 2 s) behind a new arrival of P = 5 s.
+    jobs = [job(i, iterations=it, submit=float(i)) for i, it in enumerate([10, 20, 30])]
+    ranking = PendingRanking(lambda j, now: sjf_key(j))
+    ranking.update(tuple(jobs), 0.0)
+    ranking.started({0})
+    back = job(0, iterations=10, done=8, submit=0.0)
+    arrival = job(3, iterations=5, submit=3.0)
+    keys, ranked = ranking.update((jobs[1], arrival, jobs[2], back), 60.0)
+    assert keys == [(2.0, 0.0, 0), (5.0, 3.0, 3), (20.0, 1.0, 1), (30.0, 2.0, 2)]
+    assert ranked[0] is back and [j.id for j in ranked] == [0, 3, 1, 2]

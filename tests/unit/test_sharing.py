@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from scheduling.core.sharing import (
     benefit_threshold_s,
+    best_prepared,
     gang_shares,
     pairwise_benefit,
     plan_pair,
+    prepare_options,
     shares,
     shares_when_equal,
 )
@@ -178,3 +182,20 @@ def test_gang_shares_use_the_slowest_gpu() -> None:
     assert explained[1].t_con_s == pytest.approx(50 + (2 / 3) * 55)
     assert explained[1].t_seq_s == pytest.approx(100)
     assert gang_shares(profile, INCOMING, 32, []) == ()
+
+
+def test_prepared_options_give_the_pairwise_rule_to_the_bit() -> None:
+    # best_prepared evaluates pairwise_benefit's formulas on parts computed once per option; the
+    # numbers must be those of _pair_times exactly (the hot loop and the explanations agree)
+    rng = random.Random(7)
+    for _ in range(2_000):
+        options = [
+            (32 >> i, rng.uniform(0.5, 3.0), rng.uniform(0.5, 3.0), rng.uniform(0.0, 5_000.0))
+            for i in range(rng.randint(1, 4))
+        ]
+        b_s = rng.choice([0.0, rng.uniform(0.0, 10_000.0)])
+        got = best_prepared(prepare_options(options), b_s)
+        times = [pairwise_benefit(a_s, b_s, xi_a, xi_b) for _, xi_a, xi_b, a_s in options]
+        t_con = min(t for _, t in times)
+        index = next(i for i, (_, t) in enumerate(times) if t == t_con)  # the first of least T_con
+        assert got == (t_con, times[index][0], index)

@@ -15,18 +15,26 @@ from scheduling.core.types import Profile, RoundDecisions, Snapshot
 class SjfPolicy:
     """Non-preemptive SJF: pending jobs by ``(P_j, submit_time, id)``, exclusive GPUs, with
     backfill — a job that does not fit the idle GPUs is skipped and smaller ones may start.
-    Running jobs are never preempted."""
+    Running jobs are never preempted.
+
+    The pending jobs stay sorted between rounds (:class:`~scheduling.core.ranking.PendingRanking`,
+    a cache: ``incremental=False`` sorts them from scratch every round, with the same decisions).
+    """
 
     name = "sjf"
     preemptive = False
     # never preempts; pending jobs' P_j, gang sizes and memory do not change while time alone passes
     skip_rule = SkipRule(capacity=True, shares=False, horizon=never)
 
+    def __init__(self, *, incremental: bool = True) -> None:
+        self.incremental = incremental
+        self._ranking = PendingRanking(lambda job, now: sjf_key(job))
+
     def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:
-        """Decisions for this round; deterministic, mutates nothing."""
-        starts, waits = exclusive_in_order(
-            snapshot, profile, sorted(snapshot.pending, key=sjf_key), blocking=False, explain=explain
-        )
+        """Decisions for this round; deterministic, mutates nothing but its cache."""
+        order = self._ranking.order(snapshot, self.incremental, sjf_key)
+        starts, waits = exclusive_in_order(snapshot, profile, order, blocking=False, explain=explain)
+        self._ranking.started({s.job_id for s in starts})
         return RoundDecisions(self.name, snapshot.now, starts, (), waits)
 
 

@@ -9,18 +9,20 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from common.shapes import gpu_list
 from scheduling.core.profile_cache import CachedProfile, cached
+from scheduling.core.ranking import PendingRanking
 from scheduling.core.round_state import Resident, RoundState
-from scheduling.core.rounds import SharePlan, sharing_round
+from scheduling.core.rounds import SharePlan, sharing_round, sjf_key
 from scheduling.core.sharing import (
-    SubBatchOption,
+    PreparedOption,
     benefit_threshold_s,
-    best_option,
+    best_prepared,
     gang_shares,
+    prepare_options,
     resident_remaining_s,
     shares,
 )
@@ -53,11 +55,15 @@ class _Group:
 
 class BestBenefitMemo:
     """What a policy object remembers between rounds for one profile: its :class:`CachedProfile`,
-    small integer ids of job shapes and group keys, and the options of each (shape, group) pair.
-    Pure caches — decisions never depend on them; dropped when the profile object changes or when
-    they grow past :attr:`LIMIT` entries."""
+    small integer ids of job shapes and group keys, the options of each (shape, group) pair, a
+    waiting job's exclusive times ``A`` per sub-batch (fixed while it waits) and, per such job and
+    group, its smallest benefit threshold and options with ``A`` (so a job that waits round after
+    round is not re-derived against the same groups). Pure caches — decisions never depend on
+    them; dropped when the profile object changes or when they grow past :attr:`LIMIT` entries
+    (the per-job-and-group entries past :attr:`PAIRS_LIMIT`)."""
 
     LIMIT = 200_000
+    PAIRS_LIMIT = 1_000_000
 
     def __init__(self, profile: Profile) -> None:
         self.source = profile
@@ -65,10 +71,19 @@ class BestBenefitMemo:
         self.shape_ids: dict[tuple, int] = {}
         self.group_ids: dict[tuple, int] = {}
         self.fits: dict[tuple[int, int], tuple[_Fits, _Fits]] = {}
+        # (shape id, iteration time, remaining iterations) → the job's A per sub-batch, whether
+        # dominated sub-batches may be dropped, and its smallest A (see BestBenefitFinder.find)
+        self.times: dict[tuple[int, float, float], tuple[dict[int, float], int, float]] = {}
+        # (that key, group number) → the smallest benefit threshold (s) and the options with A
+        self.pairs: dict[tuple[tuple[int, float, float], int], tuple[float, tuple[PreparedOption, ...]]] = {}
 
     def fresh(self, profile: Profile) -> BestBenefitMemo:
         """This memo, or a new one for another profile object or when the caches grew too big."""
-        size = len(self.fits) + len(self.shape_ids) + len(self.group_ids) + self.profile.size
+        size = (
+            len(self.fits) + len(self.shape_ids) + len(self.group_ids) + len(self.times) + self.profile.size
+        )
+        if len(self.pairs) > self.PAIRS_LIMIT:  # one entry per pending job and group: its own bound
+            self.pairs.clear()
         return self if profile is self.source and size < self.LIMIT else BestBenefitMemo(profile)
 
 
@@ -96,8 +111,9 @@ class BestBenefitFinder:
     - a heap merges the visited groups in ascending ``T_con``.
     """
 
-    def __init__(self, state: RoundState, memo: BestBenefitMemo) -> None:
+    def __init__(self, state: RoundState, memo: BestBenefitMemo, *, explain: bool = True) -> None:
         self._memo = memo
+        self._explain = explain  # False: a failure's reason is not read, so it is not counted
         self._profile = memo.profile
         self._min_sub = state.min_sub_batch
         self._gpus = state.gpus  # to name a partner's GPUs in reasons as everywhere else
@@ -199,28 +215,39 @@ class BestBenefitFinder:
         # which may change between rounds
         shape_key = (CachedProfile.shape(job), self._min_sub, self._unknown_ok)
         shape_id = shape_ids.setdefault(shape_key, len(shape_ids))
-        subs = p.sub_batches(job, self._min_sub)
         remaining = job.remaining_iterations
-        a_of = {sub: remaining * p.iter_time_s(job, sub) for sub in subs}
-        # a smaller sub-batch is never faster → dominated options may be dropped (see _fits)
-        prune = int(all(a_of[big] <= a_of[small] for big, small in zip(subs, subs[1:], strict=False)))
-        a_min = min(a_of.values())
+        times_key = (shape_id, job.iter_time_s, remaining)
+        times = self._memo.times.get(times_key)
+        if times is None:
+            subs = p.sub_batches(job, self._min_sub)
+            a_of = {sub: remaining * p.iter_time_s(job, sub) for sub in subs}
+            # a smaller sub-batch is never faster → dominated options may be dropped (see _fits)
+            prune = int(all(a_of[big] <= a_of[small] for big, small in zip(subs, subs[1:], strict=False)))
+            times = self._memo.times[times_key] = (a_of, prune, min(a_of.values()))
+        a_of, prune, a_min = times
         heap: list[tuple] = []
         visited: set[int] = set()
 
+        pairs = self._memo.pairs
+
         def visit(group: _Group) -> None:
             visited.add(group.number)
-            options = self._options(job, shape_id, group, prune)[0]
             entries = group.entries
-            if not options or not entries:
+            if not entries:
                 return
-            # residents with B at or below every option's threshold cannot pay (the relative margin
-            # keeps rounding from skipping one that does: each is then judged exactly)
-            threshold = min(c * a_of[sub] for sub, _, _, c in options) * (1 - 1e-9)
-            if threshold >= entries[-1][0]:
+            pair = pairs.get((times_key, group.number))
+            if pair is None:  # the same job (A) against the same group: the same numbers
+                options = self._options(job, shape_id, group, prune)[0]
+                # residents with B at or below every option's threshold cannot pay (the relative
+                # margin keeps rounding from skipping one that does: each is then judged exactly)
+                threshold = min((c * a_of[sub] for sub, _, _, c in options), default=math.inf) * (1 - 1e-9)
+                with_a = prepare_options([(sub, xi_a, xi_b, a_of[sub]) for sub, xi_a, xi_b, _ in options])
+                pair = pairs[(times_key, group.number)] = (threshold, with_a)
+            threshold, with_a = pair
+            if not with_a or threshold >= entries[-1][0]:
                 return
             start = bisect_right(entries, (threshold, math.inf)) if threshold > 0 else 0
-            _push_next(heap, group, [(sub, xi_a, xi_b, a_of[sub]) for sub, xi_a, xi_b, _ in options], start)
+            _push_next(heap, group, with_a, start)
 
         unbounded, kappa, mu = self._scan(job, shape_id, prune)
         for group in unbounded:
@@ -263,6 +290,8 @@ class BestBenefitFinder:
             got += len(take)
             _push_next(heap, group, options, index + 1)
         if got < need:
+            if not self._explain:
+                return "sharing pays on too few resident GPUs"
             fitting = sum(
                 len(g.entries) for g in self._groups.values() if self._options(job, shape_id, g, prune)[0]
             )
@@ -333,29 +362,38 @@ class SjfBsbfPolicy:
     # remaining times only shrink, so while time alone passes the beneficial partners only shrink
     skip_rule = SkipRule(capacity=True, shares=True, horizon=never)
 
-    def __init__(self) -> None:
+    def __init__(self, *, incremental: bool = True) -> None:
         self._memo: BestBenefitMemo | None = None
+        # the SJF order and the memo kept between rounds (caches: incremental=False sorts from
+        # scratch and starts every round with an empty memo)
+        self.incremental = incremental
+        self._ranking = PendingRanking(lambda job, now: sjf_key(job))
 
     def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:
         """Decisions for this round; deterministic, mutates none of its inputs (it keeps pure caches
-        of profile answers between rounds, see :class:`BestBenefitMemo`)."""
+        of profile answers and of the SJF order between rounds, see :class:`BestBenefitMemo`)."""
+        if not self.incremental:  # from scratch: nothing remembered from an earlier round
+            self._memo = None
         memo = self._memo = BestBenefitMemo(profile) if self._memo is None else self._memo.fresh(profile)
-        return sharing_round(
+        decisions = sharing_round(
             snapshot,
             memo.profile,
             self.name,
-            lambda state, _profile: BestBenefitFinder(state, memo),
+            lambda state, _profile: BestBenefitFinder(state, memo, explain=explain),
             explain=explain,
+            order=self._ranking.order(snapshot, self.incremental, sjf_key),
         )
+        self._ranking.started({s.job_id for s in decisions.starts})
+        return decisions
 
 
-def _push_next(heap: list, group: _Group, options: list[SubBatchOption], index: int) -> None:
+def _push_next(heap: list, group: _Group, options: Sequence[PreparedOption], index: int) -> None:
     """Push the group's first resident at or after ``index`` with whom sharing pays, as
     ``(T_con, submit_time, id, index, group, options, sub_batch)``."""
     entries = group.entries
     for i in range(index, len(entries)):
         b_s, submit, job_id = entries[i]
-        best = best_option(options, b_s)
+        best = best_prepared(options, b_s)
         if best is not None and best[0] < best[1]:
             heapq.heappush(heap, (best[0], submit, job_id, i, group, options, options[best[2]][0]))
             return

@@ -7,8 +7,9 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 
 from scheduling.core.profile_cache import CachedProfile
+from scheduling.core.ranking import PendingRanking
 from scheduling.core.round_state import Resident, RoundState
-from scheduling.core.rounds import SharePlan, sharing_round
+from scheduling.core.rounds import SharePlan, sharing_round, sjf_key
 from scheduling.core.sharing import gang_shares
 from scheduling.core.skip import SkipRule, never
 from scheduling.core.types import Job, Profile, RoundDecisions, Snapshot
@@ -86,6 +87,14 @@ class SjfFfsPolicy:
     # memory do not change while time alone passes
     skip_rule = SkipRule(capacity=True, shares=True, horizon=never)
 
+    def __init__(self, *, incremental: bool = True) -> None:
+        # the SJF order kept between rounds (a cache: incremental=False sorts from scratch)
+        self.incremental = incremental
+        self._ranking = PendingRanking(lambda job, now: sjf_key(job))
+
     def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:
-        """Decisions for this round; deterministic, mutates nothing."""
-        return sharing_round(snapshot, profile, self.name, FirstFitFinder, explain=explain)
+        """Decisions for this round; deterministic, mutates nothing but its cache."""
+        order = self._ranking.order(snapshot, self.incremental, sjf_key)
+        decisions = sharing_round(snapshot, profile, self.name, FirstFitFinder, explain=explain, order=order)
+        self._ranking.started({s.job_id for s in decisions.starts})
+        return decisions
