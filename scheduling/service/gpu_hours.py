@@ -175,7 +175,7 @@ def _intervals(lo_s: float, hi_s: float) -> tuple[list[Interval], Callable[[JobI
             "predicted_slowdown",
         )
     )
-    held: dict[tuple[int, int], list[float]] = {}
+    held: dict[tuple[int, int], list[tuple[float, float]]] = {}
     tenant: dict[int, int] = {}
     xi: dict[tuple[JobId, JobId], float] = {}
     for job, owner, gpu, begin, end, partner, measured, predicted in rows:
@@ -184,12 +184,27 @@ def _intervals(lo_s: float, hi_s: float) -> tuple[list[Interval], Callable[[JobI
         note_slowdown(xi, job, partner, measured, predicted)
         if end <= begin:
             continue  # a row that ends before it begins holds no GPU time (and must not widen a merge)
-        span = held.setdefault((job, gpu), [begin, end])
-        span[0], span[1] = min(span[0], begin), max(span[1], end)
+        held.setdefault((job, gpu), []).append((begin, end))
     intervals = [
-        Interval(job, str(tenant[job]), (gpu,), begin, end) for (job, gpu), (begin, end) in held.items()
+        Interval(job, str(tenant[job]), (gpu,), begin, end)
+        for (job, gpu), spans in held.items()
+        for begin, end in merged_spans(spans)
     ]
     return intervals, pair_rule(xi)
+
+
+def merged_spans(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """One job's ``(begin, end)`` rows on one GPU (s) as disjoint spans: rows that overlap or touch
+    (a re-plan ends one row as the next begins) become one span, so a re-plan does not make the
+    job two jobs on its GPU; rows apart stay apart, so a job preempted and placed again on the same
+    GPU is not charged for the time between."""
+    out: list[tuple[float, float]] = []
+    for begin, end in sorted(spans):
+        if out and begin <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((begin, end))
+    return out
 
 
 def note_slowdown(

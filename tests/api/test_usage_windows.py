@@ -110,3 +110,19 @@ def test_bad_windows_are_400_with_a_message(
 
 def test_admin_usage_is_for_admins_only(alice_api: APIClient) -> None:
     assert alice_api.get(ADMIN_USAGE_URL).status_code == 403
+
+
+def test_a_job_placed_twice_on_one_gpu_is_not_charged_for_the_gap(
+    cluster: list[Node], tenant_a: Tenant, alice_api: APIClient
+) -> None:
+    """A job preempted (or requeued) and placed again on the same GPU holds it twice, not in
+    between: its rows on node-00:0 from 90 to 60 min ago and from 30 min ago on cost
+    0.5 + 0.5 = 1.0 GPU-h over the last 2 h — not the 1.5 GPU-h of one span from the first begin
+    to the last end (the fault campaign's accounting check found that overcharge)."""
+    now = timezone.now()
+    job = make_job(tenant_a, "a-twice", submitted_at=now - timedelta(hours=2))
+    first = place(job, gpu("node-00", 0), since=now - timedelta(minutes=90))
+    Placement.objects.filter(pk=first.pk).update(active=False, ended_at=now - timedelta(minutes=60))
+    place(job, gpu("node-00", 0), since=now - timedelta(minutes=30), generation=2)
+    a = windows(alice_api.get(TENANT_URL).json()["usage"]["gpu_hours"])
+    assert a[7200]["gpu_hours"] == pytest.approx(1.0, abs=1e-3)
