@@ -367,11 +367,24 @@ class AdminTenantSerializer(RejectUnknownFieldsMixin, serializers.ModelSerialize
     name = StrictCharField(max_length=64, validators=[models.name_validator])
     default_sharing = serializers.ChoiceField(choices=Sharing.choices, required=False)
     quotas = TenantQuotaSerializer(many=True, read_only=True)
+    over_quota = serializers.SerializerMethodField()
 
     class Meta:
         model = Tenant
-        fields = ["id", "name", "created_at", "default_sharing", "quotas"]
+        fields = ["id", "name", "created_at", "default_sharing", "quotas", "over_quota"]
         read_only_fields = ["id", "created_at"]
+
+    def get_over_quota(self, tenant: Tenant) -> bool:
+        """Whether ``tenant`` uses more than its quota now (:func:`scheduling.service.quota_use`,
+        the tenant API's ``usage.quota.over_quota``). Read once for every tenant of the response
+        (3 queries), kept in the shared context."""
+        use = self.context.get("_quota_use")
+        if use is None or tenant.pk not in use:
+            root = self.root.instance
+            tenants = [root] if isinstance(root, Tenant) or root is None else list(root)
+            ids = {t.pk for t in tenants if isinstance(t, Tenant)} | {tenant.pk}
+            use = self.context["_quota_use"] = service.quota_use(ids)
+        return use[tenant.pk].over_quota
 
     def validate_name(self, value: str) -> str:
         clash = Tenant.objects.filter(name=value)

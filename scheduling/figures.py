@@ -439,7 +439,7 @@ def queue_spec(jobs: Sequence[Mapping[str, Any]]) -> Spec:
     """Waiting jobs in policy order (first to be considered at the top), bar = wait so far (min).
 
     ``jobs``: ``{"label": str, "tenant": str | None, "wait_s": float, "gpus": int,
-    "position": int}`` in policy order.
+    "position": int, "gpu_types": list[str] (optional; the hover names them)}`` in policy order.
     """
     colours = tenant_colours([j["tenant"] for j in jobs if j["tenant"]])
     labels = [f"#{j['position']} {j['label']}" for j in jobs]
@@ -452,7 +452,8 @@ def queue_spec(jobs: Sequence[Mapping[str, Any]]) -> Spec:
             "x": [j["wait_s"] / 60.0 for j in jobs],
             "marker": {"color": [colours.get(j["tenant"] or "", OTHER_COLOUR) for j in jobs]},
             "hovertext": [
-                f"{j['label']} ({j['tenant'] or 'another tenant'}), {j['gpus']} GPUs, "
+                f"{j['label']} ({j['tenant'] or 'another tenant'}), {j['gpus']} GPUs"
+                f"{' of type ' + ' or '.join(j['gpu_types']) if j.get('gpu_types') else ''}, "
                 f"waiting {j['wait_s'] / 60.0:.1f} min"
                 for j in jobs
             ],

@@ -69,7 +69,16 @@ def queue_payload(viewer: Viewer, limit: int) -> dict[str, Any]:
         figures_={"queue": figures.queue_spec(jobs)},
         tables={
             "queue": table(
-                ["position", "job", "tenant", "priority", "GPUs", f"waiting {scale.unit}", "reason"],
+                [
+                    "position",
+                    "job",
+                    "tenant",
+                    "priority",
+                    "GPUs",
+                    "GPU types",
+                    f"waiting {scale.unit}",
+                    "reason",
+                ],
                 rows,
                 " ".join(n for n in (note, scale.note) if n),
             )
@@ -104,14 +113,15 @@ def _shown_jobs(
     speedup: float = 1.0,
 ) -> tuple[list[dict[str, Any]], list[list[Any]]]:
     """The chart's jobs and the table's rows for ``shown`` (``(position, job id)``): label,
-    tenant, priority (the job's, −100…100), GPUs, wait (s, since submission or the last
+    tenant, priority (the job's, −100…100), GPUs, the GPU types it accepts (``"any"`` for none named),
+    wait (s, since submission or the last
     preemption or requeue, at ``now``; times ``speedup`` for trace seconds) and the latest
     round's reason (redacted for ``viewer``)."""
     ids = [j for _, j in shown]
     details = {
         j: rest
         for j, *rest in Job.objects.filter(id__in=ids).values_list(
-            "id", "name", "tenant__name", "priority", "gpus", "submitted_at"
+            "id", "name", "tenant__name", "priority", "gpus", "gpu_types", "submitted_at"
         )
     }
     requeued = dict(
@@ -124,11 +134,21 @@ def _shown_jobs(
     reasons = dict(zip(reasons, JobNames().redact(list(reasons.values()), viewer), strict=True))
     jobs, rows = [], []
     for position, job_id in shown:
-        name, tenant, priority, gpus, submitted = details[job_id]
+        name, tenant, priority, gpus, gpu_types, submitted = details[job_id]
         since = max(submitted, requeued.get(job_id, submitted))
         wait_s = max(0.0, (now - since).total_seconds()) * speedup
         label = job_label(job_id, name)
-        jobs.append({"label": label, "tenant": tenant, "wait_s": wait_s, "gpus": gpus, "position": position})
+        jobs.append(
+            {
+                "label": label,
+                "tenant": tenant,
+                "wait_s": wait_s,
+                "gpus": gpus,
+                "gpu_types": gpu_types,
+                "position": position,
+            }
+        )
         reason = reasons.get(job_id, "not yet considered")
-        rows.append([position, label, tenant, priority, gpus, round(wait_s), reason])
+        types = ", ".join(gpu_types) or "any"
+        rows.append([position, label, tenant, priority, gpus, types, round(wait_s), reason])
     return jobs, rows

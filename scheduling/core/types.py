@@ -414,7 +414,11 @@ class Policy(Protocol):
 
     ``name`` is its registry name; ``preemptive`` says whether it may return preemptions. A
     policy may also declare ``skip_rule`` (:class:`scheduling.core.skip.SkipRule`): when the
-    simulator may skip its rounds without changing the result.
+    simulator may skip its rounds without changing the result; ``reclaims``: whether it takes lent
+    GPUs back by preemption; and ``splits_quota_use``: whether its quota gate counts a shared GPU
+    by the normalised split (docs/FAIRNESS.md §1) rather than once for each of its jobs. Read the
+    last with :func:`splits_quota_use`, which gives the default (``False``) to a policy that does
+    not declare it.
     """
 
     name: str
@@ -423,3 +427,9 @@ class Policy(Protocol):
     def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:
         """Decisions for this round. Must not mutate anything; deterministic."""
         ...
+
+
+def splits_quota_use(policy: object) -> bool:
+    """Whether ``policy``'s quota gate counts use by the normalised split (its ``splits_quota_use``
+    attribute; ``False`` where it declares none: use is the GPUs of the running gangs)."""
+    return bool(getattr(policy, "splits_quota_use", False))

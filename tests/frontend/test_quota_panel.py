@@ -75,3 +75,19 @@ def test_the_queue_shows_each_jobs_priority(cluster: list[Node], tenant_c: Any, 
     make_job(tenant_c, "c-plain")
     rows = table(get(admin_web, "queue"), "queue")
     assert [(r["job"].split()[-1], r["priority"]) for r in rows] == [("c-urgent", 50), ("c-plain", 0)]
+
+
+def test_the_queue_shows_each_jobs_gpu_types(cluster: list[Node], tenant_c: Any, admin_web: Client) -> None:
+    make_job(tenant_c, "c-typed", gpu_types=["a100", "v100"])
+    make_job(tenant_c, "c-any")
+    body = get(admin_web, "queue")
+    rows = table(body, "queue")
+    assert [(r["job"].split()[-1], r["GPU types"]) for r in rows] == [
+        ("c-typed", "a100, v100"),
+        ("c-any", "any"),
+    ]
+    hover = body["figures"]["queue"]["data"][0]["hovertext"]
+    assert [h.split("), ")[1].split(", waiting")[0] for h in hover] == [
+        "1 GPUs of type a100 or v100",
+        "1 GPUs",
+    ]

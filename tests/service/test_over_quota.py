@@ -38,7 +38,7 @@ def lowered_quota_round(capture: Callable) -> tuple[Tenant, APIClient, Job, Job,
 
 
 def check_over_quota(capture: Callable, staff_api: APIClient) -> None:
-    _, member, running, new, second = lowered_quota_round(capture)
+    tenant, member, running, new, second = lowered_quota_round(capture)
     # no admission beyond the cap: 2 + 1 = 3 > 1 + 0; the running job keeps its 2 GPUs
     assert second[new.pk][0] == "wait"
     assert second[new.pk][1].endswith(
@@ -60,6 +60,15 @@ def check_over_quota(capture: Callable, staff_api: APIClient) -> None:
     admin = staff_api.get(ADMIN_USAGE_URL)
     assert admin.status_code == 200
     assert [(t["name"], t["quota"]) for t in admin.json()["tenants"]] == [("team-qa", quota)]
+    # the admin tenants list flags it too, from the same standing; a tenant within quota is not
+    Tenant.create_with_owner("team-ok", quota_gpus=1, username="ok")
+    listed = staff_api.get("/api/v1/admin/tenants/")
+    assert listed.status_code == 200
+    rows = listed.json()
+    rows = rows["results"] if isinstance(rows, dict) else rows
+    assert sorted((t["name"], t["over_quota"]) for t in rows) == [("team-ok", False), ("team-qa", True)]
+    one = staff_api.get(f"/api/v1/admin/tenants/{tenant.pk}/").json()
+    assert one["over_quota"] is True
     values = scrape()
     assert values[("sharewise_tenant_over_quota", (("tenant", "team-qa"),))] == 1
     assert values[("sharewise_tenant_over_quota_gpus", (("quota", "total"), ("tenant", "team-qa")))] == 1

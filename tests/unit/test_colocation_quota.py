@@ -10,8 +10,17 @@ from dataclasses import replace
 import pytest
 
 from scheduling.core.charge import running_charges, tenant_charge
-from scheduling.core.policies import get_policy
-from scheduling.core.types import Cluster, Job, Placement, RunningJob, SchedulerConfig, Snapshot, TenantQuota
+from scheduling.core.policies import POLICY_NAMES, get_policy
+from scheduling.core.types import (
+    Cluster,
+    Job,
+    Placement,
+    RunningJob,
+    SchedulerConfig,
+    Snapshot,
+    TenantQuota,
+    splits_quota_use,
+)
 from tests.unit.fakes import FakeProfile, job
 
 SHARING = FakeProfile(memory={"m": (1000, 0)}, default_xi=1.3)
@@ -79,3 +88,30 @@ def test_a_job_co_located_onto_a_waiting_owners_gpu_is_reclaimed() -> None:
     assert [p.job_id for p in d.preemptions] == [3]
     assert "co-located on GPUs of tenant b" in d.preemptions[0].reason
     assert d.starts == ()
+
+
+@pytest.mark.parametrize("name", POLICY_NAMES)
+def test_splits_quota_use_is_what_the_gate_counts(name: str) -> None:
+    # a (2 guaranteed, no borrowing) runs two jobs sharing GPU 0 and asks for GPU 1. By the split
+    # it holds ½ + ½ = 1, + 1 = 2 ≤ cap 2: starts; by gangs 1 + 1 + 1 = 3 > 2: waits. The policy's
+    # declared splits_quota_use (read by the service's over-quota view) must say which it does
+    policy = get_policy(name)
+    run = [
+        running(job(1, tenant="a", iterations=1000), (0,)),
+        running(job(2, tenant="a", iterations=1000), (0,)),
+    ]
+    pending = job(3, tenant="a", iterations=1000, submit=900.0)
+    snapshot = Snapshot(1000.0, TWO, (pending,), tuple(run), SchedulerConfig(), {"a": TenantQuota(2, 0)})
+    d = policy.decide(snapshot, SHARING)
+    if splits_quota_use(policy):
+        assert [(s.job_id, s.gpu_ids) for s in d.starts] == [(3, (1,))]
+    else:
+        assert d.starts == ()
+        assert [w.reason for w in d.waits] == [
+            "tenant a would hold 3 GPUs, above its quota cap of 2 (2 guaranteed + 0 borrowable)"
+        ]
+    assert splits_quota_use(policy) == (name == "sjf-bsbf-fair")
+
+
+def test_a_policy_that_declares_nothing_counts_gangs() -> None:
+    assert splits_quota_use(object()) is False

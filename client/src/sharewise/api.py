@@ -144,9 +144,12 @@ class Client:
 
     # ------------------------------------------------------------------------------ endpoints
 
-    def tenant(self) -> dict[str, Any]:
-        """The caller's tenant: ``name``, ``quotas``, ``usage`` (GPUs in use, jobs per status)."""
-        return self.request("GET", "tenant/")
+    def tenant(self, windows: str | None = None) -> dict[str, Any]:
+        """The caller's tenant: ``name``, ``quotas``, ``usage`` (GPUs in use, jobs per status, its
+        quota standing and GPU-hours over ``windows``, e.g. ``"2h,24h"``, the service's default
+        when ``None``; docs/API.md, "Quota standing and GPU-hours over windows"). Raises
+        :class:`~sharewise.errors.Rejected` for windows the service refuses."""
+        return self.request("GET", "tenant/", params={"windows": windows} if windows else None)
 
     def submit(self, fields: Mapping[str, Any], idempotency_key: str | None = None) -> dict[str, Any]:
         """Submit a job with the API's job ``fields`` (docs/API.md, "Job fields"); the job created.

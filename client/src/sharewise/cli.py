@@ -26,7 +26,7 @@ from sharewise import __version__, render
 from sharewise.api import TERMINAL, Client
 from sharewise.config import config_path, normalise_api, read_config, write_config
 from sharewise.errors import JobEnded, SharewiseError, UsageError
-from sharewise.jobfile import merge, parse_sets, read_job_file
+from sharewise.jobfile import merge, parse_sets, read_job_file, read_jobs_file
 
 STATUSES = ("pending", "running", "succeeded", "failed", "cancelled")
 
@@ -114,11 +114,40 @@ def whoami(state: State, output: str) -> None:
     if output == "json":
         render.dump_json(tenant)
         return
-    usage = tenant.get("usage") or {}
-    jobs = usage.get("jobs") or {}
+    use = tenant.get("usage") or {}
+    jobs = use.get("jobs") or {}
     click.echo(f"tenant {tenant.get('name')} at {state.client.api}")
-    click.echo(f"GPUs in use {usage.get('gpus_in_use', 0)} of {usage.get('guaranteed_gpus', 0)} guaranteed")
+    click.echo(f"GPUs in use {use.get('gpus_in_use', 0)} of {use.get('guaranteed_gpus', 0)} guaranteed")
     click.echo("jobs " + ", ".join(f"{jobs.get(s, 0)} {s}" for s in STATUSES))
+
+
+@cli.command()
+@click.option(
+    "--windows",
+    metavar="LIST",
+    help="GPU-hours over these windows ending now, e.g. 2h,24h or 30m,7d (default: the service's, 2h,24h)",
+)
+@output_option
+@pass_state
+def usage(state: State, windows: str | None, output: str) -> None:
+    """Your tenant's quota standing (in use, borrowed, over quota; in total and per GPU type) and
+    its GPU-hours over windows against its quota, with the cluster's Jain's index of each window."""
+    tenant = state.client.tenant(windows)
+    use = tenant.get("usage") or {}
+    if output == "json":
+        render.dump_json(use)
+        return
+    quota = use.get("quota") or {}
+    standing = (
+        "OVER QUOTA (no new job of yours starts beyond the cap)"
+        if quota.get("over_quota")
+        else "within quota"
+    )
+    render.emit(
+        Text(f"tenant {tenant.get('name')}: {standing}"),
+        render.quota_table(quota),
+        render.gpu_hours_table(use.get("gpu_hours") or (), use.get("fairness") or ()),
+    )
 
 
 # --------------------------------------------------------------------------------- submit
@@ -134,7 +163,14 @@ def whoami(state: State, output: str) -> None:
 @click.option("--gpu-memory-mb", type=int, help="memory per GPU at the full batch (MB)")
 @click.option("--iteration-time-s", type=float, help="measured time of one iteration (s)")
 @click.option("--command", "command", help="what the agent runs (no shell), e.g. 'python train.py'")
-@click.option("--priority", type=int, help="-100 to 100 (default 0)")
+@click.option("--priority", type=int, help="-100 to 100 (default 0; higher goes first within your tenant)")
+@click.option(
+    "--gpu-type",
+    "gpu_types",
+    multiple=True,
+    metavar="TYPE",
+    help="a GPU type the job accepts, e.g. a100 (repeatable: any of them; default any type)",
+)
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="any other job field (repeatable)")
 @click.option("--idempotency-key", metavar="KEY", help="default: a new UUID; reuse one to make re-runs safe")
 @click.option("-q", "--quiet", is_flag=True, help="print only the job id")
@@ -157,6 +193,7 @@ def submit(
     sharewise submit --name bert-a --model bert-base --batch-size 32 --iterations 2000 \\
         --gpus 2 --command "python train.py --lr 3e-4"
     """
+    flags["gpu_types"] = list(flags["gpu_types"]) or None  # no --gpu-type: the file's, or any
     fields = merge(read_job_file(job_file) if job_file else {}, flags, parse_sets(sets))
     if not fields:
         raise UsageError("nothing to submit: give a job FILE or the fields as flags (see --help)")
@@ -167,6 +204,46 @@ def submit(
         click.echo(job["id"])
     else:
         click.echo(f"Submitted job {job['id']} ({job.get('name')}), {job.get('status')}")
+
+
+@cli.command("submit-many")
+@click.argument("jobs_file", metavar="FILE")
+@click.option(
+    "--set", "sets", multiple=True, metavar="KEY=VALUE", help="a field set on every job (repeatable)"
+)
+@click.option(
+    "--idempotency-prefix",
+    metavar="PREFIX",
+    help="job i gets the key PREFIX-i, so a re-run makes none twice (default: a new UUID each)",
+)
+@click.option("-q", "--quiet", is_flag=True, help="print only the job ids, one a line")
+@output_option
+@pass_state
+def submit_many(
+    state: State,
+    jobs_file: str,
+    sets: Sequence[str],
+    idempotency_prefix: str | None,
+    quiet: bool,
+    output: str,
+) -> None:
+    """Submit every job in FILE at once: a YAML or JSON list of job-field mappings ('-' reads
+    stdin), through the bulk endpoint (200 a request, each request all or nothing).
+
+    \b
+    sharewise submit-many sweep.yaml --set gpus=2 --idempotency-prefix sweep-1
+    """
+    overrides = parse_sets(sets)
+    jobs = [merge(job, overrides) for job in read_jobs_file(jobs_file)]
+    keys = [f"{idempotency_prefix}-{i}" for i in range(len(jobs))] if idempotency_prefix else None
+    done = state.client.submit_many(jobs, keys)
+    if output == "json":
+        render.dump_json(done)
+    elif quiet:
+        click.echo("\n".join(str(job["id"]) for job in done))
+    else:
+        for job in done:
+            click.echo(f"Submitted job {job['id']} ({job.get('name')}), {job.get('status')}")
 
 
 # --------------------------------------------------------------------------------- list, queue, show

@@ -40,12 +40,46 @@ JOB_FIELDS = (
     "iteration_time_s",
     "command",
     "priority",
+    "gpu_types",
 )
 
 
 def read_job_file(path: str) -> dict[str, Any]:
     """The job fields in the YAML or JSON file at ``path`` (``-``: standard input). Raises
     :class:`UsageError` for an unreadable file, invalid YAML/JSON or anything but a mapping."""
+    data = _load(path)
+    if not isinstance(data, dict):
+        kind = "nothing" if data is None else type(data).__name__
+        raise UsageError(
+            f"job file {path} must hold a mapping of job fields (name: ..., gpus: ...), got {kind}"
+        )
+    return normalise(data, f"job file {path}")
+
+
+def read_jobs_file(path: str) -> list[dict[str, Any]]:
+    """The jobs in the YAML or JSON file at ``path`` (``-``: standard input): a list of job-field
+    mappings, or a mapping with such a list under ``jobs`` (the bulk endpoint's body). Raises
+    :class:`UsageError` for an unreadable file, invalid YAML/JSON, an empty list or an entry that
+    is not a mapping (naming its index)."""
+    data = _load(path)
+    if isinstance(data, dict) and set(data) == {"jobs"}:
+        data = data["jobs"]
+    if not isinstance(data, list) or not data:
+        kind = "nothing" if data is None else "an empty list" if data == [] else type(data).__name__
+        raise UsageError(f"jobs file {path} must hold a list of jobs (- name: ...), got {kind}")
+    jobs = []
+    for i, entry in enumerate(data):
+        if not isinstance(entry, dict):
+            raise UsageError(
+                f"jobs file {path}: job {i} is a {type(entry).__name__}, not a mapping of fields"
+            )
+        jobs.append(normalise(entry, f"jobs file {path}, job {i}"))
+    return jobs
+
+
+def _load(path: str) -> Any:
+    """The YAML or JSON value in the file at ``path`` (``-``: standard input; JSON when the name
+    ends in ``.json``). Raises :class:`UsageError` for an unreadable file or invalid text."""
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except OSError as exc:
@@ -61,12 +95,7 @@ def read_job_file(path: str) -> dict[str, Any]:
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise UsageError(f"job file {path}: invalid YAML{where}: {problem}") from None
-    if not isinstance(data, dict):
-        kind = "nothing" if data is None else type(data).__name__
-        raise UsageError(
-            f"job file {path} must hold a mapping of job fields (name: ..., gpus: ...), got {kind}"
-        )
-    return normalise(data, f"job file {path}")
+    return data
 
 
 def parse_sets(assignments: Iterable[str]) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""How jobs look in a terminal: tables like ``squeue``'s (rich), times and progress in words.
+"""How jobs and quota standing look in a terminal: tables like ``squeue``'s (rich), times and
+progress in words.
 
 Tables have no borders, one job per line, so ``grep`` and ``awk`` work on them; on a terminal the
 header is bold and a long reason folds instead of widening the table. ``--output json`` bypasses
@@ -99,6 +100,11 @@ def gpus_of(job: Mapping[str, Any]) -> str:
     return " ".join(f"{node}:{','.join(idx)}" for node, idx in by_node.items()) or "-"
 
 
+def gpu_types_of(job: Mapping[str, Any]) -> str:
+    """The GPU types ``job`` accepts, ``a100,h100``; ``any`` when it names none."""
+    return ",".join(str(t) for t in job.get("gpu_types") or ()) or "any"
+
+
 def partners_of(job: Mapping[str, Any]) -> list[str]:
     """The jobs sharing a GPU with ``job``, each once (``job 12 bert-b``, or ``another tenant's
     job``), in placement order."""
@@ -125,13 +131,16 @@ def why(job: Mapping[str, Any]) -> str:
 
 
 def jobs_table(jobs: Sequence[Mapping[str, Any]], now: datetime | None = None) -> Table:
-    """``ID NAME STATUS GPUS PROGRESS SUBMITTED WHERE/ETA REASON``, one row per job."""
+    """``ID NAME STATUS PRI GPUS TYPES PROGRESS SUBMITTED WHERE/ETA REASON``, one row per job
+    (``PRI``: its priority; ``TYPES``: the GPU types it accepts, :func:`gpu_types_of`)."""
     table = Table(box=None, header_style="bold", pad_edge=False, show_edge=False)
     for name, justify in (
         ("ID", "right"),
         ("NAME", "left"),
         ("STATUS", "left"),
+        ("PRI", "right"),
         ("GPUS", "right"),
+        ("TYPES", "left"),
         ("PROGRESS", "right"),
         ("SUBMITTED", "right"),
         ("NODES / START", "left"),
@@ -144,7 +153,9 @@ def jobs_table(jobs: Sequence[Mapping[str, Any]], now: datetime | None = None) -
             str(job.get("id")),
             str(job.get("name")),
             str(job.get("status")),
+            str(job.get("priority", 0)),
             str(job.get("gpus")),
+            gpu_types_of(job),
             progress(job),
             ago(job.get("submitted_at"), now),
             where,
@@ -165,6 +176,7 @@ def job_details(job: Mapping[str, Any], now: datetime | None = None) -> Table:
         ("model", str(job.get("model"))),
         ("batch size", f"{job.get('batch_size')} samples"),
         ("gpus", str(job.get("gpus"))),
+        ("gpu types", gpu_types_of(job)),
         ("progress", f"{progress(job)} iterations"),
         ("priority", str(job.get("priority", 0))),
         ("command", str(job.get("command") or "-")),
@@ -216,6 +228,67 @@ def event_details(event: Mapping[str, Any]) -> str:
     if data.get("iterations_done") is not None and event.get("kind") != "placed":
         parts.append(f"at {float(data['iterations_done']):,.0f} iterations")
     return "; ".join(p for p in parts if p)
+
+
+def gpus(value: Any) -> str:
+    """A GPU count that may be fractional (a shared GPU split by normalised progress): ``2``,
+    ``1.5``, ``0.33`` (two decimals at most); ``unlimited`` for ``None`` (no borrow limit)."""
+    if value is None:
+        return "unlimited"
+    number = float(value)
+    return f"{number:.0f}" if number.is_integer() else f"{number:.2f}".rstrip("0")
+
+
+def window(seconds: int) -> str:
+    """A window as ``?windows=`` spells it: ``2h``, ``24h``, ``7d``, ``90m``, ``75s``."""
+    if seconds > 86400 and seconds % 86400 == 0:
+        return f"{seconds // 86400}d"
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds and seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def quota_table(quota: Mapping[str, Any]) -> Table:
+    """``QUOTA IN-USE GUARANTEED BORROW-LIMIT BORROWED OVER-QUOTA`` of the tenant API's
+    ``usage.quota``: the total, then one row per quota row (``any``: the row for any GPU type)."""
+    table = Table(box=None, header_style="bold", pad_edge=False, show_edge=False)
+    for name in ("QUOTA", "IN USE", "GUARANTEED", "BORROW LIMIT", "BORROWED", "OVER QUOTA"):
+        table.add_column(name, justify="left" if name == "QUOTA" else "right", no_wrap=True)
+    rows = [("total", quota.get("total") or {})]
+    rows += [(f"type {r.get('gpu_type') or 'any'}", r) for r in quota.get("per_gpu_type") or ()]
+    for label, row in rows:
+        table.add_row(
+            label,
+            gpus(row.get("gpus_in_use", 0)),
+            gpus(row.get("guaranteed_gpus", 0)),
+            gpus(row.get("borrow_limit")),
+            gpus(row.get("gpus_borrowed", 0)),
+            gpus(row.get("gpus_over_quota", 0)),
+        )
+    return table
+
+
+def gpu_hours_table(
+    windows: Iterable[Mapping[str, Any]], fairness: Iterable[Mapping[str, Any]] = ()
+) -> Table:
+    """``WINDOW GPU-HOURS QUOTA-GPU-HOURS SHARE JAIN`` per window of the tenant API's
+    ``usage.gpu_hours`` (GPU-hours to two decimals; share of quota in %, ``-`` without a
+    guarantee) with the cluster-wide Jain's index of the same window (``-``: no tenant demanded)."""
+    jain = {f.get("window_s"): f.get("jain_index") for f in fairness}
+    table = Table(box=None, header_style="bold", pad_edge=False, show_edge=False)
+    for name in ("WINDOW", "GPU-HOURS", "QUOTA GPU-HOURS", "SHARE OF QUOTA", "CLUSTER JAIN"):
+        table.add_column(name, justify="left" if name == "WINDOW" else "right", no_wrap=True)
+    for w in windows:
+        share, index = w.get("share_of_quota"), jain.get(w.get("window_s"))
+        table.add_row(
+            window(int(w.get("window_s") or 0)),
+            f"{float(w.get('gpu_hours') or 0):.2f}",
+            f"{float(w.get('quota_gpu_hours') or 0):.2f}",
+            "-" if share is None else f"{100 * float(share):.0f}%",
+            "-" if index is None else f"{float(index):.3f}",
+        )
+    return table
 
 
 def dump_json(value: Any, file: TextIO | None = None) -> None:

@@ -105,6 +105,7 @@ class SjfBsbfFairPolicy:
     name = "sjf-bsbf-fair"
     preemptive = True
     reclaims = True  # lent GPUs come back by preemption in reclaim modes "preempt" and "both"
+    splits_quota_use = True  # its QuotaGate gets `charges`: a shared GPU by the normalised split
     # preempts (reclaim), so no capacity rule. After a round that decided nothing, aging and the
     # starvation bound only reorder pending jobs that each failed against the same cluster state
     # (none could start, none could claim GPUs by reclaim, which depends on quotas and usage, not on
