@@ -91,11 +91,11 @@ def _gpu_pieces(
     """``(placement index, lo, hi, rate)`` on one GPU held by the placements ``alive[i]`` for ``i``
     in ``members``: between consecutive change points of this GPU, each holder's
     :func:`~scheduling.core.charge.charge_rates` share. Raises ``ValueError`` for three at once."""
-    if len(members) == 1:
-        iv = alive[members[0]]
-        return [(members[0], iv.start_s, iv.end_s, 1.0)]
-    times = sorted({t for i in members for t in (alive[i].start_s, alive[i].end_s)})
     by_start = sorted(members, key=lambda i: alive[i].start_s)
+    if all(alive[i].end_s <= alive[j].start_s for i, j in zip(by_start, by_start[1:], strict=False)):
+        # one holder at a time (the common case): each placement alone for its whole span
+        return [(i, alive[i].start_s, alive[i].end_s, 1.0) for i in by_start]
+    times = sorted({t for i in members for t in (alive[i].start_s, alive[i].end_s)})
     out: list[tuple[int, float, float, float]] = []
     holding: list[int] = []
     k = 0
