@@ -525,6 +525,9 @@ class Placement(models.Model):
                 fields=["job", "gpu"], condition=Q(active=True), name="placement_job_once_per_gpu"
             ),
         ]
+        # the windows of the dashboard and of usage ("held a GPU during [start, now]": ended after
+        # start, or still active) read only the recent rows of an ever-growing history
+        indexes = [models.Index(fields=["ended_at"], name="placement_ended_at")]
 
     def __str__(self) -> str:
         return f"job {self.job_id} on {self.gpu} (gen {self.generation}, slot {self.slot})"

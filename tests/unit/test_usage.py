@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
@@ -90,3 +91,58 @@ def test_active_tenants_need_work_for_half_the_window():
     spans += [("C", 0.0, 1000.0), ("C", 500.0, 2000.0), ("C", 2000.0, 4000.0)]
     spans += [("D", 0.0, 3000.0), ("D", 1000.0, 3500.0)]
     assert active_tenants(spans, 0.0, 7200.0) == {"A", "C"}
+
+
+def _charge_by_brute_force(intervals, xi, lo_s, hi_s):
+    """Tenant → GPU-seconds in ``[lo_s, hi_s]``, cut at every change point of the whole cluster
+    (the definition, without the per-GPU sweep): between two change points each GPU's holders
+    are fixed and share it by ``ξ_b / (ξ_a + ξ_b)``."""
+    times = sorted({t for iv in intervals for t in (iv.start_s, iv.end_s)} | {lo_s, hi_s})
+    used: dict[str, float] = {}
+    for a, b in zip(times, times[1:], strict=False):
+        a, b = max(a, lo_s), min(b, hi_s)
+        if b <= a:
+            continue
+        holders: dict[int, list[Interval]] = {}
+        for iv in intervals:
+            if iv.start_s <= a and iv.end_s >= b:
+                for g in iv.gpu_ids:
+                    holders.setdefault(g, []).append(iv)
+        for on in holders.values():
+            if len(on) == 1:
+                used[on[0].tenant] = used.get(on[0].tenant, 0.0) + (b - a)
+            else:
+                p, q = on
+                xp, xq = xi(p.job_id, q.job_id), xi(q.job_id, p.job_id)
+                used[p.tenant] = used.get(p.tenant, 0.0) + (b - a) * xq / (xp + xq)
+                used[q.tenant] = used.get(q.tenant, 0.0) + (b - a) * xp / (xp + xq)
+    return used
+
+
+def test_the_per_gpu_sweep_charges_what_the_cluster_wide_cut_does():
+    # random single-GPU placements and gangs, at most two jobs per GPU at once (slot 0 and 1)
+    rng = random.Random(7)
+    for _ in range(30):
+        intervals: list[Interval] = []
+        job = 0
+        for gpu_set in [(0,), (1,), (2, 3), (4,), (5, 6, 7)]:
+            for _slot in range(2):
+                t = rng.uniform(0, 50)
+                while t < 1000:
+                    job += 1
+                    length = rng.uniform(1, 300)
+                    intervals.append(Interval(job, rng.choice("AB"), gpu_set, t, t + length))
+                    t += length + rng.uniform(0, 40)
+        slowdown = {j: rng.uniform(1.0, 3.0) for j in range(job + 1)}
+
+        def xi(a, b, slowdown=slowdown):
+            return slowdown[a]
+
+        hours = gpu_hours_between(charge_segments(intervals, xi), 100.0, 900.0)
+        expected = _charge_by_brute_force(intervals, xi, 100.0, 900.0)
+        assert hours == pytest.approx({t: s / 3600.0 for t, s in sorted(expected.items())})
+
+
+def test_a_gang_alone_on_its_gpus_is_one_segment_of_its_gpu_count():
+    segments = charge_segments([Interval(1, "A", (0, 1, 2, 3), 0.0, 100.0)], lambda a, b: 1.0)
+    assert segments == [ChargeSegment("A", 0.0, 100.0, 4.0)]
