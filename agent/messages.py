@@ -105,14 +105,25 @@ def _float(kwargs: dict[str, Any], name: str, low: float, default: float | None 
     return float(value)
 
 
+def split_command(text: str) -> list[str]:
+    """A job's ``command`` string → its arguments, split as a POSIX shell would (``shlex``), the
+    way an agent runs it (no shell). Raises :class:`MessageError` for a string that cannot be split
+    (an unclosed quote, a trailing escape) or that holds no argument; the API refuses such a
+    command at submission with this message, so a job never fails on its node for it."""
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise MessageError(f"command cannot be split into arguments: {exc}") from None
+    if not words:
+        raise MessageError(f"command holds no argument, got {text!r}")
+    return words
+
+
 def _command(value: Any) -> tuple[str, ...] | None:
     if value is None or (isinstance(value, str | list | tuple) and not value):
         return None  # no command (the server stores an empty string): fine for emulated jobs
     if isinstance(value, str):
-        try:
-            value = shlex.split(value)
-        except ValueError as exc:
-            raise MessageError(f"command cannot be split into arguments: {exc}") from None
+        value = split_command(value)
     if not isinstance(value, list | tuple) or not value or not all(isinstance(a, str) for a in value):
         raise MessageError(f"command must be a non-empty list of strings or a string, got {value!r}")
     return tuple(value)

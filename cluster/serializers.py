@@ -15,7 +15,7 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from agent.messages import EVENTS, FAILURE_KINDS
+from agent.messages import EVENTS, FAILURE_KINDS, MessageError, split_command
 from cluster import models, runnable, usage_serializers
 from cluster.fields import (
     PositiveFloatField,
@@ -219,6 +219,16 @@ class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
             raise serializers.ValidationError(
                 f"at most {largest} GPUs (the healthy GPUs of the cluster), got {value}"
             )
+        return value
+
+    def validate_command(self, value: str) -> str:
+        """A command must split into arguments as its agent will split it
+        (:func:`agent.messages.split_command`); an empty one is left to :meth:`validate`."""
+        if value:
+            try:
+                split_command(value)
+            except MessageError as exc:
+                raise serializers.ValidationError(str(exc)) from None
         return value
 
     def validate_gpu_types(self, value: list[str]) -> list[str]:

@@ -117,7 +117,10 @@ def unfinished_warning(policy: str, summary: Mapping[str, Any]) -> str | None:
 def cluster_summary(cluster: Cluster) -> dict[str, Any]:
     """``{"nodes", "gpus_per_node", "gpus", "gpu_memory_mb", "gpu_type"}`` of a cluster (the
     largest node's GPU count, the first GPU's memory and type: uniform clusters), plus
-    ``"gpu_types"`` (type → GPUs and largest memory MB) when it has several GPU types."""
+    ``"gpu_types"`` (type → GPUs and largest memory MB) when it has several GPU types, and
+    ``"gpu_groups"`` (``[type, memory MB, GPUs]`` per distinct type and memory, in GPU order) when
+    its GPUs differ in type or memory (``2x8:a100:81920,2x8:a100:40960`` is one type of two sizes),
+    which the table's cluster line shows."""
     per_node: dict[str, int] = {}
     for g in cluster.gpus:
         per_node[g.node] = per_node.get(g.node, 0) + 1
@@ -136,6 +139,11 @@ def cluster_summary(cluster: Cluster) -> dict[str, Any]:
         entry["memory_mb"] = max(entry["memory_mb"], g.memory_mb)
     if len(kinds) > 1:  # several GPU types: GPU type → {"gpus", "memory_mb" (largest)}
         summary["gpu_types"] = kinds
+    groups: dict[tuple[str, int], int] = {}
+    for g in cluster.gpus:
+        groups[(g.gpu_type, g.memory_mb)] = groups.get((g.gpu_type, g.memory_mb), 0) + 1
+    if len(groups) > 1:
+        summary["gpu_groups"] = [[kind, memory, n] for (kind, memory), n in groups.items()]
     return summary
 
 
@@ -365,8 +373,8 @@ def format_table(report: Mapping[str, Any]) -> str:
         else "rounds on events"
     )
     shape = (
-        " + ".join(f"{k['gpus']} {t} ({k['memory_mb']} MB)" for t, k in c["gpu_types"].items())
-        if "gpu_types" in c
+        " + ".join(f"{n} {kind} ({memory} MB)" for kind, memory, n in c["gpu_groups"])
+        if "gpu_groups" in c
         else f"{c['nodes']}x{c['gpus_per_node']} {c['gpu_type']} ({c['gpu_memory_mb']} MB)"
     )
     lines.append(

@@ -46,11 +46,23 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def workers_arg(text: str) -> int:
+    """``--workers N``: a whole number ≥ 1, checked when the options are parsed, before a trace is
+    loaded (a sweep's traces can take minutes). Raises ``argparse.ArgumentTypeError``."""
+    try:
+        workers = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if workers < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {workers}")
+    return workers
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``--workers N`` (default: :func:`default_workers`) and ``--dask ADDRESS`` to ``parser``."""
     parser.add_argument(
         "--workers",
-        type=int,
+        type=workers_arg,
         default=default_workers(),
         metavar="N",
         help="simulations in parallel worker processes (default: the cores, %(default)s here; 1 = serial)",

@@ -44,6 +44,8 @@ BAD_FIELDS: list[tuple[dict[str, Any], str]] = [
     ({"command": "x" * 4097}, "command"),
     ({"command": "echo \u0000"}, "command"),
     ({"command": "\ud800"}, "command"),
+    ({"command": 'echo "unclosed'}, "command"),  # the agent could not split it (shlex)
+    ({"command": "echo trailing\\"}, "command"),
     ({"priority": 101}, "priority"),
     ({"priority": -101}, "priority"),
     ({"status": "running"}, "status"),

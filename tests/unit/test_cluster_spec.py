@@ -91,6 +91,19 @@ def test_cli_runs_a_mixed_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert report["policies"]["sjf"]["jobs"] == 3
 
 
+def test_cli_names_each_memory_size_of_one_gpu_type(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # One type in two sizes (A100 80 GB and 40 GB): the cluster line used to say "2x1 a100
+    # (81920 MB)", hiding the second group's memory, though the simulated GPUs kept it.
+    trace = tmp_path / "tiny.csv"
+    trace.write_text(TINY, encoding="utf-8")
+    spec = ["--cluster", "1x1:a100:81920,1x2:a100:40960"]
+    code = main(["--trace", str(trace), *spec, "--policies", "sjf", "--no-progress"])
+    text = capsys.readouterr().out
+    assert code == 0 and "cluster 1 a100 (81920 MB) + 2 a100 (40960 MB);" in text
+
+
 def test_cli_error_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     trace = tmp_path / "tiny.csv"
     trace.write_text(TINY, encoding="utf-8")

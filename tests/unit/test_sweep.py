@@ -48,6 +48,20 @@ def test_workers_below_one_is_a_one_line_error() -> None:
         sweep.run_tasks(slow_square, [1], workers=0, progress=False)
 
 
+def test_workers_below_one_is_refused_before_the_trace_is_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The trace does not exist: were --workers checked only when the sweep starts, the error
+    # would be about the trace (after loading it, for a real one).
+    from scheduling.sim.cli import main
+
+    missing = str(tmp_path / "missing.csv")
+    with pytest.raises(SystemExit) as stop:
+        main(["--trace", missing, "--cluster", "4x8", "--workers", "0", "--no-progress"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "argument --workers: must be at least 1, got 0" in err
+
+
 def test_dask_without_distributed_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed → ImportError
     with pytest.raises(sweep.SweepError, match=r"pip install -r requirements-dask\.txt"):
