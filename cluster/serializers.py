@@ -15,14 +15,13 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from agent.messages import EVENTS, FAILURE_KINDS, MessageError, split_command
+from agent.messages import MessageError, split_command
 from cluster import models, runnable, usage_serializers
 from cluster.fields import (
     PositiveFloatField,
     RejectUnknownFieldsMixin,
     StrictBooleanField,
     StrictCharField,
-    StrictFloatField,
     StrictIntegerField,
     StrictPrimaryKeyRelatedField,
 )
@@ -482,64 +481,6 @@ class NodeCreateSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
         data = NodeSerializer(instance).data
         data["agent_token"] = getattr(instance, "agent_token", None)
         return data
-
-
-# ------------------------------------------------------------------ node agents (docs/AGENT.md)
-
-
-class AgentEventSerializer(serializers.Serializer):
-    """A job event from a node agent (AGENT.md §2). Unknown fields are ignored (a newer agent may
-    send more). ``iterations_done`` ≥ 0 iterations; ``iter_time_s`` > 0 s or null; ``memory_mb``
-    > 0 MB or null; ``failure_kind`` ``""`` or ``"oom"``."""
-
-    generation = StrictIntegerField(min_value=0, max_value=models.MAX_REPORTED_GENERATION)
-    event = serializers.ChoiceField(choices=list(EVENTS))
-    iterations_done = StrictFloatField(min_value=0, max_value=models.MAX_ITERATIONS)
-    iter_time_s = PositiveFloatField(
-        required=False, allow_null=True, default=None, max_value=models.MAX_ITERATION_TIME_S
-    )
-    reason = StrictCharField(required=False, allow_blank=True, default="", max_length=2000)
-    memory_mb = PositiveFloatField(
-        required=False,
-        allow_null=True,
-        default=None,
-        max_value=models.MAX_GPU_MEMORY_MB,
-        error_messages={"not_positive": "must be a positive number of MB or null"},
-    )
-    failure_kind = serializers.ChoiceField(choices=list(FAILURE_KINDS), required=False, default="")
-
-
-class AgentGPUSerializer(serializers.Serializer):
-    """One GPU of a heartbeat: index on the node, uuid, memory (MB, 0 when unreadable), health."""
-
-    index = StrictIntegerField(min_value=0, max_value=1023)
-    uuid = StrictCharField(max_length=64, allow_blank=True, required=False, default="")
-    memory_mb = StrictIntegerField(min_value=0, max_value=models.MAX_GPU_MEMORY_MB, required=False, default=0)
-    healthy = StrictBooleanField()
-
-
-class AgentRunningSerializer(serializers.Serializer):
-    """One job a heartbeat says the node runs."""
-
-    job_id = StrictIntegerField(min_value=0, max_value=models.MAX_ID)
-    generation = StrictIntegerField(min_value=0, max_value=models.MAX_REPORTED_GENERATION)
-    iterations_done = StrictFloatField(
-        min_value=0, max_value=models.MAX_ITERATIONS, required=False, default=0
-    )
-
-
-#: Longest ``running`` list of a heartbeat: two jobs on each of a node's at most 64 GPUs.
-MAX_RUNNING_PER_HEARTBEAT = 2 * MAX_GPUS_PER_NODE
-
-
-class HeartbeatSerializer(serializers.Serializer):
-    """A node agent's heartbeat (AGENT.md §3); ``node`` must be the token's node."""
-
-    node = StrictCharField(max_length=64)
-    gpus = AgentGPUSerializer(many=True, max_length=MAX_GPUS_PER_NODE)
-    # a node runs at most two jobs per GPU (the paper's pairs): a longer list is no real node's
-    running = AgentRunningSerializer(many=True, max_length=MAX_RUNNING_PER_HEARTBEAT)
-    executor = serializers.ChoiceField(choices=list(runnable.EXECUTORS), required=False)
 
 
 # ------------------------------------------------------------------ what the scheduler learned

@@ -26,6 +26,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from cluster import runnable
+from cluster.agent_serializers import AgentEventSerializer, HeartbeatSerializer
 from cluster.api_tokens import ApiToken
 from cluster.authentication import NodeTokenAuthentication
 from cluster.job_details import describe_jobs
@@ -34,9 +35,7 @@ from cluster.permissions import IsNodeAgent, IsTenantMember, tenant_of
 from cluster.serializers import (
     AdminQuotaSerializer,
     AdminTenantSerializer,
-    AgentEventSerializer,
     GPUSerializer,
-    HeartbeatSerializer,
     IncompatiblePairSerializer,
     JobSerializer,
     LearnedSlowdownSerializer,
