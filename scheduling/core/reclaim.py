@@ -223,9 +223,10 @@ def reclaim_preemptions(
         state.available -= job.gpus
         state.usage[tenant] = state.usage.get(tenant, 0) + job.gpus
         claimed.append(job.id)
-    if shares is not None:
+    if shares is not None and snapshot.config.reclaim_colocated:
         _colocation_walk(state, order, policy)
-    _priority_walk(snapshot, state, order, policy, claimed, startable)
+    if snapshot.config.priority_preemption:
+        _priority_walk(snapshot, state, order, policy, claimed, startable)
     preemptions = tuple(Preempt(jid, why) for jid, (_, why) in sorted(state.victims.items()))
     return preemptions, tuple(claimed)
 
