@@ -32,6 +32,7 @@ from common.shapes import (
     ShapeTooLargeError,
     parse_cluster_spec,
 )
+from scheduling.core.charge import running_charges
 from scheduling.core.fairness import GuaranteeMonitor
 from scheduling.core.gpu_types import cluster_of_groups
 from scheduling.core.skip import NO_SKIP, SkipRule
@@ -351,7 +352,9 @@ class Watched:
 
     def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:
         """Record the snapshot, then let the inner policy decide."""
-        self.monitor.observe(snapshot)
+        split = self.monitor.keep_guarantees and snapshot.tenant_quotas and snapshot.config.split_charge
+        # usage as the reclaiming policy counts it (the normalised split), so both agree on what is lent
+        self.monitor.observe(snapshot, running_charges(snapshot.running, profile) if split else None)
         return self.inner.decide(snapshot, profile, explain=explain)
 
 
