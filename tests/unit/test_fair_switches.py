@@ -120,3 +120,21 @@ def test_reclaim_colocated_off_leaves_a_partner_on_an_owners_gpu() -> None:
     assert [p.job_id for p in reclaim_preemptions(s, s.pending, "sjf-bsbf-fair", shares=shares)[0]] == [2]
     off = replace(s, config=SchedulerConfig(reclaim_colocated=False))
     assert reclaim_preemptions(off, off.pending, "sjf-bsbf-fair", shares=shares) == ((), ())
+
+
+def test_the_monitor_counts_usage_by_the_split_the_policy_uses() -> None:
+    # 2 GPUs; a (g = 1) waits for 1 GPU; b (g = 1) runs job 2 on GPU 0, shared ½/½ with c's job 5,
+    # and later job 3 alone on GPU 1. In whole gangs b holds 2, job 3 is borrowed and b keeps 1
+    # without it: GPU 1 is lent, a's job a violation. By the split b holds 1.5 and keeps only ½
+    # without job 3 (< 1), so reclaim may not take it: GPU 1 is not lent, and GPU 0 holds b's job
+    # within its guarantee — no violation in the policy's own reading
+    quotas = {"a": TenantQuota(1), "b": TenantQuota(1), "c": TenantQuota(0)}
+    run = (
+        running(job(2, tenant="b"), (0,)),
+        running(job(5, tenant="c"), (0,), 5.0),
+        running(job(3, tenant="b"), (1,), 10.0),
+    )
+    s = Snapshot(100.0, Cluster.uniform(1, 2), (job(4, tenant="a"),), run, SchedulerConfig(), quotas)
+    assert guarantee_violations(s, quotas, keep_guarantees=True) == [4]
+    split = {2: 0.5, 5: 0.5, 3: 1.0}
+    assert guarantee_violations(s, quotas, keep_guarantees=True, charges=split) == []
