@@ -55,12 +55,14 @@ from scheduling.core.fairness import (  # noqa: E402
 from scheduling.core.metrics import jct_summary, makespan_window  # noqa: E402
 from scheduling.core.policies import UnknownPolicyError, get_policy  # noqa: E402
 from scheduling.core.types import (  # noqa: E402
+    FAIR_SWITCHES,
     GPU,
     Cluster,
     Job,
     Profile,
     SchedulerConfig,
     TenantQuota,
+    fair_switches_off,
 )
 from scheduling.datapaths import shared_data_dir  # noqa: E402
 from scheduling.profiles import load_default_profile  # noqa: E402
@@ -169,6 +171,7 @@ def plan_trace(key: str, args: argparse.Namespace, profile: Profile) -> tuple[di
         aging_s=args.aging_s,
         reclaim=args.reclaim,
         borrow_bound_s=args.borrow_bound_s,
+        **fair_switches_off(args.off),
     )
     base = engine.SimConfig(scheduler=scheduler, restart_cost_s=args.restart_cost_s)
     by_tenant: dict[str, list[Job]] = {}
@@ -203,7 +206,8 @@ def plan_trace(key: str, args: argparse.Namespace, profile: Profile) -> tuple[di
             "aging_s": args.aging_s,
             "reclaim": args.reclaim,
             "borrow_bound_s": args.borrow_bound_s,
-        },
+        }
+        | ({"off": sorted(fair_switches_off(args.off))} if args.off else {}),
     }
     return header, tasks
 
@@ -239,7 +243,8 @@ def format_table(report: dict) -> str:
         f"{report['cluster']} = {report['gpus']} GPUs, quotas ∝ {report['quota_rule']} (borrowing "
         f"unlimited), grace {report['grace_s']:.0f} s, starvation bound "
         f"{sc['starvation_bound_s'] / h:g} h, aging {sc['aging_s'] / h:g} h, reclaim {sc['reclaim']}, "
-        f"borrow bound {sc['borrow_bound_s'] / h:g} h",
+        f"borrow bound {sc['borrow_bound_s'] / h:g} h"
+        + (f", off: {', '.join(sc['off'])}" if sc.get("off") else ""),
         f"{'policy':<24} {'avg JCT h':>9} {'p99 JCT h':>9} {'max wait h':>10} {'p99 wait h':>10} "
         f"{'Jain 1/ρ':>8} {'max ρ':>7} {'guar.viol':>9} {'cap viol':>8} {'preempt':>7} {'unfin':>5}",
     ]
@@ -266,6 +271,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--borrow-bound-s", type=float, default=DEFAULTS.borrow_bound_s)
     parser.add_argument("--restart-cost-s", type=float, default=engine.DEFAULT_RESTART_COST_S)
     parser.add_argument(
+        "--off",
+        default="",
+        metavar="SWITCHES",
+        help=f"sjf-bsbf-fair switches to turn off, comma-separated: {', '.join(FAIR_SWITCHES)}",
+    )
+    parser.add_argument(
         "--grace-s",
         type=float,
         default=120.0,
@@ -287,6 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             starvation_bound_s=args.starvation_bound_s,
             aging_s=args.aging_s,
             borrow_bound_s=args.borrow_bound_s,
+            **fair_switches_off(args.off),
         )
     except (UnknownPolicyError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -298,6 +298,13 @@ if SHAREWISE_RECLAIM not in ("preempt", "bound", "both"):
     )
 # Most remaining exclusive time (s) of a job that borrows GPUs under reclaim bound/both.
 SHAREWISE_BORROW_BOUND_S = env.float("SHAREWISE_BORROW_BOUND_S", default=3600.0)
+# sjf-bsbf-fair's switches (docs/FAIRNESS.md §5): quota use by the normalised split of a shared GPU;
+# refuse a co-location that takes another tenant below its guarantee while it waits; reclaim jobs
+# co-located on an under-guarantee tenant's GPUs; higher priority preempts lower borrowed work.
+SHAREWISE_SPLIT_CHARGE = env.bool("SHAREWISE_SPLIT_CHARGE", default=True)
+SHAREWISE_COLOCATION_GUARD = env.bool("SHAREWISE_COLOCATION_GUARD", default=True)
+SHAREWISE_RECLAIM_COLOCATED = env.bool("SHAREWISE_RECLAIM_COLOCATED", default=True)
+SHAREWISE_PRIORITY_PREEMPTION = env.bool("SHAREWISE_PRIORITY_PREEMPTION", default=True)
 # Most pending jobs one tenant may have at once; a submission beyond it is 429 (checked at each
 # submission: concurrent ones may pass it by a few).
 SHAREWISE_MAX_PENDING_PER_TENANT = env.int("SHAREWISE_MAX_PENDING_PER_TENANT", default=10_000)

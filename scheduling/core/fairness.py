@@ -22,7 +22,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 
 from scheduling.core.metrics import JobOutcome, jain_index, mean, percentile
-from scheduling.core.quota import NO_QUOTA, normalise, usage_by_tenant, wait_s
+from scheduling.core.quota import EPS, NO_QUOTA, charged_usage, normalise, usage_by_tenant, wait_s
 from scheduling.core.reclaim import borrowed_jobs
 from scheduling.core.types import JobId, RunningJob, Snapshot, TenantQuota
 
@@ -88,11 +88,27 @@ def jain_of_rho(rho: Mapping[str, float]) -> float:
     return jain_index(1.0 / r for r in rho.values() if r > 0)
 
 
-def _lent_gpus(snapshot: Snapshot, quotas: Mapping[str, TenantQuota]) -> tuple[int, dict[str, int], int]:
+def _lent_gpus(
+    snapshot: Snapshot,
+    quotas: Mapping[str, TenantQuota],
+    keep_guarantees: bool = False,
+    charges: Mapping[JobId, float] | None = None,
+) -> tuple[int, dict[str, int], int]:
     """``(idle GPUs, tenant → lent GPUs holding a job of that tenant, lent GPUs)``: a *lent* GPU is a
     healthy GPU whose every job is borrowed (:func:`~scheduling.core.reclaim.borrowed_jobs`). The GPUs
-    a tenant could get back from *other* tenants are ``lent − lent holding its own jobs``."""
-    lent_ids = {rj.job.id for rj in borrowed_jobs(snapshot.running, quotas)}
+    a tenant could get back from *other* tenants are ``lent − lent holding its own jobs``.
+    ``keep_guarantees``: a borrowed job counts only if its tenant keeps ``≥ g_s`` GPUs without it
+    (whole gangs, each alone) — the jobs reclaim may take (docs/FAIRNESS.md §4); a gang only partly
+    above its guarantee is not lent. ``charges``: usage and borrowing in normalised GPUs, as the
+    policy counts them (:func:`~scheduling.core.quota.charged_usage`)."""
+    usage = charged_usage(snapshot.running, charges)
+    lent_ids = {
+        rj.job.id
+        for rj in borrowed_jobs(snapshot.running, quotas, charges)
+        if not keep_guarantees
+        or usage[rj.job.tenant] - (rj.job.gpus if charges is None else charges.get(rj.job.id, rj.job.gpus))
+        >= quotas.get(rj.job.tenant, NO_QUOTA).guaranteed_gpus - EPS
+    }
     on_gpu: dict[int, list[RunningJob]] = {}
     for rj in snapshot.running:
         for g in rj.placement.gpu_ids:
@@ -113,7 +129,12 @@ def _lent_gpus(snapshot: Snapshot, quotas: Mapping[str, TenantQuota]) -> tuple[i
 
 
 def guarantee_violations(
-    snapshot: Snapshot, quotas: Mapping[str, int | TenantQuota], grace_s: float = 0.0
+    snapshot: Snapshot,
+    quotas: Mapping[str, int | TenantQuota],
+    grace_s: float = 0.0,
+    *,
+    keep_guarantees: bool = False,
+    charges: Mapping[JobId, float] | None = None,
 ) -> list[JobId]:
     """Pending jobs whose guarantee is broken at this instant (ids, sorted).
 
@@ -122,22 +143,26 @@ def guarantee_violations(
     GPUs are idle but enough would be without other tenants' borrowed jobs
     (:func:`~scheduling.core.reclaim.borrowed_jobs`): its owner is kept waiting by lent GPUs.
     ``quotas`` are passed explicitly so a run without quotas in its snapshots can be checked too.
+    ``keep_guarantees`` (a policy that reclaims, sjf-bsbf-fair): only jobs whose tenant keeps its
+    guarantee without them count as lent, as reclaim takes only those (:func:`_lent_gpus`);
+    ``charges`` (running job id → normalised GPUs, :func:`scheduling.core.charge.running_charges`):
+    usage by the normalised split, as sjf-bsbf-fair's quota gate and reclaim count it.
     A job may have waited for other reasons before it became entitled (its tenant held more);
     :class:`GuaranteeMonitor` measures how long each job stays entitled and blocked.
     """
     q = normalise(quotas)
     if not q:
         return []
-    usage = usage_by_tenant(snapshot.running)
+    usage = charged_usage(snapshot.running, charges)
     lent: tuple[int, dict[str, int], int] | None = None
     out: list[JobId] = []
     for job in snapshot.pending:
         if wait_s(job, snapshot.now) < grace_s:
             continue
-        if usage.get(job.tenant, 0) + job.gpus > q.get(job.tenant, NO_QUOTA).guaranteed_gpus:
+        if usage.get(job.tenant, 0) + job.gpus > q.get(job.tenant, NO_QUOTA).guaranteed_gpus + EPS:
             continue
         if lent is None:
-            lent = _lent_gpus(snapshot, q)
+            lent = _lent_gpus(snapshot, q, keep_guarantees, charges)
         idle, own, total = lent
         if idle < job.gpus <= idle + total - own.get(job.tenant, 0):
             out.append(job.id)
@@ -161,20 +186,27 @@ class GuaranteeMonitor:
     """Follows :func:`guarantee_violations` (at grace 0) over successive snapshots: a job is a
     violation once it has stayed entitled-and-blocked for more than ``grace_s`` seconds, counted
     from the first snapshot in which it was (a streak ends when it is not). ``violated``: the ids.
-    Also counts snapshots with a tenant above its cap (``cap_snapshots``)."""
+    Also counts snapshots with a tenant above its cap (``cap_snapshots``). ``keep_guarantees``: see
+    :func:`guarantee_violations` (on for a policy that reclaims by preemption)."""
 
-    def __init__(self, quotas: Mapping[str, int | TenantQuota], grace_s: float) -> None:
+    def __init__(
+        self, quotas: Mapping[str, int | TenantQuota], grace_s: float, *, keep_guarantees: bool = False
+    ) -> None:
         self.quotas = normalise(quotas)
         self.grace_s = grace_s
+        self.keep_guarantees = keep_guarantees
         self.since: dict[JobId, float] = {}
         self.violated: set[JobId] = set()
         self.longest_s = 0.0
         self.cap_snapshots = 0
 
-    def observe(self, snapshot: Snapshot) -> None:
-        """Check one snapshot (times must not go backwards)."""
+    def observe(self, snapshot: Snapshot, charges: Mapping[JobId, float] | None = None) -> None:
+        """Check one snapshot (times must not go backwards); ``charges``: see
+        :func:`guarantee_violations`."""
         now = snapshot.now
-        blocked = set(guarantee_violations(snapshot, self.quotas))
+        blocked = set(
+            guarantee_violations(snapshot, self.quotas, keep_guarantees=self.keep_guarantees, charges=charges)
+        )
         for job_id in list(self.since):
             if job_id not in blocked:
                 del self.since[job_id]

@@ -109,6 +109,7 @@ class QuotaGate:
         self.quotas = normalise(snapshot.tenant_quotas)
         self.usage = charged_usage(snapshot.running, charges)
         self.normalised = charges is not None
+        self.guard = self.normalised and snapshot.config.colocation_guard
         self._tenant_of = {rj.job.id: rj.job.tenant for rj in snapshot.running} if self.normalised else {}
         self._waiting = {j.tenant for j in snapshot.pending}
         # job tenant → (the tenant it may not co-locate onto, why): later jobs of the same tenant
@@ -201,7 +202,7 @@ class QuotaGate:
         """Why ``job`` may not co-locate as ``shares`` say (``None``: it may): with normalised usage
         only, joining a resident of another tenant that has jobs waiting must not take that tenant
         below its guarantee — co-location onto an owner's GPUs is borrowing from it."""
-        if not self.normalised:
+        if not self.guard:  # SchedulerConfig.colocation_guard off: co-location is never refused
             return None
         for tenant, lost in self._losses(job, shares).items():
             if tenant == job.tenant or tenant not in self._waiting:

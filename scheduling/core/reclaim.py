@@ -13,6 +13,10 @@ guarantee — and never so much that the victim's tenant would drop below its ow
 3. **priority**: a waiting job that would borrow gets lower-priority borrowed jobs (of any tenant,
    its own included) preempted when only they stand in its way (docs/PRIORITY.md).
 
+Walks 2 and 3 can be switched off (``SchedulerConfig.reclaim_colocated``,
+``SchedulerConfig.priority_preemption``; docs/FAIRNESS.md §5 measures their price); walk 1 and
+the victim rule below cannot.
+
 Victims, each time: whole gangs; the fewest GPUs that meet the need — a single job if one
 suffices (the smallest such gang), else borrowed jobs in candidate order with those not needed
 spared again, largest first. Candidate order: jobs borrowed in start order first
@@ -199,7 +203,8 @@ def reclaim_preemptions(
     false (they could never start on the cluster as it is, e.g.
     :func:`scheduling.core.placement.unfit_reason`) claim nothing. If no victims can cover a job's
     need, nothing is preempted for it. Returns nothing without quotas or when
-    ``snapshot.config.reclaim`` is ``"bound"``.
+    ``snapshot.config.reclaim`` is ``"bound"``; walks 2 and 3 only when
+    ``snapshot.config.reclaim_colocated`` / ``priority_preemption`` are on.
     """
     if not snapshot.tenant_quotas or snapshot.config.reclaim == "bound":
         return (), ()
@@ -223,9 +228,10 @@ def reclaim_preemptions(
         state.available -= job.gpus
         state.usage[tenant] = state.usage.get(tenant, 0) + job.gpus
         claimed.append(job.id)
-    if shares is not None:
+    if shares is not None and snapshot.config.reclaim_colocated:
         _colocation_walk(state, order, policy)
-    _priority_walk(snapshot, state, order, policy, claimed, startable)
+    if snapshot.config.priority_preemption:
+        _priority_walk(snapshot, state, order, policy, claimed, startable)
     preemptions = tuple(Preempt(jid, why) for jid, (_, why) in sorted(state.victims.items()))
     return preemptions, tuple(claimed)
 

@@ -229,6 +229,15 @@ class SchedulerConfig:
       is preempted, checkpoint/restart), ``"bound"`` (a job may borrow only if ``P_j`` ≤
       ``borrow_bound_s``), or ``"both"``. Non-preemptive policies always apply the bound.
     - ``borrow_bound_s``: the bound (s) on the remaining exclusive time of a borrowing job.
+    - ``split_charge`` (``sjf-bsbf-fair``, default on): quota use counts a shared GPU by the
+      normalised split (:mod:`scheduling.core.charge`) instead of once per job. Off: whole gangs,
+      and with it ``colocation_guard`` and ``reclaim_colocated`` do nothing (they need the split).
+    - ``colocation_guard`` (``sjf-bsbf-fair``, default on): a start may not co-locate onto another
+      tenant's GPUs if that takes that tenant below its guarantee while it has jobs waiting.
+    - ``reclaim_colocated`` (``sjf-bsbf-fair``, default on): reclaim also preempts other tenants'
+      jobs co-located on the GPUs of a tenant below its guarantee with jobs waiting.
+    - ``priority_preemption`` (``sjf-bsbf-fair``, default on): a waiting job of higher priority
+      may preempt lower-priority borrowed work (docs/PRIORITY.md).
 
     Baselines (docs/FIDELITY.md):
 
@@ -251,6 +260,10 @@ class SchedulerConfig:
     aging_s: float = 3600.0
     reclaim: str = "preempt"
     borrow_bound_s: float = 3600.0
+    split_charge: bool = True
+    colocation_guard: bool = True
+    reclaim_colocated: bool = True
+    priority_preemption: bool = True
     placement: str = "spread"
     tiresias: TiresiasConfig = field(default_factory=TiresiasConfig)
 
@@ -267,6 +280,24 @@ class SchedulerConfig:
 
 RECLAIM_MODES: tuple[str, ...] = ("preempt", "bound", "both")
 """Values of :attr:`SchedulerConfig.reclaim`."""
+
+FAIR_SWITCHES: tuple[str, ...] = (
+    "split_charge",
+    "colocation_guard",
+    "reclaim_colocated",
+    "priority_preemption",
+)
+"""The on/off fields of :class:`SchedulerConfig` that only ``sjf-bsbf-fair`` reads (docs/FAIRNESS.md §5)."""
+
+
+def fair_switches_off(text: str) -> dict[str, bool]:
+    """``"split_charge,colocation_guard"`` → ``{"split_charge": False, ...}`` (keyword arguments of
+    :class:`SchedulerConfig`); ``""`` → ``{}``. Raises ``ValueError`` naming an unknown switch."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in FAIR_SWITCHES]
+    if unknown:
+        raise ValueError(f"unknown switch {unknown[0]!r}; one of {', '.join(FAIR_SWITCHES)}")
+    return dict.fromkeys(names, False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,8 +21,10 @@ from scheduling.core import types as core
 def scheduler_config() -> core.SchedulerConfig:
     """The :class:`~scheduling.core.types.SchedulerConfig` of every round, from the settings
     ``SHAREWISE_STARVATION_BOUND_S`` (s), ``SHAREWISE_AGING_S`` (s), ``SHAREWISE_RECLAIM``
-    (``preempt``, ``bound`` or ``both``) and ``SHAREWISE_BORROW_BOUND_S`` (s) (docs/FAIRNESS.md
-    §1–2), ``SHAREWISE_SHARE_UNKNOWN`` (docs/LEARNING.md: may a job of unknown memory, or a
+    (``preempt``, ``bound`` or ``both``), ``SHAREWISE_BORROW_BOUND_S`` (s) (docs/FAIRNESS.md
+    §1–2), sjf-bsbf-fair's switches ``SHAREWISE_SPLIT_CHARGE``, ``SHAREWISE_COLOCATION_GUARD``,
+    ``SHAREWISE_RECLAIM_COLOCATED`` and ``SHAREWISE_PRIORITY_PREEMPTION`` (§5),
+    ``SHAREWISE_SHARE_UNKNOWN`` (docs/LEARNING.md: may a job of unknown memory, or a
     pair of unknown slowdown, share), ``SHAREWISE_PLACEMENT`` and the ``SHAREWISE_TIRESIAS_*``
     knobs (docs/FIDELITY.md); defaults in ``config/settings.py``. Raises
     ``ImproperlyConfigured`` for a non-positive time, an unknown reclaim mode or placement, or
@@ -33,6 +35,10 @@ def scheduler_config() -> core.SchedulerConfig:
             aging_s=float(settings.SHAREWISE_AGING_S),
             reclaim=str(settings.SHAREWISE_RECLAIM),
             borrow_bound_s=float(settings.SHAREWISE_BORROW_BOUND_S),
+            split_charge=bool(settings.SHAREWISE_SPLIT_CHARGE),
+            colocation_guard=bool(settings.SHAREWISE_COLOCATION_GUARD),
+            reclaim_colocated=bool(settings.SHAREWISE_RECLAIM_COLOCATED),
+            priority_preemption=bool(settings.SHAREWISE_PRIORITY_PREEMPTION),
             share_unknown=bool(settings.SHAREWISE_SHARE_UNKNOWN),
             placement=str(settings.SHAREWISE_PLACEMENT),
             tiresias=core.TiresiasConfig(

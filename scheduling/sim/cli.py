@@ -32,10 +32,12 @@ from common.shapes import (
     ShapeTooLargeError,
     parse_cluster_spec,
 )
+from scheduling.core.charge import running_charges
 from scheduling.core.fairness import GuaranteeMonitor
 from scheduling.core.gpu_types import cluster_of_groups
 from scheduling.core.skip import NO_SKIP, SkipRule
 from scheduling.core.types import (
+    FAIR_SWITCHES,
     RECLAIM_MODES,
     Cluster,
     Job,
@@ -45,6 +47,7 @@ from scheduling.core.types import (
     SchedulerConfig,
     Snapshot,
     TenantQuota,
+    fair_switches_off,
 )
 from scheduling.sim import sweep
 from scheduling.sim.engine import (
@@ -187,6 +190,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=defaults.borrow_bound_s,
         metavar="S",
         help="reclaim bound/both: longest remaining time of a job admitted on borrowed GPUs",
+    )
+    parser.add_argument(
+        "--off",
+        default="",
+        metavar="SWITCHES",
+        help=f"sjf-bsbf-fair switches to turn off, comma-separated: {', '.join(FAIR_SWITCHES)}",
     )
     parser.add_argument(
         "--grace-s",
@@ -336,11 +345,16 @@ class Watched:
         self.name = inner.name
         self.preemptive = inner.preemptive
         self.skip_rule: SkipRule = getattr(inner, "skip_rule", NO_SKIP)  # the inner policy's rounds
-        self.monitor = GuaranteeMonitor(quotas, grace_s)
+        # a policy that reclaims takes only jobs whose tenant keeps its guarantee: only those are lent
+        self.monitor = GuaranteeMonitor(
+            quotas, grace_s, keep_guarantees=bool(getattr(inner, "reclaims", False))
+        )
 
     def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:
         """Record the snapshot, then let the inner policy decide."""
-        self.monitor.observe(snapshot)
+        split = self.monitor.keep_guarantees and snapshot.tenant_quotas and snapshot.config.split_charge
+        # usage as the reclaiming policy counts it (the normalised split), so both agree on what is lent
+        self.monitor.observe(snapshot, running_charges(snapshot.running, profile) if split else None)
         return self.inner.decide(snapshot, profile, explain=explain)
 
 
@@ -398,6 +412,7 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
             aging_s=args.aging_s,
             reclaim=args.reclaim,
             borrow_bound_s=args.borrow_bound_s,
+            **fair_switches_off(args.off),
             placement=chosen.placement,
             tiresias=chosen.tiresias,
         )

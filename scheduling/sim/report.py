@@ -16,7 +16,7 @@ The JSON document (``build_report``) is::
                            ["learning": {"decisions", "regretted", "pair_sides", "xi_mape",
                                          "xi_mape_parts", "part_end_s", "slowdown_reports",
                                          "exclusive_reports", "profiles_built"}]}},
-     "scheduler": {"starvation_bound_s", "aging_s", "reclaim", "borrow_bound_s", ["placement"],
+     "scheduler": {"starvation_bound_s", "aging_s", "reclaim", "borrow_bound_s", ["off"], ["placement"],
                    ["tiresias": {"thresholds", "service", "starvation_guard",
                                  "starvation_factor", "demoted"}]},
      ["tenant_quotas": {TENANT: {"guaranteed_gpus", "borrow_limit"}}],
@@ -59,7 +59,7 @@ from scheduling.core.fairness import usage_vs_quota, wait_stats
 from scheduling.core.metrics import binned_utilisation, jain_index, makespan_window, summarise
 from scheduling.core.profiles import ProfileError
 from scheduling.core.quota import normalise
-from scheduling.core.types import Cluster, Job, JobId, Profile, TenantQuota, TiresiasConfig
+from scheduling.core.types import FAIR_SWITCHES, Cluster, Job, JobId, Profile, TenantQuota, TiresiasConfig
 from scheduling.sim.engine import SimConfig, SimResult
 from scheduling.sim.loaders import LoadedTrace
 from scheduling.sim.windows import windows_summary
@@ -251,6 +251,9 @@ def build_report(
         "borrow_bound_s": sc.borrow_bound_s,
     }
     report["scheduler"] = scheduler
+    off = [name for name in FAIR_SWITCHES if not getattr(sc, name)]
+    if off:  # only when set, so the reports of the defaults stay as they were
+        scheduler["off"] = off
     if sc.placement != "spread":
         scheduler["placement"] = sc.placement
     if sc.tiresias != TiresiasConfig():

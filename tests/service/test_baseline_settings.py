@@ -45,3 +45,21 @@ def test_the_sjfbsbf_authors_tiresias_from_settings() -> None:
 def test_bad_values_are_improperly_configured(name: str, value: object) -> None:
     with override_settings(**{name: value}), pytest.raises(ImproperlyConfigured):
         service.scheduler_config()
+
+
+def test_fair_switches_from_settings() -> None:
+    # docs/FAIRNESS.md §6: on by default; each SHAREWISE_* turns its SchedulerConfig field off
+    assert service.scheduler_config().colocation_guard and service.scheduler_config().split_charge
+    with override_settings(SHAREWISE_COLOCATION_GUARD=False, SHAREWISE_RECLAIM_COLOCATED=False):
+        config = service.scheduler_config()
+    assert (
+        config.split_charge,
+        config.colocation_guard,
+        config.reclaim_colocated,
+        config.priority_preemption,
+    ) == (
+        True,
+        False,
+        False,
+        True,
+    )

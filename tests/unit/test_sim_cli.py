@@ -153,6 +153,10 @@ def test_html_report_is_written(tiny: Path, tmp_path: Path, capsys: pytest.Captu
         (["--quotas", "@BAD:[2]"], "quotas must be a non-empty JSON object"),
         (["--starvation-bound-s", "0"], "--starvation-bound-s must be a positive number of seconds, got 0.0"),
         (["--aging-s", "-5"], "--aging-s must be a positive number of seconds, got -5.0"),
+        (
+            ["--off", "guard"],
+            "unknown switch 'guard'; one of split_charge, colocation_guard, reclaim_colocated",
+        ),
         (["--borrow-bound-s", "inf"], "--borrow-bound-s must be a positive number of seconds, got inf"),
         (["--grace-s", "-1"], "--grace-s must be a finite number ≥ 0, got -1.0"),
     ],

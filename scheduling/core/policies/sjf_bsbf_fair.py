@@ -127,7 +127,9 @@ class SjfBsbfFairPolicy:
         order = fair_order(snapshot, head)
         # quota use by the normalised split (docs/FAIRNESS.md §1): co-location onto another
         # tenant's guarantee is seen, refused at the gate and reclaimed
-        shares = gpu_shares(snapshot.running, memo.profile) if snapshot.tenant_quotas else None
+        # (SchedulerConfig.split_charge; off: whole gangs, as the other policies count)
+        split = snapshot.tenant_quotas and snapshot.config.split_charge
+        shares = gpu_shares(snapshot.running, memo.profile) if split else None
         preemptions, claimed = reclaim_preemptions(snapshot, order, self.name, can_start, shares)
         charges = None if shares is None else running_charges(snapshot.running, memo.profile)
         if preemptions:  # the jobs reclaim made room for first, then the fair order
