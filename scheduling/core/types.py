@@ -460,7 +460,10 @@ class Policy(Protocol):
         ...
 
 
-def splits_quota_use(policy: object) -> bool:
-    """Whether ``policy``'s quota gate counts use by the normalised split (its ``splits_quota_use``
-    attribute; ``False`` where it declares none: use is the GPUs of the running gangs)."""
-    return bool(getattr(policy, "splits_quota_use", False))
+def splits_quota_use(policy: object, config: SchedulerConfig | None = None) -> bool:
+    """Whether ``policy``'s quota gate counts use by the normalised split: its ``splits_quota_use``
+    attribute (``False`` where it declares none: use is the GPUs of the running gangs), and, given
+    the round's ``config``, only while :attr:`SchedulerConfig.split_charge` is on (the switch that
+    turns the split off in such a policy)."""
+    declared = bool(getattr(policy, "splits_quota_use", False))
+    return declared and (config is None or config.split_charge)

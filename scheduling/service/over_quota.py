@@ -26,7 +26,7 @@ from scheduling.core.charge import charge_rates
 from scheduling.core.quota import NO_QUOTA
 from scheduling.core.quota_state import QuotaState, quota_state
 from scheduling.core.types import JobId, TenantQuota, splits_quota_use
-from scheduling.service.fairness import summed_quotas
+from scheduling.service.fairness import scheduler_config, summed_quotas
 from scheduling.service.gpu_hours import note_slowdown, pair_rule
 from scheduling.service.rounds import policy_named
 
@@ -61,7 +61,7 @@ def quota_use(tenant_ids: Iterable[int] | None = None) -> dict[int, TenantQuotaU
         mine = Placement.objects.filter(active=True, job__tenant_id__in=ids).values("gpu_id")
         placements = placements.filter(gpu_id__in=mine)
     quota_rows = list(rows.values_list("tenant_id", "gpu_type", "guaranteed_gpus", "borrow_limit"))
-    used = _use_per_type(placements, splits_quota_use(policy_named()))
+    used = _use_per_type(placements, splits_quota_use(policy_named(), scheduler_config()))
     summed = summed_quotas((t, g, b) for t, _, g, b in quota_rows)
     typed: dict[int, dict[str, TenantQuota]] = defaultdict(dict)
     for tenant_id, gpu_type, g, b in quota_rows:

@@ -128,3 +128,18 @@ def test_quota_use_counts_a_shared_gpu_as_the_configured_gate_does(cluster: list
     assert (split.gpus_in_use, split.gpus_over_quota, split.over_quota) == (1.0, 0.0, False)
     # sjf-bsbf counts each job's gang: 1 + 1 = 2 > cap 1, one over
     assert (gangs.gpus_in_use, gangs.gpus_over_quota, gangs.over_quota) == (2.0, 1.0, True)
+
+
+def test_quota_use_follows_the_split_charge_switch(cluster: list[Node]) -> None:
+    """With SHAREWISE_SPLIT_CHARGE off, sjf-bsbf-fair's gate counts whole gangs, and so does the
+    over-quota view: the two jobs on one GPU are 1 + 1 = 2 GPUs against a cap of 1 (one over)."""
+    from scheduling import service
+    from tests.frontend.conftest import gpu, place
+
+    tenant, _ = Tenant.create_with_owner("team-qa", quota_gpus=1, borrow_limit=0, username="qa")
+    one, two = make_job(tenant, "a-one"), make_job(tenant, "a-two")
+    place(one, gpu("node-00", 0))
+    place(two, gpu("node-00", 0), slot=1)
+    with override_settings(SHAREWISE_POLICY="sjf-bsbf-fair", SHAREWISE_SPLIT_CHARGE=False):
+        use = service.quota_use()[tenant.pk].total
+    assert (use.gpus_in_use, use.gpus_over_quota, use.over_quota) == (2.0, 1.0, True)
