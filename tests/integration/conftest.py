@@ -77,17 +77,14 @@ def use_broker(url: str) -> None:
     app._after_fork()  # forgets the app's connection and producer pools, which are per URL
 
 
-@pytest.fixture
-def redis_client(postgres: None) -> Iterator[Any]:
-    """A client of this test's own Redis database (:func:`integration_redis_url`), which is emptied
-    before and after the test; while it runs, this process's Celery app sends there too."""
+def emptied_redis(base_url: str, why: str) -> tuple[str, Any]:
+    """This test's own Redis database on the server of ``base_url`` (:func:`integration_redis_url`)
+    and a client of it, emptied; skips (or fails where services are required) with ``why`` when
+    no URL is set or the server does not answer."""
     import redis
 
-    from config.celery import app
-
-    base_url = getattr(settings, "REDIS_URL", "")
     if not base_url:
-        skip_or_fail("integration tests need Redis (REDIS_URL=redis://...)")
+        skip_or_fail(f"{why} (REDIS_URL=redis://...)")
     url = integration_redis_url(base_url)
     client = redis.Redis.from_url(url)
     try:
@@ -95,6 +92,17 @@ def redis_client(postgres: None) -> Iterator[Any]:
     except redis.RedisError as exc:
         skip_or_fail(f"Redis at {url} does not answer: {exc}")
     client.flushdb()
+    return url, client
+
+
+@pytest.fixture
+def redis_client(postgres: None) -> Iterator[Any]:
+    """A client of this test's own Redis database (:func:`integration_redis_url`), which is emptied
+    before and after the test; while it runs, this process's Celery app sends there too."""
+
+    from config.celery import app
+
+    url, client = emptied_redis(getattr(settings, "REDIS_URL", ""), "integration tests need Redis")
     # a round requested by an earlier test must not make this test's requests no-ops
     cache.delete(ROUND_REQUEST_KEY)
     previous = app.conf.broker_url

@@ -27,8 +27,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import skip_or_fail
-from tests.integration.conftest import REPO, Subprocesses, integration_redis_url, wait_for
+from tests.integration.conftest import REPO, Subprocesses, emptied_redis, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -77,18 +76,7 @@ def broker(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
     if request.param == "no-broker":
         yield {}
         return
-    import redis
-
-    base = os.environ.get("REDIS_URL", "")
-    if not base:
-        skip_or_fail("the redis-pull variant needs Redis (REDIS_URL=redis://...)")
-    url = integration_redis_url(base)
-    client = redis.Redis.from_url(url)
-    try:
-        client.ping()
-    except redis.RedisError as exc:
-        skip_or_fail(f"Redis at {url} does not answer: {exc}")
-    client.flushdb()
+    url, client = emptied_redis(os.environ.get("REDIS_URL", ""), "the redis-pull variant needs Redis")
     try:
         yield {"REDIS_URL": url, "SHAREWISE_AGENT_TRANSPORT": "pull"}
     finally:
