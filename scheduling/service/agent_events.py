@@ -95,6 +95,14 @@ def record_event(node: Node, job_id: int, event: AgentEvent, now: datetime | Non
         window = generation_window(job_id)
         assert window is not None  # the job has placement rows (checked above)
         floor, latest = window
+        if _finished_after_requeue(job, node, event, latest):
+            # the run was requeued (its node fell silent: the web service was down, say) but ran
+            # on to the end: its work is done, so the job succeeds rather than running again
+            job.iterations_done = float(job.iterations)
+            data = {"node": node.name, "generation": event.generation, "event": event.event}
+            why = "finished after it was requeued"
+            release(job, now, Job.Status.SUCCEEDED, JobEvent.Kind.SUCCEEDED, why, data)  # no placement left
+            return _answer(job, accepted=True)
         if event.generation > latest or (
             event.generation < floor and not (job.status in TERMINAL and event.event != "progress")
         ):
@@ -200,6 +208,20 @@ def _progress(
             advance_progress(job, min(reported[n] for n in nodes))
     job.save(update_fields=["iterations_done", "measured_iteration_time_s"])
     return True
+
+
+def _finished_after_requeue(job: Job, node: Node, event: AgentEvent, latest: int) -> bool:
+    """Whether ``event`` is the completion of a run the service requeued while it went on: a
+    ``finished`` with all the job's iterations done, of a generation below ``latest``, for a job
+    now waiting (not placed again) whose latest placement was on ``node`` alone (a gang's other
+    nodes could not be vouched for)."""
+    return (
+        event.event == "finished"
+        and job.status == Job.Status.PENDING
+        and event.generation < latest
+        and event.iterations_done >= job.iterations
+        and latest_placement_nodes(job.pk) == {node.name}
+    )
 
 
 def _finished(

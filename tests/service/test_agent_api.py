@@ -428,3 +428,32 @@ def test_cancel_over_the_api_stops_the_job_on_its_node(
     _, token = fleet["node-00"]
     answer = report(token, job, capture, generation=2, event="stopped", iterations_done=5)
     assert answer.status_code == 200 and answer.json()["status"] == "cancelled"
+
+
+def test_a_run_requeued_while_its_node_was_silent_that_finished_meanwhile_succeeds(
+    fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable
+) -> None:
+    """The web service is down for longer than the heartbeat timeout: the scheduler hears nothing
+    from node-00, requeues its job (generation 2: stop) — but the job ran on and finished. Its
+    "finished" of generation 1, sent when the web service is back and before any new placement,
+    is the job's completion, not a stale report: the job succeeds with its 1,000 iterations
+    instead of running again from 340."""
+    capture = django_capture_on_commit_callbacks
+    job = place(tenant, capture)
+    node, token = fleet["node-00"]
+    beat(token, "node-00", capture, running=[{"job_id": job.pk, "generation": 1, "iterations_done": 340}])
+    node.refresh_from_db()
+    Node.objects.filter(name="node-01").update(last_heartbeat=node.last_heartbeat + timedelta(seconds=10))
+    with override_settings(SHAREWISE_HEARTBEAT_TIMEOUT_S=15.0):
+        with capture(execute=True):
+            service.check_heartbeats(node.last_heartbeat + timedelta(seconds=16))
+    job.refresh_from_db()
+    assert job.status == Job.Status.PENDING
+    # a "finished" short of the job's iterations is still a stale report of the replaced run
+    short = report(token, job, capture, generation=1, event="finished", iterations_done=10)
+    assert short.status_code == 409
+    done = report(token, job, capture, generation=1, event="finished", iterations_done=1000)
+    assert done.status_code == 200 and done.json()["status"] == "succeeded"
+    job.refresh_from_db()
+    assert (job.status, job.iterations_done) == (Job.Status.SUCCEEDED, 1000)
+    assert job.events.filter(kind="succeeded").count() == 1
