@@ -31,3 +31,13 @@ def shared_data() -> Path:
     if not (path / "traces").is_dir():
         pytest.skip(f"public data folder not found at {path} (set SHAREWISE_DATA_DIR)")
     return path
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (the OS picks it), for a server a test
+    starts."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -15,7 +15,6 @@ import contextlib
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
+
+from tests.conftest import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -37,12 +38,6 @@ class Timing:
     visibility_s: float = 8.0
     speedup: float = 20.0
     starvation_bound_s: float = 20.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def with_redis_db(url: str, db: int, port: int | None = None) -> str:

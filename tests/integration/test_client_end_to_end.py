@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import uuid
@@ -26,18 +25,13 @@ import pytest
 from django.conf import settings
 
 from cluster.models import Job, Node, Tenant
+from tests.conftest import free_port
 from tests.integration.conftest import REPO, Subprocesses, database_url, integration_redis_url, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
 #: Generous deadlines (s) on a loaded 2-core machine; never asserted as timings.
 DEADLINE_S = 90.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Cluster(Subprocesses):

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import free_port
 from tests.integration.conftest import REPO, Subprocesses, emptied_redis, wait_for
 
 pytestmark = pytest.mark.slow
@@ -35,12 +35,6 @@ pytestmark = pytest.mark.slow
 DEADLINE_S = 45.0
 #: The server's heartbeat timeout here (s): short, so the dead agent is noticed within the test.
 HEARTBEAT_TIMEOUT_S = 5.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Services(Subprocesses):
