@@ -27,6 +27,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from operator import itemgetter
+from typing import Any
 
 from scheduling.core.gpu_types import TypeCapacity
 from scheduling.core.placement import never_fits_reason, start_on_idle
@@ -85,14 +86,15 @@ def preemptive_exclusive(
     snapshot: Snapshot,
     profile: Profile,
     policy: str,
-    key: Callable[[Job], tuple],
+    key: Callable[[Job], Any],
     *,
     explain: bool,
-    ranked_pending: tuple[Sequence[tuple], Sequence[Job]] | None = None,
+    ranked_pending: tuple[Sequence[Any], Sequence[Job]] | None = None,
 ) -> RoundDecisions:
     """One round of a preemptive, exclusive policy (SRTF, Tiresias; see the module docstring).
 
-    ``key(job)``: the ranking key (smallest first; unique, e.g. ending with the job id) of a
+    ``key(job)``: the ranking key (smallest first; unique, e.g. ending with the job id, or a
+    position; keys of one round compare with each other: tuples, or ints) of a
     running job, and of the pending ones unless ``ranked_pending = (keys, jobs)`` gives them
     already sorted (the same keys). Running jobs not admitted are preempted; admitted pending
     jobs start on the GPUs left idle once the preempted jobs are gone (preemptions are applied
@@ -110,12 +112,10 @@ def preemptive_exclusive(
     free = state.healthy_count if packer is None else packer.total
     # several GPU types: count per type too (scheduling.core.gpu_types)
     kinds = TypeCapacity(state.gpus, state.types) if packer is None and not state.types.single else None
-    running: list[tuple[tuple, RunningJob]] = sorted(
-        ((key(rj.job), rj) for rj in snapshot.running), key=_first
-    )
+    running: list[tuple[Any, RunningJob]] = sorted(((key(rj.job), rj) for rj in snapshot.running), key=_first)
     if ranked_pending is None:
         ranked = sorted(((key(job), job) for job in snapshot.pending), key=_first)
-        pending_keys: Sequence[tuple] = [k for k, _ in ranked]
+        pending_keys: Sequence[Any] = [k for k, _ in ranked]
         pending_jobs: Sequence[Job] = [j for _, j in ranked]
     else:
         pending_keys, pending_jobs = ranked_pending
@@ -135,8 +135,11 @@ def preemptive_exclusive(
         if pi < n_pending and (ri == n_running or pending_keys[pi] < running[ri][0]):
             job = pending_jobs[pi]
             pi += 1
-            if free == 0 and not explain:
-                pi = n_pending  # no pending job can start any more, and no one asked why
+            if not explain and job.gpus > free:
+                # it cannot be admitted (under the consolidated rule either: the packer holds
+                # ``free`` GPUs in all), and no one asked why; none can once no GPU is left
+                if free == 0:
+                    pi = n_pending
                 continue
             rank = ri + pi
             reason = never_fits_reason(job, state, profile)

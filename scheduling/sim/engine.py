@@ -173,6 +173,10 @@ class Simulator:
         self._preemptions = 0
         self._since_due, self._change = False, math.inf  # since the last due round: an event; a horizon
         self._xi_weighted = self._xi_time = 0.0
+        # running jobs as the last snapshot showed them at ``_views_at`` (s): the second snapshot
+        # of a round (for the policy's horizon) reuses those still running on the same placement
+        self._views: dict[JobId, RunningJob] = {}
+        self._views_at = -math.inf
         bin_s = self.config.usage_bin_s
         self._ledger = None if bin_s is None else UsageLedger(bin_s)
 
@@ -249,12 +253,7 @@ class Simulator:
         s.xi = xi
         s.charge_rate = charge_rates(occupancy, self._pair_slowdown)[jid]
         s.rate = 1.0 / (s.iter_s * xi)
-        s.version += 1
-        remaining = s.base.iterations - s.done
-        t_start = s.resume_at if s.resume_at > now else now
-        end = t_start + (remaining / s.rate if remaining > 0 else 0.0)
-        self._seq += 1
-        heapq.heappush(self._heap, (end, self._seq, jid, s.version))
+        self._repush(s, now)
         if self.belief is not None:
             self.belief.segment(s, now, None if worst is None else self._states[worst])
 
@@ -383,14 +382,23 @@ class Simulator:
             for jid in belief.changed_jobs():
                 if jid in self._pending:
                     self._pending[jid] = belief.believe(self._states[jid].view)
+        # a running job's view at ``now`` depends only on its state, which a round's decisions
+        # and relaunches at ``now`` leave as it was (progress and service at ``now`` are kept);
+        # the belief may change with decisions, so its views are always rebuilt
+        views = self._views if now == self._views_at and belief is None else {}
         running = []
         for jid in self._running:
             s = self._states[jid]
             assert s.placement is not None
-            attained = s.attained + s.base.gpus * (now - s.last)
-            base = s.base if belief is None else belief.believe(s.base)
-            job = with_progress(base, self._progress_at(s, now), attained, s.queued_since)
-            running.append(RunningJob(job, s.placement))
+            view = views.get(jid)
+            if view is None or view.placement is not s.placement:
+                attained = s.attained + s.base.gpus * (now - s.last)
+                base = s.base if belief is None else belief.believe(s.base)
+                job = with_progress(base, self._progress_at(s, now), attained, s.queued_since)
+                view = RunningJob(job, s.placement)
+            running.append(view)
+        self._views = {rj.job.id: rj for rj in running}
+        self._views_at = now
         pending = tuple(self._pending.values())
         return Snapshot(
             now, self.cluster, pending, tuple(running), self.config.scheduler, self.config.tenant_quotas
@@ -430,7 +438,20 @@ class Simulator:
                     s = self._states[jid]
                     self._advance(s, now)
                     fid.relaunch_job(s, now)
-                    self._reschedule(s, now)
+                    if self.belief is None:
+                        self._repush(s, now)
+                    else:  # the belief records a segment at every reschedule
+                        self._reschedule(s, now)
+
+    def _repush(self, s: JobState, now: float) -> None:
+        """A relaunched job's completion event at its rate, which a relaunch leaves as it was (the
+        same jobs on its GPUs): :meth:`_reschedule` without recomputing ``ξ`` and the charge."""
+        s.version += 1
+        remaining = s.base.iterations - s.done
+        t_start = s.resume_at if s.resume_at > now else now
+        end = t_start + (remaining / s.rate if remaining > 0 else 0.0)
+        self._seq += 1
+        heapq.heappush(self._heap, (end, self._seq, s.base.id, s.version))
 
     def _next_horizon_round(self, now: float) -> float:
         """After a due round: the policy's horizon (after its decisions), for horizon rounds and

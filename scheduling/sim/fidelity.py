@@ -58,6 +58,8 @@ class OverheadTable:
     by_model: Mapping[str, float] = field(default_factory=dict)
     by_gang: Mapping[int, Mapping[str, float]] = field(default_factory=dict)
     default_s: float = 0.0
+    # (model, gang size) -> s, filled by :meth:`seconds`: a re-plan asks for every running job
+    memo: dict[tuple[str, int], float] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         values = [self.default_s, *self.by_model.values()]
@@ -67,12 +69,18 @@ class OverheadTable:
 
     def seconds(self, job: Job) -> float:
         """The overhead (s) of ``job``'s launch."""
+        key = (job.model, job.gpus)
+        known = self.memo.get(key)
+        if known is not None:
+            return known
+        seconds = float(self.by_model.get(job.model, self.default_s))
         sizes = [g for g in self.by_gang if g <= job.gpus]
         if sizes:
             table = self.by_gang[max(sizes)]
             if job.model in table:
-                return float(table[job.model])
-        return float(self.by_model.get(job.model, self.default_s))
+                seconds = float(table[job.model])
+        self.memo[key] = seconds
+        return seconds
 
     @classmethod
     def constant(cls, seconds: float) -> OverheadTable:

@@ -27,8 +27,10 @@ Times in s; service in GPU-s or wall s (``TiresiasConfig.service``).
 from __future__ import annotations
 
 import math
+import operator
 from bisect import bisect_right
 from dataclasses import dataclass
+from itertools import chain, compress
 
 from scheduling.core.preemptive import preemptive_exclusive
 from scheduling.core.types import Job, JobId, Profile, RoundDecisions, Snapshot, TiresiasConfig
@@ -72,10 +74,11 @@ class TiresiasLists:
         entry.q = q
         self.queues[q][jid] = None
 
-    def observe(self, snapshot: Snapshot) -> None:
+    def observe(self, snapshot: Snapshot, pending: dict[JobId, Job] | None = None) -> None:
         """Bring the lists to ``snapshot``: drop finished jobs, add new ones, demote and
         promote (steps 1–3 of the module docstring). The running jobs are looked at one by one;
-        the pending ones only with the guard on (their pending time counts)."""
+        the pending ones only with the guard on (their pending time counts). ``pending``: the
+        snapshot's pending jobs by id, when the caller has them already."""
         config = snapshot.config.tiresias
         now = snapshot.now
         if config != self.config or now < self.now:
@@ -84,7 +87,8 @@ class TiresiasLists:
         last_q = len(thresholds)
         previous, self.now = self.now, now
         entries = self.entries
-        pending = {j.id: j for j in snapshot.pending}
+        if pending is None:
+            pending = {j.id: j for j in snapshot.pending}
         running = {rj.job.id: rj.job for rj in snapshot.running}
         present = pending.keys() | running.keys()
         for jid in entries.keys() - present:  # finished or gone
@@ -128,22 +132,18 @@ class TiresiasLists:
         """One pass (steps 1–5): the lists' order is the ranking of
         :func:`~scheduling.core.preemptive.preemptive_exclusive`; then the lists whose order may
         have changed (a job started, stopped or moved into them) are partitioned, running jobs
-        first. O(jobs), no sort."""
-        self.observe(snapshot)
+        first. O(jobs), no sort; the ranking is built with C-level iteration (``compress``,
+        ``map``): it is the whole per-round cost of a long queue."""
         pending_by_id = {j.id: j for j in snapshot.pending}
-        position: dict[JobId, tuple[int]] = {}
-        keys: list[tuple[int]] = []
-        pending: list[Job] = []
-        n = 0
-        for queue in self.queues:
-            for jid in queue:
-                job = pending_by_id.get(jid)
-                if job is None:
-                    position[jid] = (n,)
-                else:
-                    keys.append((n,))
-                    pending.append(job)
-                n += 1
+        self.observe(snapshot, pending_by_id)
+        # the key of a job is its position in the lists walked queue by queue
+        order = list(chain.from_iterable(self.queues))
+        is_pending = list(map(pending_by_id.__contains__, order))
+        keys = list(compress(range(len(order)), is_pending))
+        pending = list(map(pending_by_id.__getitem__, compress(order, is_pending)))
+        is_running = list(map(operator.not_, is_pending))
+        running_ids = compress(order, is_running)
+        position = dict(zip(running_ids, compress(range(len(order)), is_running), strict=True))
         decisions = preemptive_exclusive(
             snapshot,
             profile,
