@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from scheduling.core.gpu_types import TypeCapacity
@@ -37,6 +37,7 @@ from scheduling.core.round_state import RoundState
 from scheduling.core.types import Job, Preempt, Profile, RoundDecisions, RunningJob, Snapshot, Start, Wait
 
 _first = itemgetter(0)
+_gang = attrgetter("gpus")
 
 
 class YarnPacker:
@@ -131,14 +132,16 @@ def preemptive_exclusive(
                 later[g] = later.get(g, 0) + 1
     ri = pi = 0
     n_running, n_pending = len(running), len(pending_jobs)
+    smallest = min(map(_gang, pending_jobs), default=0) if not explain else 0
     while ri < n_running or pi < n_pending:
         if pi < n_pending and (ri == n_running or pending_keys[pi] < running[ri][0]):
             job = pending_jobs[pi]
             pi += 1
             if not explain and job.gpus > free:
                 # it cannot be admitted (under the consolidated rule either: the packer holds
-                # ``free`` GPUs in all), and no one asked why; none can once no GPU is left
-                if free == 0:
+                # ``free`` GPUs in all), and no one asked why; none can once fewer GPUs are left
+                # than the smallest pending gang
+                if free < smallest:
                     pi = n_pending
                 continue
             rank = ri + pi
