@@ -46,11 +46,8 @@ from __future__ import annotations
 
 import heapq
 import math
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-
-from tqdm import tqdm
 
 from scheduling.core.charge import charge_rates
 from scheduling.core.metrics import JobOutcome
@@ -72,6 +69,7 @@ from scheduling.core.usage import UsageLedger
 from scheduling.sim.belief import Belief
 from scheduling.sim.fidelity import Fidelity
 from scheduling.sim.job_state import JobState, with_progress
+from scheduling.sim.progress import progress_bar
 from scheduling.sim.result import SimResult
 
 #: Default cost (s) of restarting a preempted job: no progress while its checkpoint is restored.
@@ -482,14 +480,7 @@ class Simulator:
         ai = 0
         next_k = 0  # first periodic round (at next_k × interval) not yet passed
         changed = True  # an arrival, completion or decision since the last round that did nothing
-        bar = tqdm(
-            total=n_arrivals,
-            desc=self.policy.name,
-            unit="job",
-            file=sys.stderr,
-            disable=not self.progress,
-            mininterval=0.5,
-        )
+        bar = progress_bar(n_arrivals, self.policy.name, shown=self.progress, unit="job")
         finished_since_bar = 0
         while True:
             while heap and states[heap[0][2]].version != heap[0][3]:

@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import TypeVar
 
-from tqdm import tqdm
+from scheduling.sim.progress import ProgressBar, progress_bar
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -93,7 +92,7 @@ def run_tasks(
     """
     if workers < 1:
         raise SweepError(f"--workers must be at least 1, got {workers}")
-    bar = tqdm(total=len(tasks), desc=desc, file=sys.stderr, disable=not progress, leave=False)
+    bar = progress_bar(len(tasks), desc, shown=progress, leave=False)
     try:
         if dask:
             return _on_dask(fn, tasks, dask, bar)
@@ -108,7 +107,7 @@ def run_tasks(
         bar.close()
 
 
-def _in_processes(fn: Callable[[T], R], tasks: Sequence[T], workers: int, bar: tqdm) -> list[R]:
+def _in_processes(fn: Callable[[T], R], tasks: Sequence[T], workers: int, bar: ProgressBar) -> list[R]:
     with ProcessPoolExecutor(max_workers=workers) as pool:
         futures = {pool.submit(fn, task): i for i, task in enumerate(tasks)}
         results: list = [None] * len(tasks)
@@ -122,7 +121,7 @@ def _in_processes(fn: Callable[[T], R], tasks: Sequence[T], workers: int, bar: t
     return results
 
 
-def _on_dask(fn: Callable[[T], R], tasks: Sequence[T], address: str, bar: tqdm) -> list[R]:
+def _on_dask(fn: Callable[[T], R], tasks: Sequence[T], address: str, bar: ProgressBar) -> list[R]:
     try:
         from distributed import Client
         from distributed import as_completed as dask_completed
