@@ -30,7 +30,7 @@ import math
 import operator
 from bisect import bisect_right
 from dataclasses import dataclass
-from itertools import chain, compress
+from itertools import chain, compress, filterfalse
 
 from scheduling.core.preemptive import preemptive_exclusive
 from scheduling.core.types import Job, JobId, Profile, RoundDecisions, Snapshot, TiresiasConfig
@@ -159,9 +159,9 @@ class TiresiasLists:
         runs = (position.keys() - stopped) | started
         for i in touched:
             queue = self.queues[i]
-            ahead = [jid for jid in queue if jid in runs]
+            ahead = list(filter(runs.__contains__, queue))
             if 0 < len(ahead) < len(queue):
-                ahead.extend(jid for jid in queue if jid not in runs)
+                ahead.extend(filterfalse(runs.__contains__, queue))
                 self.queues[i] = dict.fromkeys(ahead)
         return decisions
 
