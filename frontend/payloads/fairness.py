@@ -11,10 +11,10 @@ from django.utils import timezone
 
 from cluster.expressions import EpochSeconds
 from cluster.models import Job, Quota, Tenant
-from frontend.payloads.bins import demand_bins, usage_bins
+from frontend.payloads.bins import curve_bins, demand_bins
 from frontend.payloads.clock import TimeScale, time_scale
 from frontend.payloads.common import Viewer, payload, raw_rows, rounded, table
-from frontend.payloads.service import charged_segments, policy_named, scheduler_config, summed_quotas
+from frontend.payloads.service import policy_named, scheduler_config, summed_quotas, window_charge
 from scheduling import figures
 from scheduling.core.metrics import jain_index
 from scheduling.core.quota import NO_QUOTA, reclaim_in_effect
@@ -78,8 +78,9 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     config, policy = scheduler_config(), policy_named()
     # bins of wall seconds (a replay's window never reaches back before the replay began)
     width_s = max((now - start).total_seconds(), 1e-3) / FAIRNESS_BINS
-    segments = charged_segments(start.timestamp(), now.timestamp())
-    charged = usage_bins(segments, start.timestamp(), width_s, FAIRNESS_BINS)
+    # what can no longer change is summed once and cached (scheduling.service.closed_charge)
+    part = window_charge(start.timestamp(), now.timestamp())
+    charged = curve_bins((part.closed, part.open), start.timestamp(), width_s, FAIRNESS_BINS)
     jobs = tenant_jobs()
     demand = demand_bins(start, now, width_s, FAIRNESS_BINS, {t: j.first_active for t, j in jobs.items()})
     jain = jain_per_bin(tenants, charged, demand, guaranteed, width_s)
