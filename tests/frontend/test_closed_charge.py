@@ -120,9 +120,6 @@ def test_cached_charge_equals_from_scratch_after_each_change(world: dict[str, An
     # a ξ written to an ended row
     Placement.objects.filter(pk=b.pk).update(measured_slowdown=3.0)
     same(now)
-    # the pair of an ended block shares again: its ξ is read off the newest row
-    place(w, "A", 3, now - 5, None, shared_with=w["jobs"]["F"].pk, predicted_slowdown=2.0)
-    same(now)
     now += 600  # much later: rows leave the window at its left
     same(now)
 
@@ -138,6 +135,35 @@ def test_a_closed_block_with_an_open_partner_follows_its_late_slowdown(world: di
     assert sum(same(now)[t1]) == pytest.approx(600, abs=1e-3)  # ½ of [0, 1200]
     Placement.objects.filter(pk=c.pk).update(measured_slowdown=3.0)
     assert sum(same(now)[t1]) == pytest.approx(900, abs=1e-3)  # 3/4 of [0, 1200]
+
+
+def test_a_closed_block_re_split_when_its_pair_shares_again(world: dict[str, Any]) -> None:
+    # B and C shared GPU 1 and both ended long ago (ξ 1 and 3: B paid 3/4); later they share
+    # GPU 2 with new predictions (1 and 1): a pair's ξ is read off its newest rows, so the old
+    # block is re-split ½/½ from scratch, and the cached closed block must follow
+    w = world
+    jb, jc = w["jobs"]["B"].pk, w["jobs"]["C"].pk
+    place(w, "B", 1, 0, 1200, shared_with=jc, predicted_slowdown=1.0)
+    place(w, "C", 1, 0, 1200, shared_with=jb, predicted_slowdown=3.0)
+    now = 3000.0
+    t1 = w["tenants"][0].pk
+    assert sum(same(now)[t1]) == pytest.approx(900, abs=1e-3)
+    place(w, "B", 2, now - 100, None, shared_with=jc, predicted_slowdown=1.0)
+    place(w, "C", 2, now - 100, None, shared_with=jb, predicted_slowdown=1.0, slot=1)
+    assert sum(same(now)[t1]) == pytest.approx(600 + 50, abs=1e-3)
+
+
+def test_a_closed_row_overlapping_an_open_one_is_charged_with_it(world: dict[str, Any]) -> None:
+    # B ended; C, still open, shared its GPU with no slowdown known (½ each); then C's row is
+    # re-paired with a prediction (the service's re-plan) and B's past is re-split
+    w = world
+    place(w, "B", 1, 0, 1200, shared_with=w["jobs"]["C"].pk, predicted_slowdown=1.0)
+    c = place(w, "C", 1, 0, None)
+    now = 3000.0
+    t1 = w["tenants"][0].pk
+    assert sum(same(now)[t1]) == pytest.approx(600, abs=1e-3)
+    Placement.objects.filter(pk=c.pk).update(shared_with=w["jobs"]["B"].pk, predicted_slowdown=3.0)
+    assert sum(same(now)[t1]) == pytest.approx(900, abs=1e-3)
 
 
 def test_a_placement_inserted_into_the_closed_past_is_seen(world: dict[str, Any]) -> None:
