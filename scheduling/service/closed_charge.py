@@ -151,13 +151,14 @@ def _fingerprints(floor_s: float, cutoff_s: float) -> tuple[tuple[int, ...], tup
     given a new ξ changes one of them."""
     lo, hi = (connection.ops.adapt_datetimefield_value(_at(t)) for t in (floor_s, cutoff_s))
     with connection.cursor() as cursor:
-        cursor.execute(_FINGERPRINT_SQL.format(table=Placement._meta.db_table), [lo, hi, hi, lo, hi, hi])
+        cursor.execute(_FINGERPRINT_SQL, [lo, hi, hi, lo, hi, hi])
         got = [int(v or 0) for v in cursor.fetchone()]
     return tuple(got[:3]), tuple(got[3:])
 
 
-# One pass over the rows of the window (index on ended_at; IS NULL included). Written out: the
-# ORM spends longer compiling this aggregate than the database running it.
+# One pass over the window's rows of Placement's table (Django's default name, cluster_placement;
+# the index on ended_at serves IS NULL too). Written out: the ORM spends longer compiling this
+# aggregate than the database running it.
 _OPEN = "((active AND ended_at IS NULL) OR ended_at > %s)"
 _FINGERPRINT_SQL = (
     "SELECT COUNT(CASE WHEN c THEN id END), SUM(CASE WHEN c THEN id END), "
@@ -168,7 +169,7 @@ _FINGERPRINT_SQL = (
     "SUM(CASE WHEN o THEN CAST(measured_slowdown * 1000000.0 AS BIGINT) END), "
     "SUM(CASE WHEN o THEN CAST(predicted_slowdown * 1000000.0 AS BIGINT) END) "
     "FROM (SELECT id, ended_at, shared_with, measured_slowdown, predicted_slowdown, "
-    "(ended_at > %s AND ended_at <= %s) AS c, " + _OPEN + " AS o FROM {table} "
+    "(ended_at > %s AND ended_at <= %s) AS c, " + _OPEN + " AS o FROM cluster_placement "
     "WHERE (ended_at > %s AND ended_at <= %s) OR " + _OPEN + ") AS w"
 )
 
