@@ -4,10 +4,11 @@ each tenant's GPU-seconds per bin over the last hour, bins whose edges slide wit
 
 What is closed: a placement that ended at or before the *cutoff* ``W`` (a multiple of
 :data:`GRID_S` at least :data:`MARGIN_S` before now, so a transaction still committing an end
-is not missed), whose GPU time nobody open shares. Per GPU the rows are cut into *blocks* (rows
-that overlap or touch, chained); a block is closed when all its rows are, no row of a job pair
-charged in it is open (a pair's slowdown is read off its latest row, ``gpu_hours.intervals_of``,
-so a measurement still arriving for the pair re-splits the past), and it is then charged once:
+is not missed), whose GPU time nobody open shares. Per GPU the rows are cut into *blocks*
+(rows that overlap, chained, and one job's rows that touch); a block is closed when all its rows
+are, no row of a job pair charged in it is open (a pair's slowdown is read off its latest row,
+``gpu_hours.intervals_of``, so a measurement still arriving for the pair re-splits the past), and
+it is then charged once:
 its segments go into one :class:`~scheduling.core.cumulative.Cumulative` per tenant. The rest
 of the window (open rows, and closed rows in a block with an open row or an open pair: *tainted*,
 kept as rows) is charged afresh on every request, so a late slowdown ξ of an open placement
@@ -245,7 +246,10 @@ def _fold(entry: ClosedEntry, rows: Sequence[Row], known_closed: Iterable[int] =
 
 
 def _blocks(rows: Sequence[Row]) -> list[list[Row]]:
-    """Per GPU, rows that overlap or touch in time, chained (an open row reaches forever)."""
+    """Per GPU, rows that overlap in time, chained (an open row reaches for ever), and rows of one
+    job that touch (merged into one span, ``gpu_hours.merged_spans``). Rows of two jobs that only
+    touch (one ends as the next begins: a busy GPU's history) hold the GPU at no common instant,
+    so they fall in separate blocks and a long busy history still closes row by row."""
     by_gpu: dict[int, list[Row]] = {}
     for r in rows:
         by_gpu.setdefault(r[3], []).append(r)
@@ -253,12 +257,14 @@ def _blocks(rows: Sequence[Row]) -> list[list[Row]]:
     for members in by_gpu.values():
         members.sort(key=lambda r: (r[4], r[0]))
         block: list[Row] = []
+        jobs: set[int] = set()
         reach = -math.inf
         for r in members:
-            if block and r[4] > reach:
+            if block and not (r[4] < reach or (r[4] == reach and r[1] in jobs)):
                 out.append(block)
-                block = []
+                block, jobs = [], set()
             block.append(r)
+            jobs.add(r[1])
             reach = max(reach, math.inf if r[5] is None else r[5])
         if block:
             out.append(block)

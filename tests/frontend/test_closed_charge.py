@@ -20,7 +20,7 @@ from cluster.models import GPU, Job, Node, Placement, Tenant
 from frontend.payloads import fairness
 from frontend.payloads.bins import curve_bins, usage_bins
 from frontend.payloads.common import viewer_of
-from scheduling.service import charged_segments, window_charge
+from scheduling.service import charged_segments, closed_charge, window_charge
 
 pytestmark = pytest.mark.django_db
 
@@ -164,6 +164,22 @@ def test_a_closed_row_overlapping_an_open_one_is_charged_with_it(world: dict[str
     assert sum(same(now)[t1]) == pytest.approx(600, abs=1e-3)
     Placement.objects.filter(pk=c.pk).update(shared_with=w["jobs"]["B"].pk, predicted_slowdown=3.0)
     assert sum(same(now)[t1]) == pytest.approx(900, abs=1e-3)
+
+
+def test_a_busy_gpu_history_closes_row_by_row(world: dict[str, Any]) -> None:
+    # back to back on GPU 0 (each begins as the one before ends) up to C, still running: A and B
+    # never share a second with C, so they are charged once into the closed curves, not again on
+    # every change of C
+    w = world
+    place(w, "A", 0, 0, 1000)
+    place(w, "B", 0, 1000, 2000)
+    place(w, "C", 0, 2000, None)
+    now = 3000.0
+    t1 = w["tenants"][0].pk
+    assert sum(same(now)[t1]) == pytest.approx(1000 + 1000, abs=1e-3)  # A and B, both of tenant t1
+    entry = cache.get(f"{closed_charge.KEY}{WINDOW_S // 60}")
+    assert entry.tainted == []
+    assert set(entry.curves) == {t1}
 
 
 def test_a_placement_inserted_into_the_closed_past_is_seen(world: dict[str, Any]) -> None:
