@@ -7,7 +7,8 @@ which 300 GPUs are shared, 6,000 pending, 3,000 succeeded in the last 100 minute
 another on 24 GPUs, with their ended placements) and 30 rounds, each with a decision for every
 pending job. Then it requests each endpoint through Django's test client (the whole middleware
 stack and the database, no HTTP socket) as a cluster admin and as a tenant member, and prints
-the median and p95 latency (ms, wall clock and CPU time) and the response size of each.
+the median and p95 latency (ms, wall clock and CPU time), the database's CPU time per request
+(a local PostgreSQL) and the response size of each.
 
 Not a test: nothing is asserted. Target: p95 < 50 ms per endpoint on this machine.
 
@@ -15,7 +16,7 @@ Python's garbage collector adds pauses of 20-50 ms to a few percent of the reque
 collections walk every object of the process); ``--gc-freeze`` measures what happens when the
 start-up objects are frozen first (``gc.freeze()``, e.g. in gunicorn's ``post_fork``).
 
-Run: ``python benchmarks/bench_dashboard.py [--requests 40] [--gc-freeze]
+Run: ``python benchmarks/bench_dashboard.py [--requests 40] [--gc-freeze] [--endpoints fairness,timeline]
 [--database-url postgres://postgres@127.0.0.1:5432/sharewise_bench_dashboard]``
 """
 
@@ -244,14 +245,35 @@ def _p95(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
-def measure(users: dict[str, Any], requests: int) -> None:
+def _db_cpu_s() -> float | None:
+    """CPU time (s) of the PostgreSQL backend serving this connection so far, read from
+    ``/proc`` (a local server only; ``None`` on SQLite or where it cannot be read)."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def measure(users: dict[str, Any], requests: int, endpoints: tuple[str, ...] = ENDPOINTS) -> None:
     """Print median and p95 latency per endpoint and viewer: wall clock, and this process's CPU
     time (which, with SQLite in-process, includes the database's work, and does not count time
-    lost to other programs on a busy machine)."""
+    lost to other programs on a busy machine); on a local PostgreSQL also the mean CPU time of
+    its backend per request (``db cpu``: wall ≈ cpu + db cpu on an idle machine)."""
     from django.test import Client
 
-    print(f"{'endpoint':<14}{'viewer':<15}{'wall p50':>9}{'p95':>7}{'cpu p50':>9}{'p95':>7}{'KB':>6}   (ms)")
-    for name in ENDPOINTS:
+    print(
+        f"{'endpoint':<14}{'viewer':<15}{'wall p50':>9}{'p95':>7}{'cpu p50':>9}{'p95':>7}"
+        f"{'db cpu':>8}{'KB':>6}   (ms)"
+    )
+    for name in endpoints:
         for who, user in users.items():
             client = Client(HTTP_HOST="127.0.0.1")
             client.force_login(user)
@@ -259,14 +281,17 @@ def measure(users: dict[str, Any], requests: int) -> None:
             response = client.get(url)  # warm-up: profile tables, query compilation, parsed rounds
             assert response.status_code == 200, response.content[:200]
             wall, cpu = [], []
+            db0 = _db_cpu_s()
             for _ in range(requests):
                 t0, c0 = time.perf_counter(), time.process_time()
                 response = client.get(url)
                 wall.append((time.perf_counter() - t0) * 1000)
                 cpu.append((time.process_time() - c0) * 1000)
+            db1 = _db_cpu_s()
+            db = "" if db0 is None or db1 is None else f"{(db1 - db0) * 1000 / requests:.1f}"
             print(
                 f"{name:<14}{who:<15}{statistics.median(wall):>9.1f}{_p95(wall):>7.1f}"
-                f"{statistics.median(cpu):>9.1f}{_p95(cpu):>7.1f}{len(response.content) / 1024:>6.0f}"
+                f"{statistics.median(cpu):>9.1f}{_p95(cpu):>7.1f}{db:>8}{len(response.content) / 1024:>6.0f}"
             )
 
 
@@ -282,7 +307,13 @@ def main() -> None:
         help="gc.freeze() after setup, as a web worker can after start-up: full garbage "
         "collections then skip the start-up objects (no 20-50 ms pauses)",
     )
+    parser.add_argument(
+        "--endpoints", default=",".join(ENDPOINTS), help=f"comma-separated subset of {','.join(ENDPOINTS)}"
+    )
     args = parser.parse_args()
+    endpoints = tuple(e for e in args.endpoints.split(",") if e)
+    if unknown := set(endpoints) - set(ENDPOINTS):
+        parser.error(f"unknown endpoints: {', '.join(sorted(unknown))}")
     with tempfile.TemporaryDirectory() as tmp:
         url = args.database_url or f"sqlite:///{tmp}/bench.sqlite3"
         setup_django(url)
@@ -299,7 +330,7 @@ def main() -> None:
             gc.collect()
             gc.freeze()
         print(f"garbage collector: {'start-up objects frozen' if args.gc_freeze else 'default'}")
-        measure(users, args.requests)
+        measure(users, args.requests, endpoints)
 
 
 if __name__ == "__main__":

@@ -27,9 +27,10 @@ class EpochSeconds(Func):
         )
 
     def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
-        return self.as_sql(
-            compiler, connection, template="EXTRACT(EPOCH FROM %(expressions)s)::float8", **extra
-        )
+        # date_part, not EXTRACT: since PostgreSQL 14 EXTRACT computes in numeric (about twice the
+        # cost of a 10,000-job aggregate); date_part divides the µs count in float8, the same
+        # correctly rounded value as EXTRACT(...)::float8
+        return self.as_sql(compiler, connection, template="date_part('epoch', %(expressions)s)", **extra)
 
 
 class BinIndex(Func):

@@ -12,6 +12,7 @@ from django.db.models import Value
 from cluster.expressions import BinIndex, EpochSeconds
 from cluster.models import Job
 from frontend.payloads.common import placements_in_window, raw_rows
+from scheduling.core.cumulative import Cumulative
 from scheduling.core.usage import ChargeSegment
 
 
@@ -81,6 +82,29 @@ def usage_bins(
     for seg in segments:
         charged.add(int(seg.tenant), seg.start_s, seg.end_s, seg.rate)
     return charged.totals()
+
+
+def curve_bins(
+    parts: Iterable[Mapping[int, Cumulative]], start_s: float, width_s: float, bins: int
+) -> dict[int, list[float]]:
+    """``{tenant id: [GPU-seconds per bin]}`` (bins of ``width_s`` s from ``start_s``) of a
+    window's charge given as curves (the service's ``window_charge``: its ``closed`` and
+    ``open`` parts, each ``{tenant id: Cumulative}``), summed over the parts. Equal to
+    :func:`usage_bins` of the window's charge segments up to float rounding; a tenant charged
+    nothing in the window is left out, as there."""
+    charged: dict[int, list[float]] = {}
+    for curves in parts:
+        for tenant, curve in curves.items():
+            values = curve.bins(start_s, width_s, bins)
+            if not any(values):
+                continue  # charged before the window only
+            mine = charged.get(tenant)
+            if mine is None:
+                charged[tenant] = values
+            else:
+                for k, value in enumerate(values):
+                    mine[k] += value
+    return charged
 
 
 def demand_bins(

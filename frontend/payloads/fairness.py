@@ -4,17 +4,19 @@ time, mean JCT and queueing delay, GPU-hours; and the cluster-wide scheduler set
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from functools import cache
 from typing import Any, NamedTuple
 
+from django.db import connection
 from django.db.models import Avg, Count, Min, Q, Sum
 from django.utils import timezone
 
 from cluster.expressions import EpochSeconds
 from cluster.models import Job, Quota, Tenant
-from frontend.payloads.bins import demand_bins, usage_bins
+from frontend.payloads.bins import curve_bins, demand_bins
 from frontend.payloads.clock import TimeScale, time_scale
-from frontend.payloads.common import Viewer, payload, raw_rows, rounded, table
-from frontend.payloads.service import charged_segments, policy_named, scheduler_config, summed_quotas
+from frontend.payloads.common import Viewer, payload, rounded, table
+from frontend.payloads.service import policy_named, scheduler_config, summed_quotas, window_charge
 from scheduling import figures
 from scheduling.core.metrics import jain_index
 from scheduling.core.quota import NO_QUOTA, reclaim_in_effect
@@ -78,8 +80,9 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     config, policy = scheduler_config(), policy_named()
     # bins of wall seconds (a replay's window never reaches back before the replay began)
     width_s = max((now - start).total_seconds(), 1e-3) / FAIRNESS_BINS
-    segments = charged_segments(start.timestamp(), now.timestamp())
-    charged = usage_bins(segments, start.timestamp(), width_s, FAIRNESS_BINS)
+    # what can no longer change is summed once and cached (scheduling.service.closed_charge)
+    part = window_charge(start.timestamp(), now.timestamp())
+    charged = curve_bins((part.closed, part.open), start.timestamp(), width_s, FAIRNESS_BINS)
     jobs = tenant_jobs()
     demand = demand_bins(start, now, width_s, FAIRNESS_BINS, {t: j.first_active for t, j in jobs.items()})
     jain = jain_per_bin(tenants, charged, demand, guaranteed, width_s)
@@ -149,8 +152,19 @@ def mean_jct_words(visible: Mapping[int, str], jobs: Mapping[int, TenantJobs], s
 
 def tenant_jobs() -> dict[int, TenantJobs]:
     """``{tenant id: TenantJobs}`` of every tenant with a job, in one pass over the jobs."""
+    sql, params = _tenant_jobs_sql()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    return {tenant_id: TenantJobs(*rest) for tenant_id, *rest in rows}
+
+
+@cache
+def _tenant_jobs_sql() -> tuple[str, tuple[Any, ...]]:
+    """The SQL of :func:`tenant_jobs` (and its constant parameters), compiled once per process:
+    compiling these seven filtered aggregates cost the ORM about as much as running them."""
     succeeded = Q(status=Job.Status.SUCCEEDED, finished_at__isnull=False)
-    rows = raw_rows(
+    query = (
         Job.objects.values("tenant_id")
         .annotate(
             finished=Count("id", filter=succeeded),
@@ -167,7 +181,8 @@ def tenant_jobs() -> dict[int, TenantJobs]:
         )
         .values_list("tenant_id", "finished", "avg_jct", "avg_queue", "pending", "in_use", "first_active")
     )
-    return {tenant_id: TenantJobs(*rest) for tenant_id, *rest in rows}
+    sql, params = query.query.sql_with_params()
+    return sql, tuple(params)
 
 
 def jain_per_bin(

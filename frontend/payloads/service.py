@@ -1,7 +1,8 @@
 """What the dashboard reads from the scheduling service: the policy in use, the cluster-wide
 scheduler settings, the per-tenant quota sums, each tenant's standing against its quota now
 (``quota_use``), its GPU-hours over windows (``usage_windows``, ``DEFAULT_WINDOWS_S``) and the
-charge of each placement (``charged_segments``, the normalised split).
+charge of each placement (``charged_segments``, the normalised split; ``window_charge``, the same
+with what can no longer change cached).
 
 All of them only read (settings and rows already written); the dashboard imports them from here
 and nowhere else, so it depends on the service in one place.
@@ -15,6 +16,7 @@ from scheduling.service import (
     scheduler_config,
     summed_quotas,
     usage_windows,
+    window_charge,
 )
 
 __all__ = [
@@ -25,4 +27,5 @@ __all__ = [
     "scheduler_config",
     "summed_quotas",
     "usage_windows",
+    "window_charge",
 ]

@@ -40,6 +40,7 @@ Units: seconds (s), MB, GPUs, iterations. Times given to the core are POSIX time
 """
 
 from scheduling.service.agent_events import AgentError, AgentEvent, record_event
+from scheduling.service.closed_charge import WindowCharge, window_charge
 from scheduling.service.dispatch import (
     Dispatcher,
     Message,
@@ -118,6 +119,7 @@ __all__ = [
     "UsageWindows",
     "Tick",
     "Waiting",
+    "WindowCharge",
     "WindowFairness",
     "attained_after_run",
     "broker_configured",
@@ -165,5 +167,6 @@ __all__ = [
     "tick",
     "unsubscribe",
     "usage_windows",
+    "window_charge",
     "waiting_details",
 ]

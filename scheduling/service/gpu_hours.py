@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from django.db.models import Q
 
@@ -155,33 +156,54 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _intervals(lo_s: float, hi_s: float) -> tuple[list[Interval], Callable[[JobId, JobId], float]]:
-    """The core's intervals of the placements that held a GPU in ``[lo_s, hi_s]`` (tenant: its id
-    as text; open placements end at ``hi_s``; a job's rows on one GPU merged, so a re-plan does
-    not make it two jobs) and the pair slowdown they were charged by (module docstring)."""
-    rows = (
-        Placement.objects.filter(created_at__lt=_at(hi_s))
-        .filter(Q(ended_at__isnull=True, active=True) | Q(ended_at__gt=_at(lo_s)))
-        .order_by()
+#: The columns of a placement row as :func:`intervals_of` reads them.
+ROW_FIELDS = (
+    "job_id",
+    "job__tenant_id",
+    "gpu_id",
+    "begin_s",
+    "end_s",
+    "shared_with",
+    "measured_slowdown",
+    "predicted_slowdown",
+)
+
+
+def placement_rows(queryset: Any, *first: str) -> Any:
+    """``queryset`` of placements as rows ``(*first, *ROW_FIELDS)`` (times: POSIX s; ``end_s``
+    ``None`` while open), oldest first (``created_at``, then id: the order in which
+    :func:`intervals_of` lets a later row's slowdown replace an earlier one of the same pair)."""
+    return (
+        queryset.order_by("created_at", "id")
         .annotate(begin_s=EpochSeconds("created_at"), end_s=EpochSeconds("ended_at"))
-        .values_list(
-            "job_id",
-            "job__tenant_id",
-            "gpu_id",
-            "begin_s",
-            "end_s",
-            "shared_with",
-            "measured_slowdown",
-            "predicted_slowdown",
+        .values_list(*first, *ROW_FIELDS)
+    )
+
+
+def _intervals(lo_s: float, hi_s: float) -> tuple[list[Interval], Callable[[JobId, JobId], float]]:
+    """The core's intervals of the placements that held a GPU in ``[lo_s, hi_s]`` and the pair
+    slowdown they were charged by (:func:`intervals_of`)."""
+    rows = placement_rows(
+        Placement.objects.filter(created_at__lt=_at(hi_s)).filter(
+            Q(ended_at__isnull=True, active=True) | Q(ended_at__gt=_at(lo_s))
         )
     )
+    return intervals_of(rows, hi_s)
+
+
+def intervals_of(
+    rows: Iterable[tuple], hi_s: float, rule: Callable[[JobId, JobId], float] | None = None
+) -> tuple[list[Interval], Callable[[JobId, JobId], float]]:
+    """The core's intervals of placement ``rows`` (:data:`ROW_FIELDS`, oldest first; tenant: its
+    id as text; open rows end at ``hi_s``, s; a job's rows on one GPU merged, so a re-plan does
+    not make it two jobs) and the pair slowdown they are charged by: ``rule``, default
+    :func:`slowdowns_of` the same rows (module docstring)."""
+    rows = list(rows)
     held: dict[tuple[int, int], list[tuple[float, float]]] = {}
     tenant: dict[int, int] = {}
-    xi: dict[tuple[JobId, JobId], float] = {}
-    for job, owner, gpu, begin, end, partner, measured, predicted in rows:
+    for job, owner, gpu, begin, end, *_ in rows:
         end = hi_s if end is None else min(end, hi_s)
         tenant[job] = owner
-        note_slowdown(xi, job, partner, measured, predicted)
         if end <= begin:
             continue  # a row that ends before it begins holds no GPU time (and must not widen a merge)
         held.setdefault((job, gpu), []).append((begin, end))
@@ -190,7 +212,16 @@ def _intervals(lo_s: float, hi_s: float) -> tuple[list[Interval], Callable[[JobI
         for (job, gpu), spans in held.items()
         for begin, end in merged_spans(spans)
     ]
-    return intervals, pair_rule(xi)
+    return intervals, rule if rule is not None else slowdowns_of(rows)
+
+
+def slowdowns_of(rows: Iterable[tuple]) -> Callable[[JobId, JobId], float]:
+    """The pair slowdown (:func:`pair_rule`) of placement ``rows`` (:data:`ROW_FIELDS`, oldest
+    first: a later row's slowdown of a pair replaces an earlier one, :func:`note_slowdown`)."""
+    xi: dict[tuple[JobId, JobId], float] = {}
+    for job, _, _, _, _, partner, measured, predicted in rows:
+        note_slowdown(xi, job, partner, measured, predicted)
+    return pair_rule(xi)
 
 
 def merged_spans(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
