@@ -93,6 +93,8 @@ class BestBenefitMemo:
         # the gaps of B where sharing provably does not pay (one dict per job: one look-up a search)
         self.pairs: dict[tuple[int, float, float], dict[int, _Pair]] = {}
         self.pair_count = 0
+        # job id → (the job object, the sub-batch floor, share_unknown, then _numbers' answer)
+        self.jobs: dict[JobId, tuple] = {}
 
     def fresh(self, profile: Profile) -> BestBenefitMemo:
         """This memo, or a new one for another profile object or when the caches grew too big."""
@@ -103,9 +105,10 @@ class BestBenefitMemo:
             + len(self.times)
             + self.profile.size
         )
-        if self.pair_count > self.PAIRS_LIMIT:  # one entry per pending job and group: its own bound
+        if self.pair_count > self.PAIRS_LIMIT or len(self.jobs) > self.LIMIT:  # per job: their own bounds
             self.pairs.clear()
             self.pair_count = 0
+            self.jobs.clear()  # they hold dicts of pairs
         return (
             self
             if profile is self.source and size < self.LIMIT
@@ -236,8 +239,9 @@ class BestBenefitFinder:
             scan = self._unbounded[(shape_id, prune)] = (self._created, unbounded, kappa, mu)
         return scan[1], scan[2], scan[3]
 
-    def find(self, job: Job, need: int) -> SharePlan | str:
-        """Beneficial partners for ``need`` GPUs in ascending ``T_con``, or why the job waits."""
+    def _numbers(self, job: Job) -> tuple[int, dict[int, float], int, float, dict[int, _Pair]]:
+        """The job's shape id, its ``A`` (s) per sub-batch, whether dominated sub-batches may be
+        dropped, its smallest ``A`` and its pairs (group number → :data:`_Pair`), memoised."""
         p = self._profile
         shape_ids = self._memo.shape_ids
         # the options also depend on the sub-batch floor and on whether unknown pairs may share,
@@ -253,14 +257,29 @@ class BestBenefitFinder:
             # a smaller sub-batch is never faster → dominated options may be dropped (see _fits)
             prune = int(all(a_of[big] <= a_of[small] for big, small in zip(subs, subs[1:], strict=False)))
             times = self._memo.times[times_key] = (a_of, prune, min(a_of.values()))
-        a_of, prune, a_min = times
-        gaps_after = self._memo.gaps_after
-        heap: list[tuple] = []
-        visited: set[int] = set()
-
         pairs = self._memo.pairs.get(times_key)
         if pairs is None:
             pairs = self._memo.pairs[times_key] = {}
+        return shape_id, times[0], times[1], times[2], pairs
+
+    def find(self, job: Job, need: int) -> SharePlan | str:
+        """Beneficial partners for ``need`` GPUs in ascending ``T_con``, or why the job waits."""
+        memo = self._memo
+        # the same (frozen) job object searched again under the same floor: its numbers are known
+        known = memo.jobs.get(job.id)
+        if (
+            known is not None
+            and known[0] is job
+            and known[1] == self._min_sub
+            and known[2] == self._unknown_ok
+        ):
+            shape_id, a_of, prune, a_min, pairs = known[3:]
+        else:
+            shape_id, a_of, prune, a_min, pairs = self._numbers(job)
+            memo.jobs[job.id] = (job, self._min_sub, self._unknown_ok, shape_id, a_of, prune, a_min, pairs)
+        gaps_after = memo.gaps_after
+        heap: list[tuple] = []
+        visited: set[int] = set()
 
         def visit(group: _Group) -> None:
             number = group.number
@@ -304,20 +323,25 @@ class BestBenefitFinder:
                     visit(heapq.heappop(deferred)[2])
                 elif position < len(by_head):
                     head, number, group = by_head[position]
-                    if min(a_min * 0.5 + kappa * head, head * 0.5 + mu * a_min) > best:
-                        break  # nor can any later group: the bound grows with the smallest B
+                    # with nothing found yet (best = ∞) no bound can exceed it: every group is visited
+                    if best < math.inf:
+                        low, high = a_min * 0.5 + kappa * head, head * 0.5 + mu * a_min
+                        if (high if high < low else low) > best:
+                            break  # nor can any later group: the bound grows with the smallest B
                     position += 1
                     if number in visited:
                         continue
-                    both = fits_of.get(number)
-                    _, _, group_kappa, group_mu = (
-                        both[prune] if both is not None else self._options(job, shape_id, group, prune)
-                    )
-                    own = min(a_min * 0.5 + group_kappa * head, head * 0.5 + group_mu * a_min)
-                    if own > best:
-                        visited.add(number)
-                        heapq.heappush(deferred, (own, number, group))
-                        continue
+                    if best < math.inf:
+                        both = fits_of.get(number)
+                        _, _, group_kappa, group_mu = (
+                            both[prune] if both is not None else self._options(job, shape_id, group, prune)
+                        )
+                        low, high = a_min * 0.5 + group_kappa * head, head * 0.5 + group_mu * a_min
+                        own = high if high < low else low
+                        if own > best:
+                            visited.add(number)
+                            heapq.heappush(deferred, (own, number, group))
+                            continue
                     visit(group)
                 else:
                     break
