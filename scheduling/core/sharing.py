@@ -8,6 +8,7 @@ MODEL.md §2 (shared docs). Times in seconds (s), memory in MB, slowdowns ``ξ``
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -197,3 +198,86 @@ def gang_shares(
         t_seq, t_con = _pair_times(a_s, resident_remaining_s(profile, partner, sub), xi_self, xi_partner)
         shares.append(Share(partner.id, gpu_ids, xi_self, xi_partner, t_seq, t_con))
     return tuple(shares)
+
+
+# Relative slack of :func:`losing_gaps` (s per s of magnitude): far above the few roundings of
+# ``best_prepared`` (each ≤ 2⁻⁵³ of its operands), so a comparison whose exact margin exceeds it
+# comes out the same in floating point.
+_SLACK = 1e-12
+
+
+def losing_gaps(options: Sequence[PreparedOption]) -> tuple[list[float], list[float]]:
+    """Open intervals ``(lo, hi)`` of ``B`` (s) on which :func:`best_prepared` provably says sharing
+    does not pay (its best ``T_con`` ≥ its ``T_seq``), as the lists ``(los, his)``, sorted and
+    disjoint; ``([], [])`` when none can be proven.
+
+    Why it is a fixed set: each option's two ``T_con`` branches and its ``T_seq`` are lines in
+    ``B`` (MODEL.md §2), and :func:`best_prepared` only compares lines of that set (and ``ξ_a·A``
+    with ``ξ_b·B``). Between the ``B`` where two of them are within ``_SLACK`` of the magnitude of
+    the terms (an interval per pair, :func:`_uncertain`), every comparison keeps its sign, in
+    exact arithmetic and in floating point alike (two equal lines are a tie at every ``B``, to the
+    bit), so the verdict is that of any point inside: it is evaluated at the midpoint. ``B ≤ 0``
+    and the uncertain intervals are never in a gap: a resident there is judged exactly. Cost
+    O(k²) for ``k`` options (the policy computes it at most once per waiting job and resident
+    group). The slack is relative (10⁻¹²); near-parallel lines make wide uncertain intervals,
+    identical ones none.
+    """
+    lines: list[tuple[float, float]] = []  # (value at B = 0, slope) of every line compared
+    s0 = s1 = 1.0
+    for _, half_a, xi_a_a, xi_b, kappa, mu_a in options:
+        lines += [(half_a, kappa), (mu_a, 0.5), (half_a, 1.0)]
+        s0 += half_a + mu_a + xi_a_a
+        s1 += kappa + xi_b + 1.5
+    k0, k1 = _SLACK * s0, _SLACK * s1
+    # the branch choice ξ_a·A ≥ ξ_b·B of each option, and every pair of lines
+    pairs = [(xi_a_a, -xi_b) for _, _, xi_a_a, xi_b, _, _ in options]
+    pairs += [(c1 - c2, a1 - a2) for i, (c1, a1) in enumerate(lines) for c2, a2 in lines[i + 1 :]]
+    spans = []
+    for c, a in pairs:
+        if c == 0.0 and a == 0.0:
+            # the same line twice (e.g. κ = 1: A/2 + κ·B is T_seq): best_prepared computes the two
+            # to the same bits at every B, so their comparison is the same tie everywhere
+            continue
+        span = _uncertain(c, a, k0, k1)
+        if span is not None:
+            spans.append(span)
+    spans.sort()
+    los: list[float] = []
+    his: list[float] = []
+    edge = 0.0  # B ≤ 0 is never in a gap
+    spans.append((math.inf, math.inf))
+    for lo, hi in spans:
+        if lo > edge:
+            mid = (edge + lo) / 2 if lo < math.inf else 2 * edge + 1.0
+            best = best_prepared(options, mid) if edge < mid < lo else None
+            if best is not None and not best[0] < best[1]:
+                los.append(edge)
+                his.append(lo)
+        if hi > edge:
+            edge = hi
+    return los, his
+
+
+def _uncertain(c: float, a: float, k0: float, k1: float) -> tuple[float, float] | None:
+    """The interval of ``B ≥ 0`` where ``|c + a·B| ≤ k0 + k1·B`` (a convex set: an interval),
+    widened by a relative 10⁻⁹ against the rounding of its own computation; ``None`` if empty."""
+    lo, hi = 0.0, math.inf
+    # c + a·B ≤ k0 + k1·B, i.e. (a − k1)·B ≤ k0 − c
+    u, v = a - k1, k0 - c
+    if u > 0:
+        hi = v / u
+    elif u < 0:
+        lo = v / u
+    elif v < 0:
+        return None
+    # c + a·B ≥ −k0 − k1·B, i.e. (a + k1)·B ≥ −k0 − c
+    u, v = a + k1, -k0 - c
+    if u > 0:
+        lo = max(lo, v / u)
+    elif u < 0:
+        hi = min(hi, v / u)
+    elif v > 0:
+        return None
+    if lo > hi or hi < 0:
+        return None
+    return lo * (1 - 1e-9) if lo > 0 else lo * (1 + 1e-9), hi * (1 + 1e-9)

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduling.core.policies import POLICY_NAMES, get_policy
-from scheduling.core.policies.sjf_bsbf import BestBenefitFinder, BestBenefitMemo
+from scheduling.core.policies.sjf_bsbf import BestBenefitFinder, BestBenefitMemo, SjfBsbfPolicy
 from scheduling.core.profile_cache import CachedProfile
 from scheduling.core.round_state import RoundState
 from scheduling.core.rounds import SharePlan, sharing_round
@@ -272,6 +272,9 @@ def test_bsbf_speed_ups_change_no_decision(case: tuple[Snapshot, FakeProfile]) -
     fast = get_policy("sjf-bsbf").decide(snapshot, profile, explain=False)
     slow = sharing_round(snapshot, profile, "sjf-bsbf", BruteForceFinder, explain=False)
     assert fast.starts == slow.starts
+    # the losing gaps of B (sharing.losing_gaps) computed at a pair's first resident judged in vain
+    gaps = SjfBsbfPolicy(gaps_after=0).decide(snapshot, profile, explain=False)
+    assert gaps.starts == slow.starts
 
 
 REUSED = {name: get_policy(name) for name in ("sjf-bsbf", "sjf-ffs")}

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import random
+from bisect import bisect_left
 
 import pytest
 
@@ -10,6 +12,7 @@ from scheduling.core.sharing import (
     benefit_threshold_s,
     best_prepared,
     gang_shares,
+    losing_gaps,
     pairwise_benefit,
     plan_pair,
     prepare_options,
@@ -199,3 +202,55 @@ def test_prepared_options_give_the_pairwise_rule_to_the_bit() -> None:
         t_con = min(t for _, t in times)
         index = next(i for i, (_, t) in enumerate(times) if t == t_con)  # the first of least T_con
         assert got == (t_con, times[index][0], index)
+
+
+def in_gap(los: list[float], his: list[float], b_s: float) -> bool:
+    """Whether ``b_s`` lies in one of the open intervals ``(los[i], his[i])``."""
+    i = bisect_left(los, b_s) - 1
+    return i >= 0 and b_s < his[i]
+
+
+def test_losing_gaps_of_one_option_end_at_its_threshold() -> None:
+    # A = 100 s, ξ_a = ξ_b = 1.5: (1 − 1/3)·1.5 = 1 is not < 1, so sharing pays iff
+    # B > (2·1.5 − 1.5/1.5 − 1)·100 = 100 s (benefit_threshold_s); at B = 100 both sides are 150 s
+    options = prepare_options([(32, 1.5, 1.5, 100.0)])
+    los, his = losing_gaps(options)
+    assert los == [0.0]
+    assert 100 * (1 - 1e-6) < his[0] <= 100.0
+    assert in_gap(los, his, 50.0) and not in_gap(los, his, 100.0) and not in_gap(los, his, 0.0)
+    assert not shares(*pairwise_benefit(100.0, 100.0, 1.5, 1.5))
+    assert shares(*pairwise_benefit(100.0, 100.0 * (1 + 1e-9), 1.5, 1.5))
+
+
+def test_losing_gaps_hold_only_losing_residents() -> None:
+    # every B in a gap must be one where best_prepared says sharing does not pay, also right next
+    # to the gaps' ends (the floats on either side) and with several options (the verdict of the
+    # option of least T_con is not monotone in B there)
+    rng = random.Random(11)
+    inside = 0
+    for _ in range(3_000):
+        options = prepare_options(
+            [
+                (
+                    32 >> i,
+                    rng.choice([1.0, 1.5, rng.uniform(0.5, 3.0)]),
+                    rng.choice([1.0, 1.5, rng.uniform(0.5, 3.0)]),
+                    rng.choice([0.0, 100.0, rng.uniform(0.0, 5_000.0)]),
+                )
+                for i in range(rng.randint(1, 4))
+            ]
+        )
+        los, his = losing_gaps(options)
+        points = [rng.uniform(0.0, 20_000.0) for _ in range(20)]
+        for end in los + his:
+            if math.isfinite(end):
+                up = down = end
+                for _ in range(4):
+                    up, down = math.nextafter(up, math.inf), math.nextafter(down, -math.inf)
+                    points += [up, down, (end + up) / 2]
+        for b_s in points:
+            if in_gap(los, his, b_s):
+                inside += 1
+                best = best_prepared(options, b_s)
+                assert best is not None and not shares(best[1], best[0])
+    assert inside > 1_000  # the gaps are not empty in general

@@ -9,7 +9,7 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from common.shapes import gpu_list
@@ -18,16 +18,25 @@ from scheduling.core.ranking import PendingRanking
 from scheduling.core.round_state import Resident, RoundState
 from scheduling.core.rounds import SharePlan, sharing_round, sjf_key
 from scheduling.core.sharing import (
-    PreparedOption,
     benefit_threshold_s,
     best_prepared,
     gang_shares,
+    losing_gaps,
     prepare_options,
     resident_remaining_s,
     shares,
 )
 from scheduling.core.skip import SkipRule, never
 from scheduling.core.types import Job, JobId, Profile, RoundDecisions, Snapshot
+
+_Gaps = tuple[list[float], list[float]]
+"""Open intervals of a resident's ``B`` (s) on which sharing provably does not pay
+(:func:`~scheduling.core.sharing.losing_gaps`): their lower and upper ends."""
+_NO_GAPS: _Gaps = ([], [])
+_Pair = list  # [smallest threshold (s), prepared options, _Gaps or None while not yet computed]
+# the gaps cost O(k²) in the number k of a pair's options: beyond this many, residents are judged
+# one by one as before
+_GAP_OPTIONS = 6
 
 _Options = tuple[tuple[int, float, float, float], ...]
 _Fits = tuple[_Options, bool, float, float]
@@ -65,26 +74,46 @@ class BestBenefitMemo:
     LIMIT = 200_000
     PAIRS_LIMIT = 1_000_000
 
-    def __init__(self, profile: Profile) -> None:
+    def __init__(self, profile: Profile, *, gaps: bool = True, gaps_after: int = 2) -> None:
         self.source = profile
+        # whether a pair's losing gaps of B are computed (sharing.losing_gaps), once a scan of the
+        # pair judged more than gaps_after residents in vain: off, every resident above the
+        # threshold is judged (the from-scratch policy, which the tests compare with)
+        self.gaps = gaps
+        self.gaps_after = gaps_after
         self.profile = cached(profile)
         self.shape_ids: dict[tuple, int] = {}
         self.group_ids: dict[tuple, int] = {}
-        self.fits: dict[tuple[int, int], tuple[_Fits, _Fits]] = {}
+        # shape id → group number → the shape's options against the group (all, not dominated)
+        self.fits: dict[int, dict[int, tuple[_Fits, _Fits]]] = {}
         # (shape id, iteration time, remaining iterations) → the job's A per sub-batch, whether
         # dominated sub-batches may be dropped, and its smallest A (see BestBenefitFinder.find)
         self.times: dict[tuple[int, float, float], tuple[dict[int, float], int, float]] = {}
-        # (that key, group number) → the smallest benefit threshold (s) and the options with A
-        self.pairs: dict[tuple[tuple[int, float, float], int], tuple[float, tuple[PreparedOption, ...]]] = {}
+        # that key → group number → the smallest benefit threshold (s), the options with A and
+        # the gaps of B where sharing provably does not pay (one dict per job: one look-up a search)
+        self.pairs: dict[tuple[int, float, float], dict[int, _Pair]] = {}
+        self.pair_count = 0
+        # job id → (the job object, the sub-batch floor, share_unknown, then _numbers' answer)
+        self.jobs: dict[JobId, tuple] = {}
 
     def fresh(self, profile: Profile) -> BestBenefitMemo:
         """This memo, or a new one for another profile object or when the caches grew too big."""
         size = (
-            len(self.fits) + len(self.shape_ids) + len(self.group_ids) + len(self.times) + self.profile.size
+            sum(len(f) for f in self.fits.values())
+            + len(self.shape_ids)
+            + len(self.group_ids)
+            + len(self.times)
+            + self.profile.size
         )
-        if len(self.pairs) > self.PAIRS_LIMIT:  # one entry per pending job and group: its own bound
+        if self.pair_count > self.PAIRS_LIMIT or len(self.jobs) > self.LIMIT:  # per job: their own bounds
             self.pairs.clear()
-        return self if profile is self.source and size < self.LIMIT else BestBenefitMemo(profile)
+            self.pair_count = 0
+            self.jobs.clear()  # they hold dicts of pairs
+        return (
+            self
+            if profile is self.source and size < self.LIMIT
+            else BestBenefitMemo(profile, gaps=self.gaps, gaps_after=self.gaps_after)
+        )
 
 
 class BestBenefitFinder:
@@ -183,9 +212,12 @@ class BestBenefitFinder:
 
     def _options(self, job: Job, shape_id: int, group: _Group, prune: int) -> _Fits:
         """The job's options against ``group`` (memoised across rounds)."""
-        both = self._memo.fits.get((shape_id, group.number))
+        fits_of = self._memo.fits.get(shape_id)
+        if fits_of is None:
+            fits_of = self._memo.fits[shape_id] = {}
+        both = fits_of.get(group.number)
         if both is None:
-            both = self._memo.fits[(shape_id, group.number)] = self._fits(job, group)
+            both = fits_of[group.number] = self._fits(job, group)
         return both[prune]
 
     def _scan(self, job: Job, shape_id: int, prune: int) -> tuple[list[_Group], float, float]:
@@ -207,8 +239,9 @@ class BestBenefitFinder:
             scan = self._unbounded[(shape_id, prune)] = (self._created, unbounded, kappa, mu)
         return scan[1], scan[2], scan[3]
 
-    def find(self, job: Job, need: int) -> SharePlan | str:
-        """Beneficial partners for ``need`` GPUs in ascending ``T_con``, or why the job waits."""
+    def _numbers(self, job: Job) -> tuple[int, dict[int, float], int, float, dict[int, _Pair]]:
+        """The job's shape id, its ``A`` (s) per sub-batch, whether dominated sub-batches may be
+        dropped, its smallest ``A`` and its pairs (group number → :data:`_Pair`), memoised."""
         p = self._profile
         shape_ids = self._memo.shape_ids
         # the options also depend on the sub-batch floor and on whether unknown pairs may share,
@@ -224,32 +257,57 @@ class BestBenefitFinder:
             # a smaller sub-batch is never faster → dominated options may be dropped (see _fits)
             prune = int(all(a_of[big] <= a_of[small] for big, small in zip(subs, subs[1:], strict=False)))
             times = self._memo.times[times_key] = (a_of, prune, min(a_of.values()))
-        a_of, prune, a_min = times
+        pairs = self._memo.pairs.get(times_key)
+        if pairs is None:
+            pairs = self._memo.pairs[times_key] = {}
+        return shape_id, times[0], times[1], times[2], pairs
+
+    def find(self, job: Job, need: int) -> SharePlan | str:
+        """Beneficial partners for ``need`` GPUs in ascending ``T_con``, or why the job waits."""
+        memo = self._memo
+        # the same (frozen) job object searched again under the same floor: its numbers are known
+        known = memo.jobs.get(job.id)
+        if (
+            known is not None
+            and known[0] is job
+            and known[1] == self._min_sub
+            and known[2] == self._unknown_ok
+        ):
+            shape_id, a_of, prune, a_min, pairs = known[3:]
+        else:
+            shape_id, a_of, prune, a_min, pairs = self._numbers(job)
+            memo.jobs[job.id] = (job, self._min_sub, self._unknown_ok, shape_id, a_of, prune, a_min, pairs)
+        gaps_after = memo.gaps_after
         heap: list[tuple] = []
         visited: set[int] = set()
 
-        pairs = self._memo.pairs
-
         def visit(group: _Group) -> None:
-            visited.add(group.number)
+            number = group.number
+            visited.add(number)
             entries = group.entries
             if not entries:
                 return
-            pair = pairs.get((times_key, group.number))
+            pair = pairs.get(number)
             if pair is None:  # the same job (A) against the same group: the same numbers
                 options = self._options(job, shape_id, group, prune)[0]
                 # residents with B at or below every option's threshold cannot pay (the relative
                 # margin keeps rounding from skipping one that does: each is then judged exactly)
                 threshold = min((c * a_of[sub] for sub, _, _, c in options), default=math.inf) * (1 - 1e-9)
                 with_a = prepare_options([(sub, xi_a, xi_b, a_of[sub]) for sub, xi_a, xi_b, _ in options])
-                pair = pairs[(times_key, group.number)] = (threshold, with_a)
-            threshold, with_a = pair
+                # the gaps are computed once a scan of this pair has judged in vain (_push_next)
+                gaps = None if self._memo.gaps and len(with_a) <= _GAP_OPTIONS else _NO_GAPS
+                pair = pairs[number] = [threshold, with_a, gaps]
+                self._memo.pair_count += 1
+            threshold, with_a = pair[0], pair[1]
             if not with_a or threshold >= entries[-1][0]:
                 return
             start = bisect_right(entries, (threshold, math.inf)) if threshold > 0 else 0
-            _push_next(heap, group, with_a, start)
+            _push_next(heap, group, pair, start, gaps_after)
 
         unbounded, kappa, mu = self._scan(job, shape_id, prune)
+        fits_of = self._memo.fits.get(shape_id)
+        if fits_of is None:  # no group was scanned yet
+            fits_of = self._memo.fits[shape_id] = {}
         for group in unbounded:
             visit(group)
         by_head = self._by_head
@@ -265,30 +323,38 @@ class BestBenefitFinder:
                     visit(heapq.heappop(deferred)[2])
                 elif position < len(by_head):
                     head, number, group = by_head[position]
-                    if min(a_min * 0.5 + kappa * head, head * 0.5 + mu * a_min) > best:
-                        break  # nor can any later group: the bound grows with the smallest B
+                    # with nothing found yet (best = ∞) no bound can exceed it: every group is visited
+                    if best < math.inf:
+                        low, high = a_min * 0.5 + kappa * head, head * 0.5 + mu * a_min
+                        if (high if high < low else low) > best:
+                            break  # nor can any later group: the bound grows with the smallest B
                     position += 1
                     if number in visited:
                         continue
-                    _, _, group_kappa, group_mu = self._options(job, shape_id, group, prune)
-                    own = min(a_min * 0.5 + group_kappa * head, head * 0.5 + group_mu * a_min)
-                    if own > best:
-                        visited.add(number)
-                        heapq.heappush(deferred, (own, number, group))
-                        continue
+                    if best < math.inf:
+                        both = fits_of.get(number)
+                        _, _, group_kappa, group_mu = (
+                            both[prune] if both is not None else self._options(job, shape_id, group, prune)
+                        )
+                        low, high = a_min * 0.5 + group_kappa * head, head * 0.5 + group_mu * a_min
+                        own = high if high < low else low
+                        if own > best:
+                            visited.add(number)
+                            heapq.heappush(deferred, (own, number, group))
+                            continue
                     visit(group)
                 else:
                     break
                 best = heap[0][0] if heap else math.inf
             if not heap:
                 break
-            _, _, job_id, index, group, options, sub = heapq.heappop(heap)
+            _, _, job_id, index, group, pair, sub = heapq.heappop(heap)
             resident = self._where[job_id][0]
             take = resident.gpu_ids[: need - got]
             partners.append((resident, take))
             subs_chosen.append(sub)
             got += len(take)
-            _push_next(heap, group, options, index + 1)
+            _push_next(heap, group, pair, index + 1, gaps_after)
         if got < need:
             if not self._explain:
                 return "sharing pays on too few resident GPUs"
@@ -362,8 +428,11 @@ class SjfBsbfPolicy:
     # remaining times only shrink, so while time alone passes the beneficial partners only shrink
     skip_rule = SkipRule(capacity=True, shares=True, horizon=never)
 
-    def __init__(self, *, incremental: bool = True) -> None:
+    def __init__(self, *, incremental: bool = True, gaps_after: int = 2) -> None:
         self._memo: BestBenefitMemo | None = None
+        # a pair's losing gaps of B are computed once a scan judged this many residents in vain
+        # (BestBenefitMemo); the tests set 0 so that small cases use them too
+        self.gaps_after = gaps_after
         # the SJF order and the memo kept between rounds (caches: incremental=False sorts from
         # scratch and starts every round with an empty memo)
         self.incremental = incremental
@@ -374,7 +443,11 @@ class SjfBsbfPolicy:
         of profile answers and of the SJF order between rounds, see :class:`BestBenefitMemo`)."""
         if not self.incremental:  # from scratch: nothing remembered from an earlier round
             self._memo = None
-        memo = self._memo = BestBenefitMemo(profile) if self._memo is None else self._memo.fresh(profile)
+        memo = self._memo = (
+            BestBenefitMemo(profile, gaps=self.incremental, gaps_after=self.gaps_after)
+            if self._memo is None
+            else self._memo.fresh(profile)
+        )
         decisions = sharing_round(
             snapshot,
             memo.profile,
@@ -387,16 +460,35 @@ class SjfBsbfPolicy:
         return decisions
 
 
-def _push_next(heap: list, group: _Group, options: Sequence[PreparedOption], index: int) -> None:
+def _push_next(heap: list, group: _Group, pair: _Pair, index: int, gaps_after: int) -> None:
     """Push the group's first resident at or after ``index`` with whom sharing pays, as
-    ``(T_con, submit_time, id, index, group, options, sub_batch)``."""
+    ``(T_con, submit_time, id, index, group, pair, sub_batch)``. Residents whose ``B`` lies in one
+    of the pair's gaps (:func:`~scheduling.core.sharing.losing_gaps`: sharing provably does not
+    pay there) are skipped by bisection; every other one is judged exactly. A pair's gaps are
+    computed the first time a scan judged more than ``gaps_after`` residents in vain."""
     entries = group.entries
-    for i in range(index, len(entries)):
+    options = pair[1]
+    gaps = pair[2]
+    los, his = _NO_GAPS if gaps is None else gaps
+    n = len(entries)
+    i = index
+    vain = 0
+    while i < n:
         b_s, submit, job_id = entries[i]
+        if los:
+            gap = bisect_left(los, b_s) - 1
+            if gap >= 0 and b_s < his[gap]:  # lo < B < hi: jump to the first B ≥ hi
+                i = bisect_left(entries, (his[gap],), i + 1)
+                continue
         best = best_prepared(options, b_s)
         if best is not None and best[0] < best[1]:
-            heapq.heappush(heap, (best[0], submit, job_id, i, group, options, options[best[2]][0]))
+            heapq.heappush(heap, (best[0], submit, job_id, i, group, pair, options[best[2]][0]))
             return
+        i += 1
+        vain += 1
+        if gaps is None and vain > gaps_after:
+            gaps = pair[2] = losing_gaps(options)
+            los, his = gaps
 
 
 def _with_bound(options: list[tuple[int, float, float, float]]) -> _Fits:
