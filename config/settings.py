@@ -144,6 +144,9 @@ CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://sharewise")}
 # A shared cache (Redis) that stops answering fails a request within this many seconds (the API
 # answers 503) instead of holding a web thread; set `?socket_timeout=` on CACHE_URL to override.
 CACHE_SOCKET_TIMEOUT_S = env.float("CACHE_SOCKET_TIMEOUT_S", default=2.0)
+if CACHES["default"]["BACKEND"] == "django.core.cache.backends.redis.RedisCache":
+    # the same backend with one Redis client per pool, not one per call (config/redis_cache.py)
+    CACHES["default"]["BACKEND"] = "config.redis_cache.ReusedClientRedisCache"
 if str(CACHES["default"]["BACKEND"]).endswith("RedisCache"):
     _cache_options = CACHES["default"].setdefault("OPTIONS", {})
     _cache_options.setdefault("socket_connect_timeout", CACHE_SOCKET_TIMEOUT_S)

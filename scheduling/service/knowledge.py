@@ -180,11 +180,13 @@ def memory_estimate(
     return record.memory_mb if record is not None else None
 
 
-def job_estimates(jobs: Iterable[Job]) -> dict[int, Estimate]:
+def job_estimates(jobs: Iterable[Job], *, new: bool = False) -> dict[int, Estimate]:
     """:func:`iteration_estimate` of each of ``jobs`` (rows), by primary key (2 queries): what the
-    job API shows as ``scheduler_iteration_time_s`` and ``iteration_time_source``."""
+    job API shows as ``scheduler_iteration_time_s`` and ``iteration_time_source``. ``new``: the
+    jobs were created by this request, so none has samples of its own yet (only an agent running
+    a job reports them): 1 query, for the classes."""
     jobs = list(jobs)
-    own = job_stats(j.pk for j in jobs)
+    own = {} if new else job_stats(j.pk for j in jobs)
     records = class_records(class_key(j.model, j.batch_size, j.gpus) for j in jobs)
     table = load_default_profile()
     profile_s: dict[IterKey, float] = {}

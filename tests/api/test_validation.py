@@ -213,11 +213,15 @@ def test_job_needing_more_memory_than_any_gpu_is_400(alice_api: APIClient) -> No
 
 
 def test_memory_bound_follows_healthy_gpus_and_gradient_accumulation(alice_api: APIClient) -> None:
-    # A bigger GPU counts only while healthy.
-    GPU.objects.filter(node__name="node-01", index=0).update(memory_mb=40_000, healthy=False)
+    # A bigger GPU counts only while healthy. (Saved, as the heartbeats do: the bounds cached for
+    # submissions are forgotten on a GPU's save, cluster/cluster_facts.py.)
+    gpu = GPU.objects.get(node__name="node-01", index=0)
+    gpu.memory_mb, gpu.healthy = 40_000, False
+    gpu.save()
     body = job_body(gpus=1, batch_size=1, gpu_memory_mb=40_000)
     assert alice_api.post(JOBS_URL, body, format="json").status_code == 400
-    GPU.objects.filter(node__name="node-01", index=0).update(healthy=True)
+    gpu.healthy = True
+    gpu.save()
     assert alice_api.post(JOBS_URL, body, format="json").status_code == 201
     # 60,000 MB at the full batch 128 still runs on 40,000 MB (MODEL.md §1, gradient accumulation):
     # mem(64) = static + (60,000 - static) / 2 ≤ 40,000 whenever static ≤ 20,000 MB, a third.
