@@ -6,7 +6,6 @@ client may not write (``status``, ``tenant``, ...) and unknown fields are reject
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Callable
 from typing import Any
@@ -68,6 +67,14 @@ class PlacementSerializer(serializers.ModelSerializer):
     def get_partner(self, placement: Placement) -> str | None:
         """Set by the view (:func:`cluster.job_details.describe_jobs`); null when alone."""
         return getattr(placement, "partner", None)
+
+
+def shallow_copy(field: serializers.Field) -> serializers.Field:
+    """``copy.copy(field)`` without the pickle protocol's detour (``__reduce_ex__``): a new
+    instance of the same class with the same attributes, ``__init__`` not run again."""
+    twin = object.__new__(type(field))
+    twin.__dict__.update(field.__dict__)
+    return twin
 
 
 def largest(values: list[float | None]) -> float | None:
@@ -166,7 +173,7 @@ class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
         binds its own copies (``bind`` sets ``parent`` and ``field_name`` on the copy); what the
         copies share (validators, choices, a list field's ``child``, the nested placement
         serializer) is never changed after construction and reads no context."""
-        return {name: copy.copy(field) for name, field in self._declared_fields.items()}
+        return {name: shallow_copy(field) for name, field in self._declared_fields.items()}
 
     def estimate(self, job: Job) -> Estimate:
         """The iteration time the scheduler uses for ``job`` (attached in bulk by the list view)."""
