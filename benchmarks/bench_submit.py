@@ -16,8 +16,11 @@ own key (Python client only).
 Not a test: nothing is asserted. Target (issue 16): >= 1,000 submissions/s with p99 < 50 ms on
 2 cores.
 
+``--rounds S`` runs ``manage.py run_scheduler --interval S`` beside the load (rounds while
+submissions arrive, as issue 16 asks); its CPU shows under ``python``.
+
 Run: ``python benchmarks/bench_submit.py [--duration 20] [--connections 16] [--workers 2]
-[--threads 4] [--idempotency-keys] [--bulk 100] [--database-url postgres://postgres@127.0.0.1:5432/sharewise_bench]``
+[--threads 4] [--idempotency-keys] [--bulk 100] [--rounds 1] [--database-url postgres://postgres@127.0.0.1:5432/sharewise_bench]``
 """
 
 from __future__ import annotations
@@ -73,6 +76,46 @@ def cpu_seconds_by_program() -> dict[str, float]:
         fields = text[text.rindex(")") + 2 :].split()
         totals[name] += (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
     return totals
+
+
+def cpu_seconds_of(pid: int) -> float:
+    """CPU time (user + system, s) used so far by process ``pid`` (0 once it is gone)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = text[text.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def children_of(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (gunicorn's workers)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        if int(text[text.rindex(")") + 2 :].split()[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def database_backends(url: str) -> list[int]:
+    """PIDs of the PostgreSQL backends connected to the database of ``url`` now (this benchmark's
+    gunicorn workers and rounds: the database is its own)."""
+    import psycopg
+
+    parts = urlsplit(url)
+    name = parts.path.lstrip("/")
+    with psycopg.connect(parts._replace(path="/postgres").geturl(), autocommit=True) as conn:
+        rows = conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", [name]).fetchall()
+    return [pid for (pid,) in rows]
+
+
+def own_cpu(groups: dict[str, list[int]]) -> dict[str, float]:
+    """CPU time (s) used so far by each group of PIDs."""
+    return {label: sum(cpu_seconds_of(pid) for pid in pids) for label, pids in groups.items()}
 
 
 def manage(env: dict[str, str], *args: str) -> str:
@@ -144,7 +187,7 @@ def run_wrk(port: int, token: str, args: argparse.Namespace) -> dict[str, float]
         target = [f"http://127.0.0.1:{port}/healthz"]
     cmd = [
         "wrk", "-t", str(args.load_threads), "-c", str(args.connections), "-d", f"{args.duration}s",
-        "--latency", *target,
+        "--latency", "--timeout", "30s", *target,  # wrk's 2 s default drops slow bulk answers
     ]  # fmt: skip
     output = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     os.unlink(handle.name)
@@ -228,6 +271,13 @@ def main() -> None:
     )
     parser.add_argument("--baseline", action="store_true", help="also measure GET /healthz (no database)")
     parser.add_argument("--bulk", type=int, default=0, metavar="N", help="N jobs per request (bulk endpoint)")
+    parser.add_argument(
+        "--rounds",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="also run scheduling rounds every S seconds during the load (manage.py run_scheduler)",
+    )
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args()
 
@@ -239,6 +289,10 @@ def main() -> None:
         "DEBUG": "0",
         "LOG_LEVEL": "WARNING",
         "CONN_MAX_AGE": "600",
+        # the benchmark measures submissions, not the per-tenant cap on pending jobs
+        "SHAREWISE_MAX_PENDING_PER_TENANT": "10000000",
+        # no agents run: the nodes must not be marked silent (their GPUs would bound no gang)
+        "SHAREWISE_HEARTBEAT_TIMEOUT_S": "86400",
     }
     recreate_database(args.database_url)
     manage(env, "migrate", "--noinput", "-v", "0")
@@ -248,17 +302,42 @@ def main() -> None:
     use_wrk = shutil.which("wrk") is not None and not args.python_client
     client = run_wrk if use_wrk else run_python_client
     server = start_gunicorn(env, args.port, args.workers, args.threads)
+    scheduler = None
+    if args.rounds:  # rounds compete with the submissions for the same cores and database
+        scheduler = subprocess.Popen(
+            [sys.executable, "manage.py", "run_scheduler", "--interval", str(args.rounds)],
+            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
     try:
         if args.warmup:
             client(args.port, token, argparse.Namespace(**{**vars(args), "duration": args.warmup}))
+        load_before = f"{os.getloadavg()[0]:.2f}"
+        # this benchmark's own processes, by PID: on a shared machine the per-name totals
+        # (gunicorn, postgres) include other users' work
+        groups = {
+            "gunicorn (ours)": [server.pid, *children_of(server.pid)],
+            "postgres (our backends)": database_backends(args.database_url),
+        }
+        if scheduler is not None:
+            groups["run_scheduler (ours)"] = [scheduler.pid]
         before = cpu_seconds_by_program()
+        own_before = own_cpu(groups)
         result = client(args.port, token, args)
         after = cpu_seconds_by_program()
+        own_used = {k: v - own_before[k] for k, v in own_cpu(groups).items()}
         if use_wrk and args.baseline:
             baseline = run_wrk(args.port, token, argparse.Namespace(**{**vars(args), "healthz": True}))
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        for process in (scheduler, server):
+            if process is not None:
+                process.terminate()
+                process.wait(timeout=30)
+    rounds = ""
+    if scheduler is not None:
+        rounds = manage(
+            env, "shell", "-v", "0", "-c",
+            "from scheduling.models import Round; print(Round.objects.count())",
+        )  # fmt: skip
     jobs = manage(env, "shell", "-v", "0", "-c", "from cluster.models import Job; print(Job.objects.count())")
 
     print(f"machine: {machine()}")
@@ -267,7 +346,9 @@ def main() -> None:
         f"throttle cache {args.cache_url}; load: {'wrk' if use_wrk else 'Python threads'}, "
         f"{args.connections} connections, {args.duration} s after {args.warmup} s warm-up"
         + (", fresh Idempotency-Key per request" if args.idempotency_keys else "")
+        + (f"; rounds every {args.rounds:g} s beside ({rounds} recorded)" if scheduler is not None else "")
     )
+    print(f"load average before/after: {load_before} / {os.getloadavg()[0]:.2f}")
     per = max(1, args.bulk)
     print(
         f"submissions/s: {result['rate'] * per:.0f} jobs/s  ({result['requests']} requests"
@@ -286,6 +367,12 @@ def main() -> None:
     print(f"CPU used during the run: {total:.1f} s of {args.duration * (os.cpu_count() or 1)} core-seconds")
     for seconds, name in busy:
         print(f"  {name:<16} {seconds:6.1f} s  = {seconds / (result['requests'] * per) * 1e3:.2f} ms per job")
+    print("  (per program name, machine-wide: includes any other process of that name)")
+    print("this benchmark's own processes (by PID):")
+    for label, seconds in own_used.items():
+        print(
+            f"  {label:<24} {seconds:6.2f} s  = {seconds / (result['requests'] * per) * 1e3:.2f} ms per job"
+        )
 
 
 if __name__ == "__main__":

@@ -8,3 +8,10 @@ class ClusterConfig(AppConfig):
 
     name = "cluster"
     verbose_name = "Cluster"
+
+    def ready(self) -> None:
+        """Connect the submission path's caches to the changes that invalidate them."""
+        from cluster import cluster_facts, token_cache
+
+        token_cache.connect()
+        cluster_facts.connect()

@@ -14,15 +14,16 @@ from rest_framework.request import Request
 class TenantTokenAuthentication(TokenAuthentication):
     """``Authorization: Token <key>``: a tenant member's API token, found by its SHA-256
     (:class:`cluster.api_tokens.ApiToken`, never stored in clear), with the user, membership and
-    tenant in the same query.
+    tenant in the same query, or from the shared cache (:mod:`cluster.token_cache`: no query,
+    and a replaced or revoked token still fails on its next request).
 
     Raises ``AuthenticationFailed`` (401) for an unknown token or an inactive user.
     """
 
     def authenticate_credentials(self, key: str) -> tuple[Any, Any]:
-        from cluster.api_tokens import ApiToken
+        from cluster.token_cache import find_token
 
-        token = ApiToken.find(key)
+        token = find_token(key)
         if token is None:
             raise exceptions.AuthenticationFailed("Invalid token.")
         if not token.user.is_active:

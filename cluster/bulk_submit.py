@@ -22,6 +22,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from cluster.models import Job, JobEvent, Tenant, request_digest
+from cluster.pending_count import pending_jobs
 from cluster.permissions import IsTenantMember, tenant_of
 from cluster.serializers import JobSerializer
 from cluster.throttles import SubmissionThrottle
@@ -216,10 +217,11 @@ class JobBulkView(APIView):
             if new:
                 job.pending_reason = service.NOT_YET_CONSIDERED
             answers.append(job)
-        estimates = service.job_estimates(answers)  # 2 queries for all, not 2 per job
+        replayed = [job for job, new in done if not new]
+        # 2 queries for all, not 2 per job; 1 when every job is new (none has samples of its own)
+        estimates = service.job_estimates(answers, new=not replayed)
         for job in answers:
             job.iteration_estimate = estimates[job.pk]
-        replayed = [job for job, new in done if not new]
         if replayed:
             from cluster.job_details import describe_jobs
             from cluster.visibility import Viewer
@@ -235,9 +237,10 @@ class JobBulkView(APIView):
     @staticmethod
     def pending_cap_reached(tenant: Tenant, adding: int) -> Response | None:
         """429 when ``adding`` more pending jobs would take ``tenant`` over
-        ``SHAREWISE_MAX_PENDING_PER_TENANT``; ``None`` otherwise."""
+        ``SHAREWISE_MAX_PENDING_PER_TENANT``; ``None`` otherwise. Far from the cap the count may
+        be a second old (:func:`cluster.pending_count.pending_jobs`)."""
         limit = int(settings.SHAREWISE_MAX_PENDING_PER_TENANT)
-        pending = Job.objects.filter(tenant=tenant, status=Job.Status.PENDING).count()
+        pending = pending_jobs(tenant.pk, limit, adding)
         if pending + adding <= limit:
             return None
         wait = float(settings.SHAREWISE_ROUND_INTERVAL_S)

@@ -23,6 +23,9 @@ def record_executor(node: Node, executor: str | None) -> None:
     if executor and node.executor != executor:
         Node.objects.filter(pk=node.pk).update(executor=executor)
         node.executor = executor
+        from cluster.cluster_facts import forget  # late: cluster_facts imports this module
+
+        forget()  # whether a job needs a command may have changed
 
 
 def missing_command_refusal() -> str | None:

@@ -16,7 +16,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agent.messages import MessageError, split_command
-from cluster import models, runnable, usage_serializers
+from cluster import cluster_facts, models, runnable, usage_serializers
 from cluster.fields import (
     PositiveFloatField,
     RejectUnknownFieldsMixin,
@@ -67,6 +67,14 @@ class PlacementSerializer(serializers.ModelSerializer):
     def get_partner(self, placement: Placement) -> str | None:
         """Set by the view (:func:`cluster.job_details.describe_jobs`); null when alone."""
         return getattr(placement, "partner", None)
+
+
+def shallow_copy(field: serializers.Field) -> serializers.Field:
+    """``copy.copy(field)`` without the pickle protocol's detour (``__reduce_ex__``): a new
+    instance of the same class with the same attributes, ``__init__`` not run again."""
+    twin = object.__new__(type(field))
+    twin.__dict__.update(field.__dict__)
+    return twin
 
 
 def largest(values: list[float | None]) -> float | None:
@@ -158,6 +166,15 @@ class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
         help_text="Running and sharing a GPU: the ξ measured since (null until measured)."
     )
 
+    def get_fields(self) -> dict[str, serializers.Field]:
+        """A shallow copy of each declared field, where DRF deep-copies them: a deep copy runs
+        every field's ``__init__`` again (validators, choices, the nested placement serializer),
+        most of the serializer's cost on the submission path (issue 16). Each instance still
+        binds its own copies (``bind`` sets ``parent`` and ``field_name`` on the copy); what the
+        copies share (validators, choices, a list field's ``child``, the nested placement
+        serializer) is never changed after construction and reads no context."""
+        return {name: shallow_copy(field) for name, field in self._declared_fields.items()}
+
     def estimate(self, job: Job) -> Estimate:
         """The iteration time the scheduler uses for ``job`` (attached in bulk by the list view)."""
         estimate = getattr(job, "iteration_estimate", None)
@@ -201,8 +218,11 @@ class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
     def cluster_fact(self, name: str, read: Callable[[], Any]) -> Any:
         """``read()`` once per serializer context: a bulk submission (one context for all its
         jobs) asks the database for the largest gang, the largest GPU and the agents' executors
-        once, not once per job. Keyed by ``name``."""
-        facts = self.context.setdefault("cluster_facts", {})
+        once, not once per job. Keyed by ``name``. The context starts with the facts of
+        :func:`cluster.cluster_facts.current` (cached a few seconds across requests)."""
+        facts = self.context.get("cluster_facts")
+        if facts is None:
+            facts = self.context["cluster_facts"] = cluster_facts.current()
         if name not in facts:
             facts[name] = read()
         return facts[name]

@@ -31,6 +31,7 @@ from cluster.api_tokens import ApiToken
 from cluster.authentication import NodeTokenAuthentication
 from cluster.job_details import describe_jobs
 from cluster.models import GPU, IdempotencyConflict, Job, Node, Placement, Quota, Tenant
+from cluster.pending_count import pending_jobs
 from cluster.permissions import IsNodeAgent, IsTenantMember, tenant_of
 from cluster.serializers import (
     AdminQuotaSerializer,
@@ -83,9 +84,10 @@ def idempotency_key(request: Request) -> str | None:
 
 def pending_cap_reached(tenant: Tenant, key: str | None) -> Response | None:
     """429 when ``tenant`` already has ``SHAREWISE_MAX_PENDING_PER_TENANT`` pending jobs (a replay
-    of an earlier submission's key is still answered); ``None`` otherwise."""
+    of an earlier submission's key is still answered); ``None`` otherwise. Far from the cap the
+    count may be a second old (:func:`cluster.pending_count.pending_jobs`)."""
     limit = int(settings.SHAREWISE_MAX_PENDING_PER_TENANT)
-    if Job.objects.filter(tenant=tenant, status=Job.Status.PENDING).count() < limit:
+    if pending_jobs(tenant.pk, limit) < limit:
         return None
     if Job.earlier_submission(tenant, key) is not None:
         return None
@@ -192,6 +194,8 @@ class JobViewSet(
         if created:
             service.request_round()  # a round soon (debounced, after commit); no-op without a broker
         job.active_placements = []
+        if created:  # a job made now has no samples of its own: skip that query
+            job.iteration_estimate = service.job_estimates([job], new=True)[job.pk]
         if job.status == Job.Status.PENDING and created:
             job.pending_reason = service.NOT_YET_CONSIDERED
         elif not created:

@@ -144,6 +144,9 @@ CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://sharewise")}
 # A shared cache (Redis) that stops answering fails a request within this many seconds (the API
 # answers 503) instead of holding a web thread; set `?socket_timeout=` on CACHE_URL to override.
 CACHE_SOCKET_TIMEOUT_S = env.float("CACHE_SOCKET_TIMEOUT_S", default=2.0)
+if CACHES["default"]["BACKEND"] == "django.core.cache.backends.redis.RedisCache":
+    # the same backend with one Redis client per pool, not one per call (config/redis_cache.py)
+    CACHES["default"]["BACKEND"] = "config.redis_cache.ReusedClientRedisCache"
 if str(CACHES["default"]["BACKEND"]).endswith("RedisCache"):
     _cache_options = CACHES["default"].setdefault("OPTIONS", {})
     _cache_options.setdefault("socket_connect_timeout", CACHE_SOCKET_TIMEOUT_S)
@@ -308,6 +311,13 @@ SHAREWISE_PRIORITY_PREEMPTION = env.bool("SHAREWISE_PRIORITY_PREEMPTION", defaul
 # Most pending jobs one tenant may have at once; a submission beyond it is 429 (checked at each
 # submission: concurrent ones may pass it by a few).
 SHAREWISE_MAX_PENDING_PER_TENANT = env.int("SHAREWISE_MAX_PENDING_PER_TENANT", default=10_000)
+# Seconds a tenant API token's row stays in the shared cache (cluster/token_cache.py); unset: 60
+# with a Redis cache, 0 (off) with the process-local default; a change of the token, user,
+# membership or tenant deletes it at once.
+SHAREWISE_TOKEN_CACHE_S = env.float("SHAREWISE_TOKEN_CACHE_S", default=None)
+# Seconds the cluster's bounds a submission is checked against stay cached (cluster/cluster_facts.py);
+# forgotten at once on a node or GPU change; 0 reads them for every submission.
+SHAREWISE_CLUSTER_FACTS_CACHE_S = env.float("SHAREWISE_CLUSTER_FACTS_CACHE_S", default=5.0)
 # Job events (history) of jobs that ended longer ago than this many days are deleted by the hourly
 # task sharewise.prune_job_events; the jobs themselves stay. 0 keeps them forever.
 SHAREWISE_JOB_EVENT_RETENTION_DAYS = env.float("SHAREWISE_JOB_EVENT_RETENTION_DAYS", default=30.0)

@@ -61,6 +61,7 @@ def check_heartbeats(now: datetime | None = None) -> dict[str, list[int]]:
             )
             if not changed:
                 continue
+            forget_cluster_facts()  # its GPUs no longer bound a submission's gang
             if node.last_heartbeat is None:
                 deadline = heartbeat_timeout_s()
                 why = f"node {node.name} sent no heartbeat within {deadline:.0f} s of its registration"
@@ -92,7 +93,8 @@ def record_heartbeat(
     stops: list[Message] = []
     with transaction.atomic():
         Node.objects.filter(pk=node.pk).update(last_heartbeat=now)
-        Node.objects.filter(pk=node.pk, status=Node.Status.UNHEALTHY).update(status=Node.Status.READY)
+        if Node.objects.filter(pk=node.pk, status=Node.Status.UNHEALTHY).update(status=Node.Status.READY):
+            forget_cluster_facts()  # its GPUs count for a submission's gang again
         _update_gpus(node, gpus)
         reported = {int(r["job_id"]): r for r in running}
         expected: dict[int, datetime] = {}
@@ -216,3 +218,11 @@ def _stop_messages(node: Node, reported: dict[int, int]) -> list[Message]:
             ).update(generation=generation)
         messages.extend(stop_messages([node.name], job_id, generation))
     return messages
+
+
+def forget_cluster_facts() -> None:
+    """Forget the cluster bounds cached for submissions (:func:`cluster.cluster_facts.forget`):
+    a node's status changed by ``update()``, which sends no signal."""
+    from cluster.cluster_facts import forget  # imported late: cluster_facts imports the service
+
+    forget()

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import connection
 from django.db.models import Count, Max, Sum
 
 from cluster.models import Job
@@ -118,19 +119,34 @@ def class_key(model: str, batch_size: int, gpus: int) -> IterKey:
     return (normalise_model(model), batch_size, gpus)
 
 
+#: The columns of ``LearnedIterTime`` a :class:`ClassRecord` is made of, in ``class_records``' order.
+CLASS_COLUMNS = ("model", "batch_size", "gpus", "count", "weight", "mean_log", "var_log", "memory_mb")
+
+
 def class_records(keys: Iterable[IterKey] | None = None) -> dict[IterKey, ClassRecord]:
-    """The :class:`ClassRecord` of every learned class (1 query), or of those of ``keys``."""
-    rows = LearnedIterTime.objects.order_by()
-    if keys is not None:
-        models = {k[0] for k in keys}
+    """The :class:`ClassRecord` of every learned class (1 query), or of the models of ``keys``.
+
+    With ``keys`` (each job submission asks) the query is plain SQL: the ORM's compilation of it
+    cost several times its execution (issue 16)."""
+    if keys is None:
+        rows = LearnedIterTime.objects.order_by().values_list(*CLASS_COLUMNS)
+    else:
+        models = sorted({k[0] for k in keys})
         if not models:
             return {}
-        rows = rows.filter(model__in=models)
+        quote = connection.ops.quote_name
+        opts = LearnedIterTime.objects.model._meta  # Django's public _meta API, of the manager's model
+        column = {c: quote(opts.get_field(c).column) for c in CLASS_COLUMNS}
+        sql = (
+            f"SELECT {', '.join(column.values())} FROM {quote(opts.db_table)} "
+            f"WHERE {column['model']} IN ({', '.join(['%s'] * len(models))})"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, models)
+            rows = cursor.fetchall()
     return {
         (model, batch, gpus): ClassRecord(SampleStats(count, weight, mean, var) if count else None, memory)
-        for model, batch, gpus, count, weight, mean, var, memory in rows.values_list(
-            "model", "batch_size", "gpus", "count", "weight", "mean_log", "var_log", "memory_mb"
-        )
+        for model, batch, gpus, count, weight, mean, var, memory in rows
     }
 
 
@@ -180,11 +196,13 @@ def memory_estimate(
     return record.memory_mb if record is not None else None
 
 
-def job_estimates(jobs: Iterable[Job]) -> dict[int, Estimate]:
+def job_estimates(jobs: Iterable[Job], *, new: bool = False) -> dict[int, Estimate]:
     """:func:`iteration_estimate` of each of ``jobs`` (rows), by primary key (2 queries): what the
-    job API shows as ``scheduler_iteration_time_s`` and ``iteration_time_source``."""
+    job API shows as ``scheduler_iteration_time_s`` and ``iteration_time_source``. ``new``: the
+    jobs were created by this request, so none has samples of its own yet (only an agent running
+    a job reports them): 1 query, for the classes."""
     jobs = list(jobs)
-    own = job_stats(j.pk for j in jobs)
+    own = {} if new else job_stats(j.pk for j in jobs)
     records = class_records(class_key(j.model, j.batch_size, j.gpus) for j in jobs)
     table = load_default_profile()
     profile_s: dict[IterKey, float] = {}
