@@ -40,6 +40,7 @@ Units: seconds (s), MB, GPUs, iterations. Times given to the core are POSIX time
 """
 
 from scheduling.service.agent_events import AgentError, AgentEvent, record_event
+from scheduling.service.bulk import insert_rows, insert_values
 from scheduling.service.dispatch import (
     Dispatcher,
     Message,
@@ -79,7 +80,6 @@ from scheduling.service.knowledge import (
 )
 from scheduling.service.lease import ROUND_LEASE, RoundLease
 from scheduling.service.over_quota import TenantQuotaUse, quota_use
-from scheduling.service.persist import insert_rows
 from scheduling.service.retention import prune_job_events
 from scheduling.service.rounds import policy_named, run_round
 from scheduling.service.snapshot import (
@@ -135,6 +135,7 @@ __all__ = [
     "heartbeat_interval_s",
     "heartbeat_timeout_s",
     "insert_rows",
+    "insert_values",
     "job_estimates",
     "learned_profile",
     "load_state",

@@ -6,8 +6,9 @@
    as one view (:func:`~scheduling.service.snapshot.consistent_view`).
 3. The configured policy (setting ``SHAREWISE_POLICY``) decides.
 4. :func:`~scheduling.service.persist.persist_round` writes, in one (second) transaction, the placements,
-   the jobs' status, their events and the :class:`~scheduling.models.Round` record with every
-   decision and its reason.
+   the jobs' status, their events (only for the jobs that start or stop) and the
+   :class:`~scheduling.models.Round` record with every decision and its reason (the waits
+   packed, :mod:`scheduling.round_waits`).
 5. After commit, the messages go to the dispatcher (:mod:`scheduling.service.dispatch`).
 
 Units: milliseconds (ms) for the phases, seconds (s) elsewhere.
@@ -29,6 +30,7 @@ from django.utils import timezone
 from scheduling.core import types as core
 from scheduling.core.policies import get_policy
 from scheduling.models import Round
+from scheduling.round_waits import pack_waits
 from scheduling.service.dispatch import Message, get_dispatcher
 from scheduling.service.knowledge import learned_profile
 from scheduling.service.lease import RoundLease
@@ -65,7 +67,8 @@ def run_round(
     transaction writes placements, job status, events and the :class:`~scheduling.models.Round`;
     messages are dispatched after commit. A round that changes nothing and decides exactly what
     the last recorded round decided is not stored again: the returned ``Round`` is then unsaved
-    (``pk`` is ``None``).
+    (``pk`` is ``None``), and it writes no row at all (besides the lease's) unless its estimated
+    starts moved.
     ``round.phases_ms`` gives the time of each phase (ms): ``snapshot``, ``policy``, ``persist``
     (stored with the record), then ``commit`` and ``dispatch`` (on the returned object only).
     Raises ``UnknownPolicyError`` for an unknown policy name; a database error rolls the whole
@@ -101,21 +104,22 @@ def _locked_round(now: datetime, policy: core.Policy, profile: core.Profile) -> 
             n_waiting=plan.n_waiting,
             n_preempted=plan.n_preempted,
             decisions=plan.decisions,
+            waits=pack_waits(plan.waits),
         )
         # estimated starts of the waiting jobs: not part of the digest (they move with the clock)
         record.estimated_starts = estimates_for(state, decisions, policy, profile)
-        latest_pk = None
+        latest_pk, latest_estimates = None, None
         if plan.n_started or plan.n_preempted or plan.messages:
             record.save()  # a round that changed something is never a repeat: no digest needed
         else:
-            record.digest = hashlib.sha256(json.dumps([record.policy, plan.decisions]).encode()).hexdigest()
-            latest_pk, digest = Round.objects.order_by("-id").values_list("pk", "digest").first() or (
-                None,
-                "",
-            )
+            record.digest = hashlib.sha256(
+                json.dumps([record.policy, record.decisions, record.waits]).encode()
+            ).hexdigest()
+            latest = Round.objects.order_by("-id").values_list("pk", "digest", "estimated_starts").first()
+            latest_pk, digest, latest_estimates = latest or (None, "", None)
             if digest != record.digest:
                 record.save()
-        carry_estimates(record, latest_pk)
+        carry_estimates(record, latest_pk, latest_estimates)
         t3 = time.perf_counter()
         record.phases_ms = {
             "snapshot": round((t1 - t0) * 1e3, 3),
