@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -174,7 +175,9 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
         if created < first:
             placed[job_pk] = (ids, sub_batch, created)
 
-    estimates: dict[tuple[str, int, int], float] = {}
+    shapes: dict[tuple[str, int, int], tuple[float, Any]] = {}
+    iter_times: dict[tuple[tuple[str, int, int], float | None], float] = {}
+    type_lists: dict[str, tuple[str, ...]] = {}
     now_s = now.timestamp()
     pending: list[core.Job] = []
     running: list[core.RunningJob] = []
@@ -239,13 +242,28 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
         measured_memory,
         types,
     ) in rows:
+        # Per class (model, batch, GPUs), per submitted iteration time and per GPU-type list the
+        # answers repeat (a few dozen distinct ones among 10,000 jobs): worked out once each.
         key = (model, batch, n_gpus)
-        profile_s = estimates.get(key)
-        if profile_s is None:
-            profile_s = estimates[key] = estimate_iter_time_s(table, model, batch, n_gpus)
-        record = records.get(class_key(model, batch, n_gpus))
-        iter_s = iteration_estimate(own.get(pk), record, iter_s, profile_s).value
+        known = shapes.get(key)
+        if known is None:
+            profile_s = estimate_iter_time_s(table, model, batch, n_gpus)
+            known = shapes[key] = (profile_s, records.get(class_key(model, batch, n_gpus)))
+        profile_s, record = known
+        mine = own.get(pk)
+        if mine is None:
+            chosen = iter_times.get((key, iter_s))
+            if chosen is None:
+                chosen = iter_times[key, iter_s] = iteration_estimate(None, record, iter_s, profile_s).value
+            iter_s = chosen
+        else:
+            iter_s = iteration_estimate(mine, record, iter_s, profile_s).value
         memory = memory_estimate(measured_memory, None if memory is None else float(memory), record)
+        accepted = type_lists.get(types) if isinstance(types, str) else None
+        if accepted is None:
+            accepted = accepted_types(types)
+            if isinstance(types, str):
+                type_lists[types] = accepted
         attained = float(stored)
         run = placed.get(pk) if status == Job.Status.RUNNING else None
         if run is not None:  # plus the current run, from its first active placement
@@ -266,7 +284,7 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
             queued,
             priority,
             sharing != Sharing.NEVER,
-            accepted_types(types),
+            accepted,
         )
         jobs[pk] = job
         if status == Job.Status.PENDING:
