@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from machine import machine  # benchmarks/machine.py
@@ -54,6 +55,45 @@ SHAPES = (
 )
 GANGS = ((1, 0.45), (2, 0.25), (4, 0.18), (8, 0.12))
 PHASES = ("snapshot", "policy", "persist", "commit", "dispatch")
+#: CPU time of this process per phase (ms), measured by wrapping the functions each phase calls:
+#: "persist" is ``persist_round`` (placements, jobs, events), "estimates" the waiting jobs'
+#: estimated starts (both in the wall-clock persist phase), "record" the rest of the round (the
+#: lease, the Round row and its digest, the commit).
+CPU_PHASES = ("snapshot", "policy", "persist", "estimates", "record", "dispatch")
+
+
+class PhaseCPU:
+    """This process's CPU time (``time.process_time``, ms) inside the functions a round calls
+    for each phase, summed over one round: wall times on a loaded machine grow with the load, CPU
+    times much less. Installed by wrapping ``load_state``, ``persist_round`` and
+    ``estimates_for`` where ``scheduling.service.rounds`` calls them, the policy's ``decide`` and
+    the dispatcher."""
+
+    def __init__(self) -> None:
+        self.spent: dict[str, float] = {}
+
+    def wrap(self, phase: str, fn: Any) -> Any:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.process_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.spent[phase] = self.spent.get(phase, 0.0) + (time.process_time() - started) * 1e3
+
+        return timed
+
+    def install(self, policy: Any, dispatcher: Any) -> Any:
+        """Wrap the round's functions and ``policy.decide``; returns the wrapped ``dispatcher``."""
+        from scheduling.service import rounds
+
+        for phase, name in (
+            ("snapshot", "load_state"),
+            ("persist", "persist_round"),
+            ("estimates", "estimates_for"),
+        ):
+            setattr(rounds, name, self.wrap(phase, getattr(rounds, name)))
+        policy.decide = self.wrap("policy", policy.decide)
+        return self.wrap("dispatch", dispatcher)
 
 
 def default_database_url() -> str:
@@ -198,18 +238,22 @@ def measure(count: int, args: argparse.Namespace) -> None:
             cursor.execute("ANALYZE")
     sent: list[int] = []
     if args.dispatch == "celery":
-        service.set_dispatcher(service.celery_dispatch)
+        dispatcher: Any = service.celery_dispatch
     elif args.dispatch == "local":
-        service.set_dispatcher(service.local_dispatch)
+        dispatcher = service.local_dispatch
         service.subscribe(lambda message: sent.append(1))
     else:
         from scheduling.service.orders import pull_dispatch
 
-        service.set_dispatcher(pull_dispatch)
+        dispatcher = pull_dispatch
+    cpu_of = PhaseCPU()
+    service.set_dispatcher(cpu_of.install(service.policy_named(args.policy), dispatcher))
     phases: dict[str, list[float]] = {p: [] for p in (*PHASES, "total", "client CPU", "server CPU")}
+    cpu_phases: dict[str, list[float]] = {p: [] for p in CPU_PHASES}
     record = None
     for i in range(args.rounds + 1):  # the first round warms caches and is not counted
         prepare(args)
+        cpu_of.spent = {}
         server = backend_cpu_s()
         cpu = time.process_time()
         started = time.perf_counter()
@@ -225,6 +269,10 @@ def measure(count: int, args: argparse.Namespace) -> None:
             phases[p].append(record.phases_ms.get(p, 0.0))
         phases["total"].append(total)
         phases["client CPU"].append(cpu)
+        measured = {p: cpu_of.spent.get(p, 0.0) for p in CPU_PHASES if p != "record"}
+        measured["record"] = cpu - sum(measured.values())
+        for p, v in measured.items():
+            cpu_phases[p].append(v)
         if server is not None and server_after is not None:
             phases["server CPU"].append((server_after - server) * 1e3)
     assert record is not None
@@ -241,6 +289,10 @@ def measure(count: int, args: argparse.Namespace) -> None:
         print(
             f"  {p:<10} median {medians[p]:8.1f} ms{share:<6}  min {min(values):8.1f}  max {max(values):8.1f}"
         )
+    print(
+        "  client CPU by phase (median ms): "
+        + ", ".join(f"{p} {statistics.median(v):.1f}" for p, v in cpu_phases.items() if v)
+    )
     if args.profile:
         profile_one(args)
 
