@@ -15,6 +15,17 @@ from django.db import connection
 from django.db.models import Model
 
 
+def quoted_table(model: type[Model]) -> str:
+    """The quoted name of ``model``'s table, for hand-written SQL."""
+    return str(connection.ops.quote_name(model._meta.db_table))
+
+
+def quoted_column(model: type[Model], field: str) -> str:
+    """The quoted column of ``model``'s field ``field`` (a foreign key's ``…_id``), for
+    hand-written SQL. Raises ``FieldDoesNotExist`` for an unknown field."""
+    return str(connection.ops.quote_name(model._meta.get_field(field).column))  # type: ignore[union-attr]
+
+
 def insert_values(model: type[Model], fields: Sequence[str], rows: Iterable[Sequence[Any]]) -> int:
     """Insert one row of ``model`` per item of ``rows``, each giving the values of ``fields`` in
     order (model field names; a foreign key takes the related primary key; JSON fields a

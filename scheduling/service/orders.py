@@ -27,7 +27,7 @@ from django.utils import timezone
 from agent.messages import ORDERS_MAX_WAIT_S
 from cluster.models import Node
 from scheduling.models import AgentOrder, OrderStream
-from scheduling.service.bulk import insert_values
+from scheduling.service.bulk import insert_values, quoted_column, quoted_table
 
 #: The longest a poll may wait for an order (s; the wire protocol's); asking for more is a 400.
 MAX_WAIT_S = ORDERS_MAX_WAIT_S
@@ -68,8 +68,7 @@ def _reserve(counts: dict[int, int]) -> dict[int, int]:
     last = dict(streams.select_for_update().order_by("node_id").values_list("node_id", "last_seq"))
     taken = {n: int(last[n]) + counts[n] for n in node_ids}
     # one UPDATE for every stream (the rows are ours until commit): CASE over the node ids
-    table = connection.ops.quote_name(OrderStream._meta.db_table)
-    key = connection.ops.quote_name(OrderStream._meta.get_field("node").column)
+    table, key = quoted_table(OrderStream), quoted_column(OrderStream, "node")
     cases = " ".join("WHEN %s THEN %s" for _ in node_ids)
     marks = ", ".join("%s" for _ in node_ids)
     params: list[int] = [v for n in node_ids for v in (n, taken[n])] + node_ids

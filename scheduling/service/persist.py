@@ -21,7 +21,7 @@ from django.db.models.functions import Coalesce
 from cluster.expressions import run_end
 from cluster.models import Job, JobEvent, Placement
 from scheduling.core import types as core
-from scheduling.service.bulk import insert_values
+from scheduling.service.bulk import insert_values, quoted_table
 from scheduling.service.dispatch import Colocation, Message, Occupancy, colocation_of, placement_messages
 from scheduling.service.estimates import attained_after_run
 from scheduling.service.generations import next_generations
@@ -245,8 +245,7 @@ def write_colocations(state: ClusterState, colocations: Mapping[int, tuple[Coloc
         partner, _, xi = colo.partners.get(gpu_of[gpu_pk], (None, None, None))
         values += (pk, gen, partner, xi)
     rows = len(values) // 4
-    quote = connection.ops.quote_name
-    table = quote(Placement._meta.db_table)
+    table = quoted_table(Placement)
     # The first row's casts type the VALUES list (a NULL alone would be text on PostgreSQL); its
     # columns are column1 … column4 on both PostgreSQL and SQLite. Chunks stay far below
     # SQLite's 32,766 parameters.
