@@ -16,11 +16,13 @@ Units: milliseconds (ms) for the phases, seconds (s) elsewhere.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 
 from django.conf import settings
@@ -81,9 +83,28 @@ def run_round(
         log.info("round skipped: another round holds the lease")
         return None
     try:
-        return _locked_round(now or timezone.now(), chosen, profile)
+        with collector_paused():
+            return _locked_round(now or timezone.now(), chosen, profile)
     finally:
         lease.release()
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for the block, back on after (unless it was off).
+
+    A round at 10,000 pending jobs allocates a few hundred thousand objects (rows, core jobs,
+    decisions), which triggers full collections of the whole heap in the middle of the round:
+    on a 2-core machine the snapshot took 90–230 ms depending on whether one fell in it, 90–110
+    ms without. What a round allocates is freed by reference counting as it goes, and any
+    cycle among it is collected after the round, when the process waits for the next one."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _locked_round(now: datetime, policy: core.Policy, profile: core.Profile) -> Round:

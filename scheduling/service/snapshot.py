@@ -182,6 +182,12 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
     type_lists: dict[str, tuple[str, ...]] = {}
     last_jobs = dict(_last_jobs)  # a copy: another thread's snapshot may replace the shared one
     seen: dict[int, tuple[tuple[Any, ...], core.Job]] = {}
+    # plain strings, looked up once (an enum member's lookup costs more than the comparison)
+    pending_status, running_status, never_shares = (
+        str(Job.Status.PENDING.value),
+        str(Job.Status.RUNNING.value),
+        str(Sharing.NEVER.value),
+    )
     now_s = now.timestamp()
     pending: list[core.Job] = []
     running: list[core.RunningJob] = []
@@ -269,10 +275,10 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
             if isinstance(types, str):
                 type_lists[types] = accepted
         attained = float(stored)
-        run = placed.get(pk) if status == Job.Status.RUNNING else None
+        run = placed.get(pk) if status == running_status else None
         if run is not None:  # plus the current run, from its first active placement
             attained += n_gpus * max(0.0, now_s - run[2].timestamp())
-        queued = requeued_at.get(pk) if status == Job.Status.PENDING else None
+        queued = requeued_at.get(pk) if status == pending_status else None
         fields = (
             pk,
             tenant,
@@ -287,7 +293,7 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
             attained,
             queued,
             priority,
-            sharing != Sharing.NEVER,
+            sharing != never_shares,
             accepted,
         )
         # A job whose fields did not change since the last snapshot (most pending jobs) is the
@@ -299,7 +305,7 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
             job = core.Job(*fields)
         seen[pk] = (fields, job)
         jobs[pk] = job
-        if status == Job.Status.PENDING:
+        if status == pending_status:
             pending.append(job)
         elif pk in placed:
             ids, sub_batch, first = placed[pk]
