@@ -170,19 +170,22 @@ def test_the_backlog_of_a_silent_agent_is_bounded(cluster: list[Node], monkeypat
 
 
 def test_orders_for_many_nodes_take_a_handful_of_queries(db: None) -> None:
-    """A round that places jobs on 16 nodes records their orders in 6 queries the first time (the
-    nodes, their streams, the new streams, the streams locked, their numbers, the orders) and 5
-    after (no stream to create), not 4 per node: the old code took 65 for 16 nodes. Each node's
-    orders are still numbered 1, 2, … in the order given."""
+    """A round that places jobs on 16 nodes records their orders in 5 queries the first time (the
+    nodes, their streams, the new streams, the streams locked, their numbers) and 4 after (no
+    stream to create), plus one statement for all the orders (an INSERT here on SQLite; on
+    PostgreSQL a COPY, which Django's query log does not see) — not 4 per node: the old code
+    took 65 for 16 nodes. Each node's orders are still numbered 1, 2, … in the order given."""
     names = [Node.register(f"n{i:02d}", 1, 16_000, "v100")[0].name for i in range(16)]
     messages = [start(n, j, 1) for j in (1, 2) for n in names]
-    for expected in (6, 5):
+    for expected in (5, 4):
         with CaptureQueriesContext(connection) as queries:
             assert orders.record_orders(messages) == 32
         statements = [
             q["sql"] for q in queries.captured_queries if not q["sql"].upper().startswith(SAVEPOINTS)
         ]
-        assert len(statements) == expected, statements
+        inserts = [q for q in statements if q.upper().startswith('INSERT INTO "SCHEDULING_AGENTORDER"')]
+        assert len(statements) - len(inserts) == expected, statements
+        assert len(inserts) == (1 if connection.vendor == "sqlite" else 0)
     rows = AgentOrder.objects.filter(node__name="n05").order_by("seq")
     assert [(seq, m["job_id"]) for seq, m in rows.values_list("seq", "message")] == [
         (1, 1),
