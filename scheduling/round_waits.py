@@ -9,10 +9,11 @@ database and compressed. ``Round.waits`` holds them as::
      "reasons": [reason, ...],            # each distinct reason once, first seen first
      "reason_ids": [index into reasons, ...]}   # one per job id
 
-about 17 times smaller (100 KB at 10,000 waits with 33 distinct reasons). ``Round.decisions`` keeps the starts and preemptions as dicts. Rows
-written before the change (migration ``scheduling.0006``) have every decision, waits included,
-in ``decisions`` and an empty ``waits``: the readers below take both, so old and new rows read
-alike. No Django here: the shapes only.
+about 17 times smaller (100 KB at 10,000 waits with 33 distinct reasons). ``Round.decisions``
+keeps the starts and preemptions as dicts. Rows written before the change (migration
+``scheduling.0006``) have every decision, waits included, in ``decisions`` and an empty
+``waits``: the readers below take both, so old and new rows read alike. No Django here: the
+shapes only.
 """
 
 from __future__ import annotations
