@@ -6,18 +6,23 @@ temporary SQLite file), migrates it, registers 128 nodes × 8 V100s (49,140 MB) 
 and writes N pending jobs (seeded mix of models, batch sizes, gangs of 1–8 GPUs and lengths; half
 with a measured iteration time, half left to the profile's estimate). For each N it runs
 ``--rounds`` rounds from the same state (placements, events and rounds are reset between them,
-outside the timing) through ``scheduling.service.run_round`` with the policy (default SJF-BSBF),
-and prints the median of each phase: snapshot (read the database), policy, persist (placements,
-jobs, events and the Round record, then commit), dispatch (after commit: the in-process
-dispatcher with one no-op subscriber, or Celery to Redis with ``--dispatch celery``), and the
-whole round as the caller sees it (lease included), with the CPU time of this process and of its
-PostgreSQL backend (``/proc``, when the server runs here): on a loaded machine wall times grow,
-CPU times much less. ``--profile`` adds the top functions of one round by cumulative time.
+outside the timing) through ``scheduling.service.run_round`` with the policy (default SJF-BSBF).
+``--scenario fill`` (the default): every job pending on an idle cluster, so the round fills it;
+``--scenario steady``: an untimed round fills the cluster, ``--finish`` running jobs finish, and
+the timed round starts what fits in their place while the rest keep waiting.
+
+It prints the median of each phase: snapshot (read the database), policy, persist (placements,
+jobs, events and the Round record), commit, dispatch (after commit: ``pull``, the default
+transport, records the orders in the database; ``local`` hands them to one no-op in-process
+subscriber; ``celery`` sends them to Redis), and the whole round as the caller sees it (lease
+included), with the CPU time of this process and of its PostgreSQL backend (``/proc``, when the
+server runs here): on a loaded machine wall times grow, CPU times much less. ``--profile`` adds
+the top functions of one round by cumulative time.
 
 Not a test: nothing is asserted. Target: a full round under 1 s with 10,000 pending jobs.
 
 Run: ``python benchmarks/bench_round.py [--pending 1000 10000] [--rounds 5] [--policy sjf-bsbf]
-[--dispatch local|celery] [--profile] [--database-url postgres://postgres@127.0.0.1:5432/sharewise_bench_round]``
+[--scenario fill|steady] [--finish 16] [--dispatch pull|local|celery] [--profile] [--database-url postgres://postgres@127.0.0.1:5432/sharewise_bench_round]``
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from machine import machine  # benchmarks/machine.py
@@ -49,6 +55,45 @@ SHAPES = (
 )
 GANGS = ((1, 0.45), (2, 0.25), (4, 0.18), (8, 0.12))
 PHASES = ("snapshot", "policy", "persist", "commit", "dispatch")
+#: CPU time of this process per phase (ms), measured by wrapping the functions each phase calls:
+#: "persist" is ``persist_round`` (placements, jobs, events), "estimates" the waiting jobs'
+#: estimated starts (both in the wall-clock persist phase), "record" the rest of the round (the
+#: lease, the Round row and its digest, the commit).
+CPU_PHASES = ("snapshot", "policy", "persist", "estimates", "record", "dispatch")
+
+
+class PhaseCPU:
+    """This process's CPU time (``time.process_time``, ms) inside the functions a round calls
+    for each phase, summed over one round: wall times on a loaded machine grow with the load, CPU
+    times much less. Installed by wrapping ``load_state``, ``persist_round`` and
+    ``estimates_for`` where ``scheduling.service.rounds`` calls them, the policy's ``decide`` and
+    the dispatcher."""
+
+    def __init__(self) -> None:
+        self.spent: dict[str, float] = {}
+
+    def wrap(self, phase: str, fn: Any) -> Any:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.process_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.spent[phase] = self.spent.get(phase, 0.0) + (time.process_time() - started) * 1e3
+
+        return timed
+
+    def install(self, policy: Any, dispatcher: Any) -> Any:
+        """Wrap the round's functions and ``policy.decide``; returns the wrapped ``dispatcher``."""
+        from scheduling.service import rounds
+
+        for phase, name in (
+            ("snapshot", "load_state"),
+            ("persist", "persist_round"),
+            ("estimates", "estimates_for"),
+        ):
+            setattr(rounds, name, self.wrap(phase, getattr(rounds, name)))
+        policy.decide = self.wrap("policy", policy.decide)
+        return self.wrap("dispatch", dispatcher)
 
 
 def default_database_url() -> str:
@@ -121,14 +166,47 @@ def populate_jobs(count: int, seed: int) -> None:
 
 
 def reset() -> None:
-    """Every job pending again, no placement, placement event or round (outside the timing)."""
-    from cluster.models import Job, JobEvent, Placement
+    """Every job pending again, no placement, placement event or round, every node heard from
+    now (outside the timing). Without the heartbeat, nodes registered longer ago than
+    ``SHAREWISE_HEARTBEAT_TIMEOUT_S`` (15 s; populating 10,000 jobs on a loaded machine takes
+    longer) would take no job, and the rounds would time an idle cluster."""
+    from django.utils import timezone
+
+    from cluster.models import Job, JobEvent, Node, Placement
     from scheduling.models import Round
 
     Placement.objects.all().delete()
     JobEvent.objects.all()._raw_delete(JobEvent.objects.db)  # append-only model: bulk delete by hand
     Round.objects.all().delete()
-    Job.objects.update(status=Job.Status.PENDING, started_at=None)
+    Job.objects.update(status=Job.Status.PENDING, started_at=None, attained_gpu_s=0.0)
+    Node.objects.update(last_heartbeat=timezone.now())
+
+
+def finish_some(count: int) -> None:
+    """The ``count`` running jobs of lowest id finish now (placements ended, status succeeded),
+    as agents' reports would leave them, and the nodes are heard from (outside the timing)."""
+    from django.utils import timezone
+
+    from cluster.models import Job, Node, Placement
+
+    now = timezone.now()
+    running = Job.objects.filter(status=Job.Status.RUNNING).order_by("pk")
+    ids = list(running.values_list("pk", flat=True)[:count])
+    Placement.objects.filter(job_id__in=ids, active=True).update(active=False, ended_at=now)
+    Job.objects.filter(pk__in=ids).update(status=Job.Status.SUCCEEDED, finished_at=now)
+    Node.objects.update(last_heartbeat=now)
+
+
+def prepare(args: argparse.Namespace) -> None:
+    """The state a timed round starts from. ``fill``: every job pending on an idle cluster.
+    ``steady``: after an untimed round filled the cluster, ``--finish`` running jobs finished
+    (the next round starts a few and the rest keep waiting); ``--finish 0``: nothing changed."""
+    reset()
+    if args.scenario == "steady":
+        from scheduling import service
+
+        service.run_round(policy=args.policy)
+        finish_some(args.finish)
 
 
 def backend_cpu_s() -> float | None:
@@ -160,14 +238,22 @@ def measure(count: int, args: argparse.Namespace) -> None:
             cursor.execute("ANALYZE")
     sent: list[int] = []
     if args.dispatch == "celery":
-        service.set_dispatcher(service.celery_dispatch)
-    else:
-        service.set_dispatcher(None)
+        dispatcher: Any = service.celery_dispatch
+    elif args.dispatch == "local":
+        dispatcher = service.local_dispatch
         service.subscribe(lambda message: sent.append(1))
+    else:
+        from scheduling.service.orders import pull_dispatch
+
+        dispatcher = pull_dispatch
+    cpu_of = PhaseCPU()
+    service.set_dispatcher(cpu_of.install(service.policy_named(args.policy), dispatcher))
     phases: dict[str, list[float]] = {p: [] for p in (*PHASES, "total", "client CPU", "server CPU")}
+    cpu_phases: dict[str, list[float]] = {p: [] for p in CPU_PHASES}
     record = None
     for i in range(args.rounds + 1):  # the first round warms caches and is not counted
-        reset()
+        prepare(args)
+        cpu_of.spent = {}
         server = backend_cpu_s()
         cpu = time.process_time()
         started = time.perf_counter()
@@ -183,14 +269,18 @@ def measure(count: int, args: argparse.Namespace) -> None:
             phases[p].append(record.phases_ms.get(p, 0.0))
         phases["total"].append(total)
         phases["client CPU"].append(cpu)
+        measured = {p: cpu_of.spent.get(p, 0.0) for p in CPU_PHASES if p != "record"}
+        measured["record"] = cpu - sum(measured.values())
+        for p, v in measured.items():
+            cpu_phases[p].append(v)
         if server is not None and server_after is not None:
             phases["server CPU"].append((server_after - server) * 1e3)
     assert record is not None
     medians = {p: statistics.median(v) for p, v in phases.items() if v}
     print(
-        f"\n{count:,} pending jobs, {args.policy}, {args.rounds} rounds: {record.n_started} started "
-        f"({sum(1 for d in record.decisions if d['shares'])} sharing), {record.n_waiting} waiting; "
-        f"{len(record.decisions):,} decisions recorded"
+        f"\n{count:,} pending jobs, {args.policy}, {args.scenario}, {args.rounds} rounds: "
+        f"{record.n_started} started ({sum(1 for d in record.decisions if d.get('shares'))} sharing), "
+        f"{record.n_preempted} preempted, {record.n_waiting} waiting"
     )
     for p, values in phases.items():
         if not values:
@@ -199,6 +289,10 @@ def measure(count: int, args: argparse.Namespace) -> None:
         print(
             f"  {p:<10} median {medians[p]:8.1f} ms{share:<6}  min {min(values):8.1f}  max {max(values):8.1f}"
         )
+    print(
+        "  client CPU by phase (median ms): "
+        + ", ".join(f"{p} {statistics.median(v):.1f}" for p, v in cpu_phases.items() if v)
+    )
     if args.profile:
         profile_one(args)
 
@@ -209,7 +303,7 @@ def profile_one(args: argparse.Namespace) -> None:
 
     from scheduling import service
 
-    reset()
+    prepare(args)
     profiler = cProfile.Profile()
     profiler.runcall(service.run_round, policy=args.policy)
     print("  top functions by cumulative time (one round):")
@@ -232,10 +326,18 @@ def main() -> None:
     parser.add_argument("--policy", default="sjf-bsbf", help="policy name")
     parser.add_argument(
         "--dispatch",
-        choices=("local", "celery"),
-        default="local",
-        help="in-process subscriber (default) or Celery to REDIS_URL",
+        choices=("pull", "local", "celery"),
+        default="pull",
+        help="orders in the database (default), an in-process subscriber, or Celery to REDIS_URL",
     )
+    parser.add_argument(
+        "--scenario",
+        choices=("fill", "steady"),
+        default="fill",
+        help="fill: every job pending on an idle cluster (default); steady: a full cluster where "
+        "--finish jobs just finished",
+    )
+    parser.add_argument("--finish", type=int, default=16, help="jobs finished before a steady round")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--profile", action="store_true", help="print the top functions of one round")
     parser.add_argument("--database-url", default=None, help="database to (re)create")

@@ -283,8 +283,8 @@ SHAREWISE_HEARTBEAT_TIMEOUT_S = env.float("SHAREWISE_HEARTBEAT_TIMEOUT_S", defau
 # Seconds between an agent's heartbeats (the agent's --heartbeat-s): a job missing from two
 # heartbeats in a row, placed longer ago than this, was lost by its agent and is requeued.
 SHAREWISE_HEARTBEAT_INTERVAL_S = env.float("SHAREWISE_HEARTBEAT_INTERVAL_S", default=5.0)
-# Recorded rounds kept; older ones are deleted as new ones are written (a round of 10,000
-# decisions is about 80 KB compressed in PostgreSQL).
+# Recorded rounds kept; older ones are deleted as new ones are written (a round's 10,000 wait
+# decisions are stored packed, scheduling/round_waits.py: about 100 KB of JSON, 35 KB stored).
 SHAREWISE_ROUNDS_KEPT = env.int("SHAREWISE_ROUNDS_KEPT", default=5000)
 # A round lease whose holder died is free again after this long (s): longer than any round; on
 # PostgreSQL the advisory lock frees it at once.

@@ -31,6 +31,7 @@ class RoundAdmin(admin.ModelAdmin):
         "n_waiting",
         "n_preempted",
         "decisions",
+        "waits",
         "digest",
     ]
 

@@ -16,17 +16,21 @@ for pairs that ran out of memory together; and a bounded log of measured vs pred
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
 from scheduling.core.learning import SampleStats
+from scheduling.round_waits import decision_list, wait_decisions
 
 
 class Round(models.Model):
     """One scheduling round and its decisions.
 
-    ``decisions`` is a list with one dict per job the policy looked at::
+    ``decisions`` is a list with one dict per job the round started or preempted (rows written
+    before migration 0006: per job it looked at, waits included)::
 
         {"job_id": int, "action": "start" | "wait" | "preempt",
          "gpu_ids": [GPU pk, ...], "gpus": ["node-00:3", ...],     # start only, else []
@@ -37,9 +41,12 @@ class Round(models.Model):
 
     (``xi_*``: co-location slowdowns ξ; ``t_seq_s``/``t_con_s``: predicted mean completion times
     of the pair run sequentially vs. shared, s; MODEL.md §2, Luo et al. IWQoS 2024.)
+    ``waits``: the ``wait`` decisions, compactly (job ids in order, each distinct reason once;
+    :mod:`scheduling.round_waits`); :meth:`wait_decisions` and :meth:`decision_list` read old
+    and new rows alike.
     ``duration_ms``: snapshot + policy + persist (ms); ``phases_ms``: the same split by phase
     (``snapshot``, ``policy``, ``persist``); dispatch happens after commit and is not included.
-    ``digest``: SHA-256 of ``policy`` and ``decisions``, so a round that would repeat the last
+    ``digest``: SHA-256 of ``policy``, ``decisions`` and ``waits``, so a round that would repeat the last
     recorded one without changing anything is not stored again.
     """
 
@@ -52,6 +59,7 @@ class Round(models.Model):
     n_waiting = models.PositiveIntegerField(default=0)
     n_preempted = models.PositiveIntegerField(default=0)
     decisions = models.JSONField(default=list, blank=True)
+    waits = models.JSONField(default=dict, blank=True)
     digest = models.CharField(max_length=64, blank=True, default="", editable=False)
     #: ``{str(job id): POSIX s}``: when the round estimates its first waiting jobs will start
     #: (``scheduling.core.eta``; empty for a preemptive policy). Not part of ``digest``: a repeated
@@ -63,6 +71,14 @@ class Round(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(duration_ms__gte=0), name="round_duration_non_negative"),
         ]
+
+    def wait_decisions(self) -> list[tuple[int, str]]:
+        """``(job id, reason)`` of every job the round left waiting, in the order decided."""
+        return wait_decisions(self.decisions, self.waits)
+
+    def decision_list(self) -> list[dict[str, Any]]:
+        """Every decision as a dict of the shape above: starts and preemptions, then waits."""
+        return decision_list(self.decisions, self.waits)
 
     def __str__(self) -> str:
         return (

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from scheduling.models import Round
+from scheduling.round_waits import wait_decisions
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,7 +19,8 @@ class RoundView:
     """A recorded round, pre-digested for the dashboard (decisions are parsed once per process).
 
     ``acts``: its ``start`` and ``preempt`` decisions (the dicts of ``Round.decisions``), in
-    order; ``waits``: ``(job id, reason)`` of its ``wait`` decisions in the policy's order;
+    order; ``waits``: ``(job id, reason)`` of its ``wait`` decisions in the policy's order
+    (``Round.waits``; in ``Round.decisions`` on older rows);
     ``slowdowns``: ``{job id: ξ}`` of both partners of every share it started.
     """
 
@@ -34,13 +36,18 @@ class RoundView:
     slowdowns: dict[int, float]
 
     @classmethod
-    def of(cls, meta: Sequence[Any], decisions: Sequence[Mapping[str, Any]] | None) -> RoundView:
-        """From ``(pk, started_at, policy, duration_ms, n_started, n_waiting, n_preempted)`` and
-        the round's ``decisions`` list (see ``scheduling.models.Round``)."""
-        acts, waits, slowdowns = [], [], {}
+    def of(
+        cls,
+        meta: Sequence[Any],
+        decisions: Sequence[Mapping[str, Any]] | None,
+        waits: Mapping[str, Any] | None = None,
+    ) -> RoundView:
+        """From ``(pk, started_at, policy, duration_ms, n_started, n_waiting, n_preempted)``, the
+        round's ``decisions`` list and its packed ``waits`` (see ``scheduling.models.Round``; a
+        row older than ``waits`` has its waits in ``decisions``)."""
+        acts, slowdowns = [], {}
         for d in decisions or ():
             if d["action"] == "wait":
-                waits.append((d["job_id"], d.get("reason", "")))
                 continue
             acts.append(dict(d))
             for share in d.get("shares") or ():
@@ -56,7 +63,7 @@ class RoundView:
             n_waiting,
             n_preempted,
             tuple(acts),
-            tuple(waits),
+            tuple(wait_decisions(decisions, waits)),
             slowdowns,
         )
 
@@ -90,10 +97,15 @@ def latest_rounds(limit: int) -> list[RoundView]:
                 views[meta[0]] = cached
     missing = [m for m in metas if m[0] not in views]
     if missing:
-        decisions = dict(Round.objects.filter(pk__in=[m[0] for m in missing]).values_list("id", "decisions"))
+        stored = {
+            pk: (decisions, waits)
+            for pk, decisions, waits in Round.objects.filter(pk__in=[m[0] for m in missing]).values_list(
+                "id", "decisions", "waits"
+            )
+        }
         with _round_cache_lock:
             for meta in missing:
-                view = views[meta[0]] = RoundView.of(meta, decisions.get(meta[0]))
+                view = views[meta[0]] = RoundView.of(meta, *stored.get(meta[0], (None, None)))
                 _round_cache[(meta[0], meta[1])] = view
             while len(_round_cache) > ROUND_CACHE_SIZE:
                 _round_cache.popitem(last=False)

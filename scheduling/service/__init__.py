@@ -40,6 +40,7 @@ Units: seconds (s), MB, GPUs, iterations. Times given to the core are POSIX time
 """
 
 from scheduling.service.agent_events import AgentError, AgentEvent, record_event
+from scheduling.service.bulk import insert_rows, insert_values
 from scheduling.service.closed_charge import WindowCharge, window_charge
 from scheduling.service.dispatch import (
     Dispatcher,
@@ -80,7 +81,6 @@ from scheduling.service.knowledge import (
 )
 from scheduling.service.lease import ROUND_LEASE, RoundLease
 from scheduling.service.over_quota import TenantQuotaUse, quota_use
-from scheduling.service.persist import insert_rows
 from scheduling.service.retention import prune_job_events
 from scheduling.service.rounds import policy_named, run_round
 from scheduling.service.snapshot import (
@@ -137,6 +137,7 @@ __all__ = [
     "heartbeat_interval_s",
     "heartbeat_timeout_s",
     "insert_rows",
+    "insert_values",
     "job_estimates",
     "learned_profile",
     "load_state",

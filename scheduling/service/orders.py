@@ -20,12 +20,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db import connection, transaction
+from django.db.models import Q
+from django.utils import timezone
 
 from agent.messages import ORDERS_MAX_WAIT_S
 from cluster.models import Node
 from scheduling.models import AgentOrder, OrderStream
+from scheduling.service.bulk import insert_values, quoted_column, quoted_table
 
 #: The longest a poll may wait for an order (s; the wire protocol's); asking for more is a 400.
 MAX_WAIT_S = ORDERS_MAX_WAIT_S
@@ -52,41 +54,62 @@ class Orders:
         return {"cursor": self.cursor, "orders": [{"seq": s, "message": m} for s, m in self.orders]}
 
 
-def _reserve(node_id: int, count: int) -> int:
-    """Take ``count`` numbers of node ``node_id``'s stream; returns the last. Call inside a
-    transaction: the UPDATE's row lock orders concurrent writers until commit."""
-    if not OrderStream.objects.filter(node_id=node_id).update(last_seq=F("last_seq") + count):
-        try:
-            with transaction.atomic():
-                OrderStream.objects.create(node_id=node_id, last_seq=count)
-            return count
-        except IntegrityError:  # created meanwhile by another writer
-            OrderStream.objects.filter(node_id=node_id).update(last_seq=F("last_seq") + count)
-    return int(OrderStream.objects.values_list("last_seq", flat=True).get(node_id=node_id))
+def _reserve(counts: dict[int, int]) -> dict[int, int]:
+    """Take ``counts[node id]`` numbers of each node's stream; returns the last number taken per
+    node. Call inside a transaction: the streams' rows stay locked until commit, taken in one
+    order (node id) by every writer, so none deadlocks another; a stream created meanwhile by
+    another writer is waited for, then used (3 queries, 4 when some stream is new)."""
+    node_ids = sorted(counts)
+    streams = OrderStream.objects.filter(node_id__in=node_ids)
+    known = set(streams.values_list("node_id", flat=True))
+    if len(known) < len(node_ids):
+        new = [OrderStream(node_id=n, last_seq=0) for n in node_ids if n not in known]
+        OrderStream.objects.bulk_create(new, ignore_conflicts=True)
+    last = dict(streams.select_for_update().order_by("node_id").values_list("node_id", "last_seq"))
+    taken = {n: int(last[n]) + counts[n] for n in node_ids}
+    # one UPDATE for every stream (the rows are ours until commit): CASE over the node ids
+    table, key = quoted_table(OrderStream), quoted_column(OrderStream, "node")
+    cases = " ".join("WHEN %s THEN %s" for _ in node_ids)
+    marks = ", ".join("%s" for _ in node_ids)
+    params: list[int] = [v for n in node_ids for v in (n, taken[n])] + node_ids
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET last_seq = CASE {key} {cases} END WHERE {key} IN ({marks})", params
+        )
+    return taken
 
 
 def record_orders(messages: Sequence[dict[str, Any]]) -> int:
     """Record ``messages`` (``apply_placement`` payloads, each naming its ``node``) for their
     nodes' agents to pull, in order, in one transaction; the dispatcher of the pull transport.
     A message for a node that no longer exists is dropped (nobody can pull it). Returns the number
-    recorded."""
+    recorded. A handful of queries whatever the number of nodes: the streams' numbers taken
+    together (:func:`_reserve`), the orders inserted together, and the oldest dropped only on a
+    node whose backlog passed :data:`MAX_BACKLOG`."""
     by_node: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for message in messages:
         by_node[str(message["node"])].append(message)
     if not by_node:
         return 0
-    recorded = 0
     with transaction.atomic():
         ids = dict(Node.objects.filter(name__in=by_node).values_list("name", "pk"))
-        for name in sorted(ids):  # one order of locks for every writer: no deadlock
-            node_id, batch = ids[name], by_node[name]
-            last = _reserve(node_id, len(batch))
-            first = last - len(batch) + 1
-            AgentOrder.objects.bulk_create(
-                AgentOrder(node_id=node_id, seq=first + i, message=m) for i, m in enumerate(batch)
-            )
-            AgentOrder.objects.filter(node_id=node_id, seq__lte=last - MAX_BACKLOG).delete()
-            recorded += len(batch)
+        if not ids:
+            return 0
+        last = _reserve({ids[name]: len(by_node[name]) for name in ids})
+        now = timezone.now()
+        rows = [
+            (ids[name], last[ids[name]] - len(batch) + 1 + i, m, now)
+            for name, batch in by_node.items()
+            if name in ids
+            for i, m in enumerate(batch)
+        ]
+        recorded = insert_values(AgentOrder, ("node", "seq", "message", "created_at"), rows)
+        over = Q()
+        for node_id, seq in last.items():
+            if seq > MAX_BACKLOG:
+                over |= Q(node_id=node_id, seq__lte=seq - MAX_BACKLOG)
+        if over:
+            AgentOrder.objects.filter(over).delete()
     return recorded
 
 

@@ -9,30 +9,47 @@ Units: seconds (s), GPUs, iterations.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from django.db import connection
-from django.db.models import F, Model, Value
+from django.db.models import F, Value
 from django.db.models.functions import Coalesce
 
 from cluster.expressions import run_end
 from cluster.models import Job, JobEvent, Placement
 from scheduling.core import types as core
+from scheduling.service.bulk import insert_values, quoted_table
 from scheduling.service.dispatch import Colocation, Message, Occupancy, colocation_of, placement_messages
 from scheduling.service.estimates import attained_after_run
 from scheduling.service.generations import next_generations
 from scheduling.service.snapshot import ClusterState
 
+#: The fields of a new ``Placement`` row, in the order :func:`persist_round` gives their values.
+PLACEMENT_FIELDS = (
+    "job",
+    "gpu",
+    "generation",
+    "sub_batch",
+    "slot",
+    "active",
+    "created_at",
+    "shared_with",
+    "predicted_slowdown",
+)
+
 
 @dataclass(slots=True)
 class RoundPlan:
-    """What one round wrote (filled by :func:`persist_round`): the ``Round.decisions`` entries,
-    the messages to dispatch after commit, and the counts of the ``Round`` record."""
+    """What one round wrote (filled by :func:`persist_round`): the ``Round.decisions`` entries
+    (starts and preemptions), its waits as ``(job id, reason)`` in the order decided (stored
+    packed, :func:`~scheduling.round_waits.pack_waits`), the messages to dispatch after commit,
+    and the counts of the ``Round`` record."""
 
     decisions: list[dict[str, Any]] = field(default_factory=list)
+    waits: list[tuple[int, str]] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
     n_started: int = 0
     n_waiting: int = 0
@@ -43,7 +60,12 @@ def persist_round(
     state: ClusterState, decisions: core.RoundDecisions, profile: core.Profile, now: datetime
 ) -> RoundPlan:
     """Write one round's preemptions, starts and partner updates; return the decisions and the
-    messages to send after commit. Preemptions first (a start may use the GPUs they free)."""
+    messages to send after commit. Preemptions first (a start may use the GPUs they free).
+
+    Only what changes is written: the started and preempted jobs, their placements and events,
+    and the placements of running jobs whose partner changed; a job that keeps waiting is not
+    touched (its reason goes to the ``Round`` record only), so a round that starts and preempts
+    nothing writes no row here."""
     plan = RoundPlan()
     occupied, job_gpus = state.occupancy()
     starting = [s.job_id for s in decisions.starts]
@@ -61,11 +83,10 @@ def persist_round(
         Job.objects.filter(pk__in=preempted, status=Job.Status.RUNNING).update(
             status=Job.Status.PENDING, attained_gpu_s=attained_after_run(now)
         )
-    events: list[JobEvent] = []
+    events: list[tuple[int, str, datetime, str, dict[str, Any]]] = []
     for p in decisions.preemptions:
         if p.job_id not in preempted:
-            reason = f"not preempted: no longer running ({p.reason})"
-            plan.decisions.append(decision_entry(p.job_id, "wait", reason))
+            plan.waits.append((p.job_id, f"not preempted: no longer running ({p.reason})"))
             continue
         gen = generation[p.job_id]
         gpu_ids = sorted(job_gpus.pop(p.job_id, []))
@@ -79,15 +100,7 @@ def persist_round(
             active=False, ended_at=run_end(now), generation=gen
         )
         plan.messages.extend(placement_messages(state, profile, occupied, p.job_id, gpu_ids, gen, "stop"))
-        events.append(
-            JobEvent(
-                job_id=p.job_id,
-                kind=JobEvent.Kind.PREEMPTED,
-                at=now,
-                message=p.reason,
-                data={"generation": gen},
-            )
-        )
+        events.append((p.job_id, JobEvent.Kind.PREEMPTED, now, p.reason, {"generation": gen}))
         plan.decisions.append(decision_entry(p.job_id, "preempt", p.reason, state, gpu_ids))
         plan.n_preempted += 1
 
@@ -101,8 +114,9 @@ def persist_round(
         if starting
         else set()
     )
-    new_rows: list[Placement] = []
-    rows_of: dict[int, dict[int, Placement]] = {}  # started job → core GPU id → its new row
+    # values of the new rows, in the order of PLACEMENT_FIELDS (the co-location filled in below)
+    new_rows: list[list[Any]] = []
+    rows_of: dict[int, dict[int, list[Any]]] = {}  # started job → core GPU id → its new row
     started: list[core.Start] = []
     for s in decisions.starts:
         reason = None if s.job_id in still_pending else "no longer pending when the round wrote placements"
@@ -115,21 +129,14 @@ def persist_round(
                     break
                 slots_for.append(free[0])
         if reason is not None:
-            plan.decisions.append(decision_entry(s.job_id, "wait", reason))
+            plan.waits.append((s.job_id, reason))
             plan.n_waiting += 1
             continue
         gen = generation[s.job_id]
         for g, slot in zip(s.gpu_ids, slots_for, strict=True):
             changed_partners.update(job for job, _ in occupied.get(g, {}).values())
             occupied.setdefault(g, {})[slot] = (s.job_id, s.sub_batch)
-            row = Placement(
-                job_id=s.job_id,
-                gpu_id=state.gpu_pks[g],
-                generation=gen,
-                sub_batch=s.sub_batch,
-                slot=slot,
-                created_at=now,
-            )
+            row = [s.job_id, state.gpu_pks[g], gen, s.sub_batch, slot, True, now, None, None]
             new_rows.append(row)
             rows_of.setdefault(s.job_id, {})[g] = row
         job_gpus[s.job_id] = list(s.gpu_ids)
@@ -139,22 +146,8 @@ def persist_round(
     colocations = {s.job_id: colocation_of(state, profile, occupied, s.job_id, s.gpu_ids) for s in started}
     for job_pk, colo in colocations.items():
         for g, row in rows_of[job_pk].items():
-            row.shared_with, _, row.predicted_slowdown = colo.partners.get(g, (None, None, None))
-    insert_rows(
-        Placement,
-        new_rows,
-        (
-            "job",
-            "gpu",
-            "generation",
-            "sub_batch",
-            "slot",
-            "active",
-            "created_at",
-            "shared_with",
-            "predicted_slowdown",
-        ),
-    )
+            row[7], _, row[8] = colo.partners.get(g, (None, None, None))
+    insert_values(Placement, PLACEMENT_FIELDS, new_rows)
     started_ids = [s.job_id for s in started]
     if started_ids:
         Job.objects.filter(pk__in=started_ids, status=Job.Status.PENDING).update(
@@ -164,20 +157,13 @@ def persist_round(
     for s in started:
         decision = decision_entry(s.job_id, "start", s.reason, state, s.gpu_ids, s)
         plan.decisions.append(decision)
-        events.append(
-            JobEvent(
-                job_id=s.job_id,
-                kind=JobEvent.Kind.PLACED,
-                at=now,
-                message=s.reason,
-                data={
-                    "generation": generation[s.job_id],
-                    "gpus": decision["gpus"],
-                    "sub_batch": s.sub_batch,
-                    "accum_steps": s.accum_steps,
-                },
-            )
-        )
+        data = {
+            "generation": generation[s.job_id],
+            "gpus": decision["gpus"],
+            "sub_batch": s.sub_batch,
+            "accum_steps": s.accum_steps,
+        }
+        events.append((s.job_id, JobEvent.Kind.PLACED, now, s.reason, data))
         plan.messages.extend(
             placement_messages(
                 state,
@@ -196,11 +182,10 @@ def persist_round(
     # -- updates: running jobs whose GPU partner started or left get their new slowdown
     partners = sorted(changed_partners - set(started_ids) - preempted)
     plan.messages.extend(partner_updates(state, profile, occupied, job_gpus, partners))
-    insert_rows(JobEvent, events, ("job", "kind", "at", "message", "data"))
+    insert_values(JobEvent, ("job", "kind", "at", "message", "data"), events)
 
-    for w in decisions.waits:
-        plan.decisions.append(decision_entry(w.job_id, "wait", w.reason))
-        plan.n_waiting += 1
+    plan.waits.extend((w.job_id, w.reason) for w in decisions.waits)
+    plan.n_waiting += len(decisions.waits)
     return plan
 
 
@@ -221,10 +206,11 @@ def partner_updates(
     generations = next_generations(job_ids)
     commands = dict(Job.objects.filter(pk__in=job_ids).values_list("pk", "command"))
     messages: list[Message] = []
+    colocations: dict[int, tuple[Colocation, int]] = {}
     for job_pk in job_ids:
         gen = generations[job_pk]
         colo = colocation_of(state, profile, occupied, job_pk, job_gpus[job_pk])
-        write_colocation(state, job_pk, job_gpus[job_pk], colo, gen)
+        colocations[job_pk] = (colo, gen)
         messages.extend(
             placement_messages(
                 state,
@@ -238,50 +224,44 @@ def partner_updates(
                 colo,
             )
         )
+    write_colocations(state, colocations)
     return messages
 
 
-def write_colocation(
-    state: ClusterState, job_pk: int, gpu_ids: Sequence[int], colo: Colocation, gen: int
-) -> None:
-    """Write generation ``gen`` and the co-location ``colo`` on the job's active rows: per GPU
-    its partner and predicted ξ, the measured ξ cleared (one UPDATE per distinct partner)."""
-    groups: dict[tuple[int | None, float | None], list[int]] = {}
-    for g in gpu_ids:
-        partner, _, xi = colo.partners.get(g, (None, None, None))
-        groups.setdefault((partner, xi), []).append(state.gpu_pks[g])
-    for (partner, xi), gpu_pks in groups.items():
-        Placement.objects.filter(job_id=job_pk, active=True, gpu_id__in=gpu_pks).update(
-            generation=gen, shared_with=partner, predicted_slowdown=xi, measured_slowdown=None
-        )
-
-
-def insert_rows(model: type[Model], objects: Sequence[Model], fields: Sequence[str]) -> None:
-    """Insert ``objects`` (unsaved, their primary keys are not read back) setting ``fields``:
-    ``COPY … FROM STDIN`` on PostgreSQL (psycopg 3; several times faster than a multi-row INSERT
-    for a thousand rows, most of whose cost is building the SQL), ``bulk_create`` elsewhere."""
-    if not objects:
-        return
-    if connection.vendor != "postgresql":
-        model.objects.bulk_create(objects, batch_size=2000)
-        return
-    columns = [model._meta.get_field(name) for name in fields]
-    quote = connection.ops.quote_name
-    sql = f"COPY {quote(model._meta.db_table)} ({', '.join(quote(c.column) for c in columns)}) FROM STDIN"
-    from psycopg.types.json import Jsonb
-
-    # Raw attribute values: psycopg adapts ints, strings and aware datetimes itself, and Django's
-    # per-field preparation would cost more than the COPY (only JSON needs wrapping).
-    attnames = [c.attname for c in columns]
-    is_json = [c.get_internal_type() == "JSONField" for c in columns]
-    with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
-        for obj in objects:
-            copy.write_row(
-                [
-                    Jsonb(v) if j else v
-                    for v, j in zip([getattr(obj, a) for a in attnames], is_json, strict=True)
-                ]
+def write_colocations(state: ClusterState, colocations: Mapping[int, tuple[Colocation, int]]) -> int:
+    """Write, on the active rows of each job of ``colocations`` (job pk → ``(co-location,
+    generation)``), the generation and per GPU its partner and predicted ξ, the measured ξ
+    cleared: one SELECT and one ``UPDATE … FROM (VALUES …)`` whatever the number of jobs (Django's
+    ``bulk_update`` builds a CASE per row and field, and cost more than the rest of the round's
+    writes). Returns the rows written."""
+    if not colocations:
+        return 0
+    gpu_of = state.gpu_ids
+    values: list[Any] = []
+    for pk, job_pk, gpu_pk in Placement.objects.filter(job_id__in=list(colocations), active=True).values_list(
+        "pk", "job_id", "gpu_id"
+    ):
+        colo, gen = colocations[job_pk]
+        partner, _, xi = colo.partners.get(gpu_of[gpu_pk], (None, None, None))
+        values += (pk, gen, partner, xi)
+    rows = len(values) // 4
+    table = quoted_table(Placement)
+    # The first row's casts type the VALUES list (a NULL alone would be text on PostgreSQL); its
+    # columns are column1 … column4 on both PostgreSQL and SQLite. Chunks stay far below
+    # SQLite's 32,766 parameters.
+    first = "(CAST(%s AS BIGINT), CAST(%s AS INTEGER), CAST(%s AS BIGINT), CAST(%s AS DOUBLE PRECISION))"
+    chunk = 4 * 2000
+    with connection.cursor() as cursor:
+        for at in range(0, len(values), chunk):
+            part = values[at : at + chunk]
+            rest = ", (%s, %s, %s, %s)" * (len(part) // 4 - 1)
+            cursor.execute(
+                f"UPDATE {table} SET generation = v.column2, shared_with = v.column3, "
+                f"predicted_slowdown = v.column4, measured_slowdown = NULL "
+                f"FROM (VALUES {first}{rest}) AS v WHERE {table}.id = v.column1",
+                part,
             )
+    return rows
 
 
 def decision_entry(

@@ -1,7 +1,8 @@
 """Why each pending job waits and when it may start, as the latest round left it.
 
-A round records every ``wait`` decision with the policy's reason (``Round.decisions``, what the
-dashboard's queue shows) and, for a non-preemptive policy, the estimated start of the first
+A round records every ``wait`` decision with the policy's reason (``Round.waits``, packed by
+:mod:`scheduling.round_waits`; what the dashboard's queue shows) and, for a non-preemptive
+policy, the estimated start of the first
 :data:`~scheduling.core.eta.MAX_ESTIMATED_JOBS` waiting jobs (``Round.estimated_starts``,
 :func:`estimates_for`; the method is :mod:`scheduling.core.eta`). A round that repeats the last
 recorded one is not stored again, but its fresh estimates replace the stored ones, so they follow
@@ -22,6 +23,7 @@ from django.conf import settings
 from scheduling.core import types as core
 from scheduling.core.eta import estimate_mode, estimated_starts
 from scheduling.models import Round
+from scheduling.round_waits import wait_decisions
 from scheduling.service.snapshot import ClusterState
 
 #: What a pending job no round has looked at yet is said to wait for (the dashboard's words).
@@ -57,11 +59,15 @@ def estimates_for(
     return {str(job_id): round(t, 3) for job_id, t in starts.items()}
 
 
-def carry_estimates(record: Round, latest_pk: int | None) -> None:
-    """A round not stored (a repeat of the latest one, ``latest_pk``) leaves its fresh estimates
-    (``record.estimated_starts``) on that latest round, so readers see the newest ones."""
-    if record.pk is None and latest_pk is not None:
+def carry_estimates(record: Round, latest_pk: int | None, latest_estimates: Any = None) -> bool:
+    """A round not stored (a repeat of the latest one, ``latest_pk``, whose stored estimates are
+    ``latest_estimates``) leaves its fresh estimates (``record.estimated_starts``) on that latest
+    round, so readers see the newest ones; unchanged estimates are not written again. Returns
+    whether it wrote."""
+    if record.pk is None and latest_pk is not None and latest_estimates != record.estimated_starts:
         Round.objects.filter(pk=latest_pk).update(estimated_starts=record.estimated_starts)
+        return True
+    return False
 
 
 _parsed: dict[tuple[Any, ...], dict[int, str]] = {}
@@ -76,8 +82,8 @@ def _reasons_of(key: tuple[Any, ...]) -> dict[int, str]:
         cached = _parsed.get(key)
     if cached is not None:
         return cached
-    decisions: Any = Round.objects.filter(pk=key[0]).values_list("decisions", flat=True).first() or []
-    reasons = {int(d["job_id"]): str(d.get("reason", "")) for d in decisions if d.get("action") == "wait"}
+    stored = Round.objects.filter(pk=key[0]).values_list("decisions", "waits").first() or ([], {})
+    reasons = dict(wait_decisions(*stored))
     with _parsed_lock:
         _parsed.clear()
         _parsed[key] = reasons

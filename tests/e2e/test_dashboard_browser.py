@@ -183,7 +183,7 @@ def test_dashboard_in_headless_chromium(browser: Any, live_server: Any) -> None:
         6,
         "the placed jobs on the cluster map",
     )
-    if any(d["shares"] for d in record.decisions if d["action"] == "start"):
+    if any(d["shares"] for d in record.decision_list() if d["action"] == "start"):
         wait_for(lambda: SHARED_LABEL in trace_names(browser, "fig-cluster_map"), 6, "the shared mark")
     running = Job.objects.filter(status=Job.Status.RUNNING).first()
     wait_for(

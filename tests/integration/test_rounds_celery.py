@@ -46,7 +46,7 @@ def test_jobs_submitted_over_rest_get_placed(nodes: list[Node], workers: Workers
     wait_for(lambda: all_running(jobs), 60, f"jobs {ids} running\n{workers.logs()}")
     assert_invariants()
     record = Round.objects.get(n_started=3)
-    assert {d["job_id"] for d in record.decisions if d["action"] == "start"} == set(ids)
+    assert {d["job_id"] for d in record.decision_list() if d["action"] == "start"} == set(ids)
     sent = [m for node in nodes for m in node_messages(redis_client, node.name)]
     placed = {
         (p.job_id, p.gpu.node.name, p.gpu.index)

@@ -160,7 +160,7 @@ def test_tiresias_demotes_a_job_by_its_stored_service(
     assert record is not None and record.n_started == 1
     assert Job.objects.get(pk=fresh.pk).status == Job.Status.RUNNING
     assert Job.objects.get(pk=old.pk).status == Job.Status.PENDING
-    assert {d["job_id"]: d["action"] for d in record.decisions} == {fresh.pk: "start", old.pk: "wait"}
+    assert {d["job_id"]: d["action"] for d in record.decision_list()} == {fresh.pk: "start", old.pk: "wait"}
 
 
 def test_attained_service_is_never_negative(tenant_a: Tenant) -> None:

@@ -77,7 +77,7 @@ def live_round(tenant: Tenant, capture: Callable) -> None:
     assert snap.type_quotas == {tenant.name: {"a100": snap.type_quotas[tenant.name]["a100"]}}
     record = round_now(capture)
     assert record is not None
-    got = {d["job_id"]: (d["action"], d["reason"]) for d in record.decisions}
+    got = {d["job_id"]: (d["action"], d["reason"]) for d in record.decision_list()}
     # SJF order: same P_j, submit order → pinned first: an a100; small (any type): the smallest
     # sufficient GPU, a t4; over: tenant's a100 cap 1 + 0 is taken → waits, the cap named
     assert gpu_types_held(pinned) == ["a100"]

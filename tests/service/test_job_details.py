@@ -68,7 +68,7 @@ def test_a_pending_job_says_why_it_waits_and_when_it_may_start(
 
     record = round_at(django_capture_on_commit_callbacks, T0 + timedelta(seconds=1))
     assert record is not None
-    reason = next(d["reason"] for d in record.decisions if d["job_id"] == second["id"])
+    reason = next(d["reason"] for d in record.decision_list() if d["job_id"] == second["id"])
     shown = alice_api.get(f"{JOBS_URL}{second['id']}/").json()
     assert shown["status"] == "pending"
     assert shown["pending_reason"] == reason  # the words the dashboard's queue shows
@@ -122,7 +122,7 @@ def test_another_tenants_jobs_are_unnamed_in_reasons(
     charlie_second = submit(charlie_api, name="c-second", gpus=1, iterations=10)
     record = round_at(django_capture_on_commit_callbacks, T0 + timedelta(seconds=1), policy="fifo")
     assert record is not None
-    raw = next(d["reason"] for d in record.decisions if d["job_id"] == charlie_second["id"])
+    raw = next(d["reason"] for d in record.decision_list() if d["job_id"] == charlie_second["id"])
     assert f"job {alice_job['id']}" in raw
     seen = charlie_api.get(f"{JOBS_URL}{charlie_second['id']}/").json()["pending_reason"]
     assert seen == raw.replace(f"job {alice_job['id']}", "another tenant's job")

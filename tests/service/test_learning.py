@@ -75,7 +75,7 @@ def test_the_measurement_reorders_the_queue(
     service.requeue([a.pk], timezone.now(), "the test puts it back")
     record = run_round(django_capture_on_commit_callbacks, "sjf")
     # now P_a = 900 · 1.5 = 1,350 s > P_b = 600 s: b goes first (declared only, a would have)
-    actions = {d["job_id"]: d["action"] for d in record.decisions}
+    actions = {d["job_id"]: d["action"] for d in record.decision_list()}
     assert actions == {b.pk: "start", a.pk: "wait"}
 
 

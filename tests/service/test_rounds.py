@@ -125,7 +125,7 @@ def test_round_places_pending_jobs_and_records_why(
     record = round_now(django_capture_on_commit_callbacks, policy="sjf-bsbf")
     assert record is not None and record.pk is not None
     assert (record.policy, record.n_started, record.n_waiting, record.n_preempted) == ("sjf-bsbf", 2, 1, 0)
-    by_job = {d["job_id"]: d for d in record.decisions}
+    by_job = {d["job_id"]: d for d in record.decision_list()}
     assert set(by_job) == {a.pk, b.pk, huge.pk}
     assert by_job[huge.pk]["action"] == "wait"
     assert by_job[huge.pk]["reason"].startswith("needs 16 GPUs but the cluster has only 8 healthy GPUs")
@@ -195,7 +195,7 @@ def test_unhealthy_gpus_are_skipped(
     used = set(Placement.objects.filter(job=six, active=True).values_list("gpu_id", flat=True))
     assert len(used) == 6 and not used & bad
     assert not Placement.objects.filter(job=two).exists()
-    assert {d["job_id"]: d["action"] for d in record.decisions} == {six.pk: "start", two.pk: "wait"}
+    assert {d["job_id"]: d["action"] for d in record.decision_list()} == {six.pk: "start", two.pk: "wait"}
 
 
 def test_two_gangs_for_the_whole_cluster_one_runs(
@@ -229,7 +229,7 @@ def test_a_gang_is_placed_whole_or_not_at_all(
     assert sorted(Placement.objects.filter(gpu_id=gpu0, active=True).values_list("slot", flat=True)) == [0, 1]
     assert not Placement.objects.filter(job=gang).exists()
     assert Job.objects.get(pk=gang.pk).status == Job.Status.PENDING
-    waits = [d for d in record.decisions if d["action"] == "wait"]
+    waits = [d for d in record.decision_list() if d["action"] == "wait"]
     assert waits == [
         {
             "job_id": gang.pk,
@@ -262,7 +262,7 @@ def test_a_job_cancelled_during_the_round_is_not_placed(
     )
     assert not Placement.objects.filter(job=job).exists()
     assert Job.objects.get(pk=job.pk).status == Job.Status.CANCELLED
-    assert record.decisions[0]["action"] == "wait" and record.n_started == 0
+    assert record.decision_list()[0]["action"] == "wait" and record.n_started == 0
 
 
 def test_sharing_writes_slot_1_and_updates_the_partner(
@@ -280,7 +280,7 @@ def test_sharing_writes_slot_1_and_updates_the_partner(
     sent.clear()
     short = make_job(tenant_a, "short", model="resnet18", batch_size=64, iterations=100, iteration_time_s=0.1)
     record = round_now(django_capture_on_commit_callbacks, policy="sjf-bsbf")
-    decision = record.decisions[0]
+    decision = record.decision_list()[0]
     assert decision["action"] == "start" and decision["job_id"] == short.pk
     (share,) = decision["shares"]
     assert share["partner_id"] == resident.pk and share["t_con_s"] < share["t_seq_s"]

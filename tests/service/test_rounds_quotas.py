@@ -34,7 +34,7 @@ def round_at(capture: Callable, seconds: float) -> Round:
 
 
 def actions(record: Round) -> dict[int, tuple[str, str]]:
-    return {d["job_id"]: (d["action"], d["reason"]) for d in record.decisions}
+    return {d["job_id"]: (d["action"], d["reason"]) for d in record.decision_list()}
 
 
 def held(job: Job) -> int:

@@ -53,7 +53,7 @@ def test_the_task_runs_a_round(cluster: list[Node], tenant_a: Tenant) -> None:
     job = make_job(tenant_a, iteration_time_s=0.1)
     round_id = tasks.run_round.run(policy="fifo")
     record = Round.objects.get(pk=round_id)
-    assert record.policy == "fifo" and record.decisions[0]["job_id"] == job.pk
+    assert record.policy == "fifo" and record.decision_list()[0]["job_id"] == job.pk
     assert tasks.run_round.acks_late is True
 
 

@@ -34,7 +34,9 @@ def tenant(db: None) -> Tenant:
 
 
 def wait_reason(record: object, job: Job) -> str:
-    return next(d["reason"] for d in record.decisions if d["job_id"] == job.pk and d["action"] == "wait")
+    return next(
+        d["reason"] for d in record.decision_list() if d["job_id"] == job.pk and d["action"] == "wait"
+    )
 
 
 def long_resident(tenant: Tenant, capture: Callable, **fields: object) -> Job:
