@@ -122,22 +122,24 @@ class LiveRun:
 
 
 def serve(host: str, port: int) -> tuple[Any, threading.Thread]:
-    """Start the web service (Django's threaded WSGI server, static files served) in a thread.
-    Returns the server (``server.server_address`` has the port) and its thread. Raises
+    """Start the web service (Django's WSGI handler on :class:`demo.webserver.PooledWSGIServer`,
+    static files served) in a thread. Returns the server (``server.server_address`` has the
+    port; call ``shutdown()`` then ``server_close()``) and its thread. Raises
     :class:`DemoError` when the address is taken."""
     from django.contrib.staticfiles.handlers import StaticFilesHandler
-    from django.core.servers.basehttp import ThreadedWSGIServer, WSGIRequestHandler
+    from django.core.servers.basehttp import WSGIRequestHandler
     from django.core.wsgi import get_wsgi_application
+
+    from demo.webserver import PooledWSGIServer
 
     class QuietHandler(WSGIRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
             pass
 
     try:
-        server = ThreadedWSGIServer((host, port), QuietHandler, ipv6=":" in host)
+        server = PooledWSGIServer((host, port), QuietHandler, ipv6=":" in host)
     except OSError as exc:
         raise DemoError(f"cannot listen on {host}:{port} ({exc.strerror}); pass --port N") from None
-    server.daemon_threads = True
     server.set_app(StaticFilesHandler(get_wsgi_application()))
     thread = threading.Thread(
         target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="demo-web", daemon=True
