@@ -1,6 +1,6 @@
-"""The demo's web server keeps a worker thread's database connection between requests (Django's
-threaded server opened one per request), and the demo sends a trace job's priority and
-``sharing: never``."""
+"""The demo's requests: its web server keeps a worker thread's database connection between
+requests (Django's threaded server opened one per request); it sends a trace job's priority and
+``sharing: never``, and the jobs due together in bulks per tenant."""
 
 from __future__ import annotations
 
@@ -67,3 +67,21 @@ def test_a_job_body_carries_priority_and_no_sharing() -> None:
     body = job_body(urgent)
     assert body["priority"] == 100 and body["sharing"] == "never"
     assert body["iterations"] * body["iteration_time_s"] == pytest.approx(1.0)  # a 1 s job
+
+
+def test_due_jobs_go_per_tenant_in_bulks_of_at_most_the_size() -> None:
+    from demo.live import due_batches
+
+    due = [TraceJob(i, "a" if i % 3 else "b", "resnet50", 64, 1, 10, 0.0, 0.02) for i in range(12)]
+    batches = due_batches(due, size=3)
+    a = [i for i in range(12) if i % 3]  # 8 jobs of a: 3 + 3 + 2
+    b = [0, 3, 6, 9]  # 4 jobs of b (the first job's tenant comes first): 3 + 1
+    assert [(t, [j.id for j in js]) for t, js in batches] == [
+        ("b", b[:3]),
+        ("b", b[3:]),
+        ("a", a[:3]),
+        ("a", a[3:6]),
+        ("a", a[6:]),
+    ]
+    with pytest.raises(ValueError):
+        due_batches(due, size=0)
