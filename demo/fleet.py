@@ -21,13 +21,19 @@ from scheduling.profiles import load_default_profile
 
 #: Seconds (wall) between passes of the emulated agents: events reach the server this late at most.
 AGENT_TICK_S = 0.05
+#: Fewest wall seconds between two heartbeats of an emulated node **(ours)**: half a round at a
+#: high speedup or short rounds would be several a second per node, each a request the web
+#: service serves, for progress no round reads sooner.
+MIN_HEARTBEAT_S = 1.0
 
 
 def start_agents(run: LiveRun) -> tuple[threading.Thread, Callable[[dict[str, Any]], None]]:
     """The emulated fleet: one ``Agent`` per node (declared GPUs, ``EmulatedExecutor`` at the
-    demo's speedup and the jobs' true speeds), a ``Runner`` thread reporting over HTTP, and the
-    in-process subscriber that hands each placement message to its node's agent. Returns the
-    thread and the subscriber."""
+    demo's speedup and the jobs' true speeds), each with its own ``Runner`` thread reporting
+    over HTTP as a real node's agent does (so one node's slow answer never delays another's
+    heartbeat), and the in-process subscriber that hands each placement message to its node's
+    agent. Returns the thread that runs them all (until the run's stop event, then joins them)
+    and the subscriber."""
     config = run.config
     shipped = load_default_profile()
     speeds = EmulatedSpeeds(
@@ -41,20 +47,36 @@ def start_agents(run: LiveRun) -> tuple[threading.Thread, Callable[[dict[str, An
         )
         for name in run.setup.node_tokens
     }
-    reporters = [
-        Reporter(HttpTransport(run.base_url, run.setup.node_tokens[name], timeout_s=30.0)) for name in agents
-    ]
     # A heartbeat carries every running job's progress: two per round keep the progress the
-    # scheduler sees (remaining times, MODEL.md §1) at most half a round old, as in the simulator.
-    heartbeat_s = min(5.0, config.round_interval_s / config.speedup / 2)
-    runner = Runner(list(agents.values()), reporters, heartbeat_every_s=heartbeat_s, tick_s=AGENT_TICK_S)
+    # scheduler sees (remaining times, MODEL.md §1) at most half a round old, as in the simulator
+    # (at most one a second, MIN_HEARTBEAT_S).
+    heartbeat_s = max(MIN_HEARTBEAT_S, min(5.0, config.round_interval_s / config.speedup / 2))
+    runners = [
+        Runner(
+            [agent],
+            [Reporter(HttpTransport(run.base_url, run.setup.node_tokens[name], timeout_s=30.0))],
+            heartbeat_every_s=heartbeat_s,
+            tick_s=AGENT_TICK_S,
+        )
+        for name, agent in agents.items()
+    ]
 
     def deliver(message: dict[str, Any]) -> None:
         agent = agents.get(message.get("node", ""))
         if agent is not None:
             agent.apply(message)
 
-    thread = threading.Thread(target=runner.run, args=(run.stop,), name="demo-agents", daemon=True)
+    def run_fleet() -> None:
+        threads = [
+            threading.Thread(target=r.run, args=(run.stop,), name=f"demo-agent-{name}", daemon=True)
+            for r, name in zip(runners, agents, strict=True)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    thread = threading.Thread(target=run_fleet, name="demo-agents", daemon=True)
     return thread, deliver
 
 

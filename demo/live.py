@@ -13,6 +13,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TextIO
@@ -25,6 +26,7 @@ from demo.options import DemoConfig, DemoError
 from demo.submit import BULK_SIZE, submit_jobs
 from demo.workload import Workload
 from scheduling import service
+from scheduling.core import types as core
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +76,8 @@ class LiveRun:
 
     def replay(self) -> None:
         """POST every job at its (compressed) submit time, through the REST API; the jobs already
-        due when one is sent go with it, one bulk submission per tenant (demo/submit.py)."""
+        due when one is sent go with it, in bulk submissions per tenant (:func:`due_batches`,
+        demo/submit.py)."""
         jobs = self.workload.jobs
         try:
             i = 0
@@ -82,12 +85,9 @@ class LiveRun:
                 if not self.clock.wait_until(jobs[i].submit_time, self.stop):
                     return
                 now, j = self.clock.trace_now(), i + 1
-                while j < len(jobs) and j - i < BULK_SIZE and jobs[j].submit_time <= now:
+                while j < len(jobs) and jobs[j].submit_time <= now:
                     j += 1
-                by_tenant: dict[str, list] = {}
-                for job in jobs[i:j]:
-                    by_tenant.setdefault(job.tenant, []).append(job)
-                for tenant, due in by_tenant.items():
+                for tenant, due in due_batches(jobs[i:j]):
                     token = self.setup.tenant_tokens[tenant]
                     made, refused = submit_jobs(self.base_url, token, due, self.stop.wait)
                     self.job_ids.update(made)
@@ -121,23 +121,39 @@ class LiveRun:
             connection.close()
 
 
+def due_batches(due: Sequence[core.Job], size: int = BULK_SIZE) -> list[tuple[str, list[core.Job]]]:
+    """The jobs ``due`` together as bulk submissions: per tenant (in order of first appearance),
+    its jobs in submission order, at most ``size`` a submission. Why per tenant and not at most
+    ``size`` due jobs in all: a replay that fell behind with 30 tenants would otherwise send a
+    handful of jobs a request (issue 16: the Kueue-shaped replay lagged that way). Raises
+    ``ValueError`` for ``size`` < 1."""
+    if size < 1:
+        raise ValueError(f"size must be at least 1, got {size}")
+    by_tenant: dict[str, list[core.Job]] = {}
+    for job in due:
+        by_tenant.setdefault(job.tenant, []).append(job)
+    return [(t, js[k : k + size]) for t, js in by_tenant.items() for k in range(0, len(js), size)]
+
+
 def serve(host: str, port: int) -> tuple[Any, threading.Thread]:
-    """Start the web service (Django's threaded WSGI server, static files served) in a thread.
-    Returns the server (``server.server_address`` has the port) and its thread. Raises
+    """Start the web service (Django's WSGI handler on :class:`demo.webserver.PooledWSGIServer`,
+    static files served) in a thread. Returns the server (``server.server_address`` has the
+    port; call ``shutdown()`` then ``server_close()``) and its thread. Raises
     :class:`DemoError` when the address is taken."""
     from django.contrib.staticfiles.handlers import StaticFilesHandler
-    from django.core.servers.basehttp import ThreadedWSGIServer, WSGIRequestHandler
+    from django.core.servers.basehttp import WSGIRequestHandler
     from django.core.wsgi import get_wsgi_application
+
+    from demo.webserver import PooledWSGIServer
 
     class QuietHandler(WSGIRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
             pass
 
     try:
-        server = ThreadedWSGIServer((host, port), QuietHandler, ipv6=":" in host)
+        server = PooledWSGIServer((host, port), QuietHandler, ipv6=":" in host)
     except OSError as exc:
         raise DemoError(f"cannot listen on {host}:{port} ({exc.strerror}); pass --port N") from None
-    server.daemon_threads = True
     server.set_app(StaticFilesHandler(get_wsgi_application()))
     thread = threading.Thread(
         target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="demo-web", daemon=True

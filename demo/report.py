@@ -129,3 +129,10 @@ def learning_line(run: LiveRun) -> str:
         f"slowdown predictions (live): {len(errors)} co-locations measured; mean error "
         f"{sum(first) / len(first):.1%} in the first tenth, {sum(last) / len(last):.1%} in the last"
     )
+
+
+def throughput_line(finished: int, total: int, wall_s: float) -> str:
+    """The run's end-to-end rate: ``finished`` of ``total`` jobs in ``wall_s`` wall seconds
+    (replay start to the last job's end, or to giving up), as jobs per wall second."""
+    rate = finished / wall_s if wall_s > 0 else float("nan")
+    return f"end to end: {finished:,} of {total:,} jobs finished in {wall_s:,.1f} s wall ({rate:.1f} jobs/s)"

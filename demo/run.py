@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable
 
 from cluster.tokens import write_token_file
@@ -12,7 +13,7 @@ from demo.database import prepare_database, record_trace_clock, tune_sqlite
 from demo.fleet import start_agents
 from demo.live import Clock, LiveRun, QuietAgentConflicts, serve, wait_for_jobs, wait_until_ready
 from demo.options import STOPPED_BY_CTRL_C, DemoConfig, DemoError
-from demo.report import fidelity, learning_line, live_result
+from demo.report import fidelity, learning_line, live_result, throughput_line
 from demo.truth import simulated as simulate_like_live
 from demo.truth import truth_line, truth_profile
 from demo.workload import load_workload
@@ -95,6 +96,7 @@ def run_demo(config: DemoConfig, say: Callable[[str], None]) -> int:
     code: int | None = None
     try:
         finished = wait_for_jobs(run, threads[0])
+        wall_s = time.monotonic() - clock.t0
         live = live_result(run, config.policy)
         report = build_report(
             workload.trace,
@@ -111,6 +113,7 @@ def run_demo(config: DemoConfig, say: Callable[[str], None]) -> int:
             f"({abs(ratio - 1):.1%} apart; target within 10 %)"
         )
         say(learning_line(run))
+        say(throughput_line(len(live.outcomes), len(workload.jobs), wall_s))
         for error in run.errors[:10]:
             say(f"error: {error}")
         code = 0 if finished else 1

@@ -90,7 +90,9 @@ def post_with_retry(
 
 
 def job_body(job: core.Job) -> dict[str, Any]:
-    """The API's fields of a trace job (``job-<id>``, its model, batch, iterations, GPUs, speed)."""
+    """The API's fields of a trace job (``job-<id>``, its model, batch, iterations, GPUs, speed;
+    its priority when not 0 and ``sharing: never`` when it may not share, as the simulator sees
+    them)."""
     body: dict[str, Any] = {
         "name": f"job-{job.id}",
         "model": job.model,
@@ -101,6 +103,10 @@ def job_body(job: core.Job) -> dict[str, Any]:
     }
     if job.memory_mb is not None:
         body["gpu_memory_mb"] = math.ceil(job.memory_mb)
+    if job.priority:
+        body["priority"] = job.priority
+    if not job.sharing_allowed:
+        body["sharing"] = "never"
     return body
 
 

@@ -1,0 +1,237 @@
+"""End to end, Kueue-shaped: 15,000 short jobs over 30 tenants in 5 groups through the live service.
+
+What it does: creates a fresh database (the PostgreSQL database named by ``--database-url``,
+dropped and recreated; default: a temporary SQLite file), migrates it, registers 30 nodes × 20
+GPUs and the 30 tenants of the scenario (benchmarks/kueue_shape.py: the shape of Kueue's scheduler
+performance test and how it maps onto Sharewise), then runs everything a live cluster runs, in
+this process: the web service (Django's threaded WSGI server, as ``manage.py demo``), the
+submissions through the REST API at the scenario's times (the demo's replay: jobs due together
+go as one bulk ``POST /api/v1/jobs/bulk/`` per tenant, 429s retried), the scheduler's ticks
+every ``--round-interval`` wall seconds (``scheduling.service.tick``), and one emulated node
+agent per node that runs each placed job for its runtime and reports start, progress and finish
+over HTTP (the demo's fleet, speedup 1). The per-tenant submission throttle is raised (the
+scenario submits about 384 jobs/s at first).
+
+It prints the machine and load, progress lines while it runs, then: the end-to-end time (first
+submission to last finish, the server's timestamps), jobs/s, this process's CPU time, the
+rounds, and per class the time to admission (submission → first placement) as mean, p50, p90,
+p99 and max, beside Kueue's published figures (351 s end to end; mean admission 215 s small,
+77 s medium, 6.7 s large).
+
+Not a test: nothing is asserted. ``--jobs 1500`` runs a tenth of the scenario quickly;
+``--write-trace PATH`` only writes the workload as a Chronus-format CSV for
+``manage.py demo --trace PATH`` and exits.
+
+Run: ``python benchmarks/bench_kueue.py [--jobs 15000] [--round-interval 0.5]
+[--policy sjf-bsbf-fair] [--database-url postgres://postgres@127.0.0.1:5432/sharewise_bench_kueue]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # the project's packages, for kueue_shape
+
+import kueue_shape as shape  # noqa: E402  # benchmarks/kueue_shape.py
+from machine import machine  # noqa: E402  # benchmarks/machine.py
+from sampler import Sampler  # noqa: E402  # benchmarks/sampler.py
+
+
+def setup_django(database_url: str) -> None:
+    """Point Django at a fresh database at ``database_url`` (a PostgreSQL one is dropped and
+    recreated) and migrate it quietly."""
+    os.environ["DATABASE_URL"] = database_url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("SHAREWISE_SUBMIT_RATE", "1000000/s")
+    sys.path.insert(0, str(REPO))
+    if database_url.startswith("postgres"):
+        import psycopg
+
+        parts = urlsplit(database_url)
+        name = parts.path.lstrip("/")
+        with psycopg.connect(parts._replace(path="/postgres").geturl(), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+            conn.execute(f'CREATE DATABASE "{name}"')
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def populate() -> Any:  # a demo.database.Setup (Django is set up after import)
+    """The scenario's nodes and tenants (guaranteed 20 GPUs, borrowing limit 100 each); the
+    demo's :class:`~demo.database.Setup` of their tokens."""
+    from cluster.models import Node, Tenant
+    from common.shapes import node_names
+    from demo.database import Setup
+
+    node_tokens = {}
+    for name in node_names(shape.NODES):
+        node, token = Node.register(name, shape.GPUS_PER_NODE, 49_140, "v100")
+        node_tokens[node.name] = token
+    tenant_tokens = {}
+    for name in shape.tenant_names():
+        _, tenant_tokens[name] = Tenant.create_with_owner(
+            name, quota_gpus=shape.NOMINAL_GPUS, borrow_limit=shape.BORROW_LIMIT_GPUS
+        )
+    quotas = dict.fromkeys(shape.tenant_names(), shape.NOMINAL_GPUS)
+    return Setup(node_tokens, tenant_tokens, "", "", quotas)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q``-quantile (0…1) of ``values``, nearest rank (the smallest value with at least
+    ``q`` of them at or below it)."""
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * q // 1))
+    return ordered[int(rank) - 1]
+
+
+def run(args: argparse.Namespace) -> None:
+    """Set up, run the scenario live, print the figures (see the module docstring)."""
+    from django.db import connection
+
+    from cluster.models import Job, Placement
+    from demo.fleet import start_agents
+    from demo.live import Clock, LiveRun, serve, wait_for_jobs
+    from demo.options import DemoConfig
+    from demo.workload import Workload
+    from scheduling import service
+    from scheduling.sim.loaders import LoadedTrace
+
+    # agents' reports of jobs stopped meanwhile are refused (409): expected, as in the demo
+    logging.getLogger("agent").setLevel(logging.ERROR)
+    logging.getLogger("django.request").setLevel(logging.ERROR)
+    jobs = shape.kueue_workload(args.jobs)
+    setup = populate()
+    config = DemoConfig(
+        nodes=shape.NODES,
+        gpus_per_node=shape.GPUS_PER_NODE,
+        policy=args.policy,
+        speedup=1.0,
+        round_interval_s=args.round_interval,
+        port=0,
+        exit_when_done=True,
+        timeout_s=args.timeout,
+    )
+    trace = LoadedTrace("kueue-shaped", jobs, {}, len(jobs), ("kueue-shaped",))
+    server, web = serve(config.host, 0)
+    base_url = f"http://{config.host}:{server.server_address[1]}"
+    live = LiveRun(config, Workload(trace, jobs, False), setup, base_url, Clock(0.0, 1.0))
+    agents, deliver = start_agents(live)
+    service.set_dispatcher(service.local_dispatch)
+    service.subscribe(deliver)
+    threads = [
+        threading.Thread(target=live.replay, name="replay", daemon=True),
+        agents,
+        threading.Thread(target=live.schedule, name="rounds", daemon=True),
+    ]
+    sampler = Sampler(thread=args.profile_thread).start() if args.profile else None
+    cpu0, wall0 = time.process_time(), time.monotonic()
+    for thread in threads:
+        thread.start()
+    try:
+        finished = wait_for_jobs(live, threads[0])
+    finally:
+        live.stop.set()
+        if sampler is not None:
+            sampler.stop()
+        for thread in threads:
+            thread.join(timeout=20)
+        service.unsubscribe(deliver)
+        service.set_dispatcher(None)
+        server.shutdown()
+        server.server_close()
+        web.join(timeout=5)
+    cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
+    load = os.getloadavg()
+
+    rows = list(Job.objects.values_list("pk", "gpus", "submitted_at", "finished_at", "status"))
+    first_placed: dict[int, object] = {}
+    for job_pk, created in Placement.objects.order_by("created_at").values_list("job_id", "created_at"):
+        first_placed.setdefault(job_pk, created)
+    admission: dict[str, list[float]] = defaultdict(list)
+    for job_pk, gpus, submitted, _, _ in rows:
+        placed = first_placed.get(job_pk)
+        if placed is not None:
+            admission[shape.class_of(gpus)].append((placed - submitted).total_seconds())
+    ends = [r[3] for r in rows if r[3] is not None]
+    e2e = (max(ends) - min(r[2] for r in rows)).total_seconds() if ends else float("nan")
+    done = sum(1 for r in rows if r[4] == Job.Status.SUCCEEDED)
+    connection.close()
+
+    print(f"\n{'all finished' if finished else 'NOT all finished'}: {done}/{len(jobs)} succeeded")
+    for error in live.errors[:5]:
+        print(f"error: {error}")
+    print(
+        f"end to end (first submission to last finish): {e2e:.1f} s, {done / e2e:.1f} jobs/s "
+        f"(Kueue's scenario of {shape.KUEUE_JOBS:,}: {shape.KUEUE_WALL_S:g} s, "
+        f"{shape.KUEUE_JOBS / shape.KUEUE_WALL_S:.1f} jobs/s)"
+    )
+    print(
+        f"wall {wall:.1f} s, this process's CPU {cpu:.1f} s ({cpu / wall:.0%} of one core); "
+        f"{live.rounds} rounds; load average after {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+    )
+    if sampler is not None:
+        print(sampler.report(args.profile_top))
+    print("time to admission (submission -> first placement), s:")
+    print(f"  {'class':<7} {'jobs':>6} {'mean':>7} {'p50':>7} {'p90':>7} {'p99':>7} {'max':>7}  Kueue mean")
+    for cls in shape.CLASSES:
+        values = admission.get(cls.name, [])
+        if not values:
+            print(f"  {cls.name:<7} {0:>6}")
+            continue
+        figures = [statistics.fmean(values)] + [percentile(values, q) for q in (0.5, 0.9, 0.99, 1.0)]
+        cells = " ".join(f"{v:7.2f}" for v in figures)
+        print(f"  {cls.name:<7} {len(values):>6} {cells}  {shape.KUEUE_ADMISSION_S[cls.name]:g}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=shape.KUEUE_JOBS, help="jobs in all (15,000: Kueue's)")
+    parser.add_argument("--round-interval", type=float, default=0.5, help="wall s between ticks (0.5)")
+    parser.add_argument("--policy", default="sjf-bsbf-fair", help="policy name (sjf-bsbf-fair)")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="give up after this many wall s")
+    parser.add_argument("--database-url", default=None, help="database to (re)create (default: temp SQLite)")
+    parser.add_argument("--profile", action="store_true", help="print where the threads spent their time")
+    parser.add_argument("--profile-top", type=int, default=40, help="functions the profile lists (40)")
+    parser.add_argument("--profile-thread", default="", help="profile only threads named so (prefix)")
+    parser.add_argument("--write-trace", type=Path, default=None, help="only write the workload as CSV here")
+    args = parser.parse_args()
+    if args.write_trace is not None:
+        jobs = shape.kueue_workload(args.jobs)
+        shape.write_trace(args.write_trace, jobs)
+        print(f"wrote {len(jobs)} jobs to {args.write_trace}")
+        return
+    url = args.database_url or f"sqlite:///{tempfile.mkdtemp(prefix='sharewise-bench-')}/kueue.sqlite3"
+    print(machine())
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    counts = shape.scaled_counts(args.jobs)
+    print(
+        f"{len(shape.tenant_names())} tenants in {shape.COHORTS} groups, {shape.NODES}x{shape.GPUS_PER_NODE} "
+        f"GPUs; per tenant {counts}; {args.policy}, ticks every {args.round_interval:g} s; "
+        f"{'PostgreSQL' if url.startswith('postgres') else 'SQLite'}"
+    )
+    setup_django(url)
+    if not url.startswith("postgres"):
+        from demo.database import tune_sqlite
+
+        tune_sqlite()
+    run(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""The Kueue-shaped workload: 15,000 short jobs over 30 tenants in 5 groups of 6, after the
+baseline configuration of Kueue's scheduler performance test (kubernetes-sigs/kueue,
+``test/performance/scheduler/configs/baseline/generator.yaml``; its expected results, 351 s
+end to end on average over five runs, in ``rangespec.yaml`` beside it).
+
+The shape there: 5 cohorts × 6 ClusterQueues; each queue has a nominal quota of 20 (CPU units)
+and may borrow up to 100 more within its cohort; each queue receives three streams at once,
+one workload after every interval:
+
+============  ===========  ==========  ========  ========  ===============
+class         per queue    interval    runtime   request   Kueue priority
+============  ===========  ==========  ========  ========  ===============
+small         350          0.1 s       0.2 s     1         50
+medium        100          0.5 s       0.5 s     5         100
+large         50           1.2 s       1.0 s     20        200
+============  ===========  ==========  ========  ========  ===============
+
+so 500 workloads a queue, 15,000 in all, arriving within the first 60 s (small over 35 s,
+medium over 50 s, large over 60 s): 1,320 unit-seconds of work a queue, 39,600 in all, on 600
+units, i.e. at least 66 s of pure run time.
+
+Mapping onto Sharewise **(ours)**: a ClusterQueue is a tenant (``cohort-C-cq-Q``) with
+guaranteed 20 GPUs and a borrowing limit of 100; a unit of quota is one GPU; the cluster has
+the 600 GPUs of the 30 nominal quotas (:data:`NODES` × :data:`GPUS_PER_NODE`, so a large
+workload is one whole node). Sharewise has no cohort: a tenant borrows idle GPUs of the whole
+cluster, so the 5 groups are only the tenants' names; since the 5 cohorts are alike and equally
+loaded, that changes little. Kueue's priorities 50/100/200 become 25/50/100 (the API takes
+−100…100; only the order matters). Jobs never share a GPU (Kueue admits whole requests).
+
+Units: seconds (s), GPUs, iterations.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from scheduling.core import types as core
+
+#: Workloads in Kueue's baseline scenario (5 cohorts × 6 queues × 500).
+KUEUE_JOBS = 15_000
+#: Kueue's published end-to-end time of that scenario (s): "Average value 351116.4 (+/- 0.9%)"
+#: ms over 5 trial runs (rangespec.yaml, ``cmd.maxWallMs``' comment).
+KUEUE_WALL_S = 351.1
+#: Kueue's published average time to admission per class (s), same file and runs.
+KUEUE_ADMISSION_S = {"small": 215.5, "medium": 76.8, "large": 6.7}
+COHORTS = 5
+QUEUES_PER_COHORT = 6
+#: Nominal quota and borrowing limit of each queue (Kueue's units, here GPUs).
+NOMINAL_GPUS = 20
+BORROW_LIMIT_GPUS = 100
+NODES = 30
+GPUS_PER_NODE = 20
+#: Iterations of every job; its iteration time is ``runtime_s / ITERATIONS`` **(ours)**.
+ITERATIONS = 10
+MODEL = "resnet50"
+BATCH_SIZE = 64
+
+
+@dataclass(frozen=True, slots=True)
+class JobClass:
+    """One workload stream of a queue: ``per_tenant`` jobs, one every ``interval_s`` (the first
+    after one interval, as Kueue's generator waits before each creation), each running
+    ``runtime_s`` on ``gpus`` GPUs at ``priority``."""
+
+    name: str
+    per_tenant: int
+    interval_s: float
+    runtime_s: float
+    gpus: int
+    priority: int
+
+
+CLASSES = (
+    JobClass("small", 350, 0.1, 0.2, 1, 25),
+    JobClass("medium", 100, 0.5, 0.5, 5, 50),
+    JobClass("large", 50, 1.2, 1.0, 20, 100),
+)
+
+
+def tenant_names() -> tuple[str, ...]:
+    """The 30 tenants, ``cohort-0-cq-0`` … ``cohort-4-cq-5`` (group first)."""
+    return tuple(f"cohort-{c}-cq-{q}" for c in range(COHORTS) for q in range(QUEUES_PER_COHORT))
+
+
+def class_of(gpus: int) -> str:
+    """The class name of a job of ``gpus`` GPUs (each class has its own gang size). Raises
+    ``KeyError`` for another size."""
+    return {c.gpus: c.name for c in CLASSES}[gpus]
+
+
+def scaled_counts(jobs: int) -> dict[str, int]:
+    """Jobs of each class per tenant for about ``jobs`` in all: Kueue's counts × ``jobs`` /
+    15,000, rounded, at least 1 (intervals unchanged, so a smaller run arrives sooner). Raises
+    ``ValueError`` for ``jobs`` < 1."""
+    if jobs < 1:
+        raise ValueError(f"jobs must be at least 1, got {jobs}")
+    return {c.name: max(1, round(c.per_tenant * jobs / KUEUE_JOBS)) for c in CLASSES}
+
+
+def kueue_workload(jobs: int = KUEUE_JOBS) -> tuple[core.Job, ...]:
+    """The scenario's jobs (:func:`scaled_counts` per class and tenant), sorted by submit time
+    (then tenant, class), ids 0… in that order. Each tenant's ``k``-th job of a class (``k`` = 1…)
+    is submitted at ``k × interval_s``; it runs ``ITERATIONS`` iterations of ``runtime_s /
+    ITERATIONS`` s, exclusively."""
+    counts = scaled_counts(jobs)
+    rows = []
+    for t, tenant in enumerate(tenant_names()):
+        for c, cls in enumerate(CLASSES):
+            for k in range(1, counts[cls.name] + 1):
+                rows.append((round(k * cls.interval_s, 6), t, c, tenant, cls))
+    rows.sort(key=lambda r: r[:3])
+    return tuple(
+        core.Job(
+            i,
+            tenant,
+            MODEL,
+            BATCH_SIZE,
+            cls.gpus,
+            ITERATIONS,
+            submit,
+            cls.runtime_s / ITERATIONS,
+            priority=cls.priority,
+            sharing_allowed=False,
+        )
+        for i, (submit, _, _, tenant, cls) in enumerate(rows)
+    )
+
+
+def write_trace(path: Path, jobs: Sequence[core.Job]) -> None:
+    """Write ``jobs`` as a Chronus-format CSV (tenant in ``user``, seconds; the format the
+    simulator and ``manage.py demo --trace`` read with tenants). That format has no priority
+    or sharing column: the demo replays them at priority 0, sharing allowed."""
+    with path.open("w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["job_id", "user", "num_gpu", "submit_time", "iterations", "model_name", "duration"])
+        for j in jobs:
+            out.writerow(
+                [j.id, j.tenant, j.gpus, j.submit_time, j.iterations, j.model, j.iterations * j.iter_time_s]
+            )

@@ -1,0 +1,51 @@
+"""The Kueue-shaped benchmark's workload has the shape of Kueue's baseline scheduler performance
+test (5 cohorts × 6 queues; per queue 350 small, 100 medium, 50 large workloads; 15,000 in all)."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import kueue_shape as shape  # noqa: E402  # benchmarks/kueue_shape.py
+
+
+def test_the_full_scenario_has_kueues_counts_per_class_and_tenant() -> None:
+    jobs = shape.kueue_workload()
+    assert len(jobs) == 15_000 == 5 * 6 * (350 + 100 + 50)
+    per = Counter((j.tenant, shape.class_of(j.gpus)) for j in jobs)
+    tenants = shape.tenant_names()
+    assert len(tenants) == 30 and len({t.split("-cq-")[0] for t in tenants}) == 5
+    assert per == {(t, c): n for t in tenants for c, n in (("small", 350), ("medium", 100), ("large", 50))}
+    # runtimes 0.2 / 0.5 / 1 s on 1 / 5 / 20 GPUs, priorities in Kueue's order
+    by_class = {shape.class_of(j.gpus): j for j in jobs}
+    assert {c: round(j.iterations * j.iter_time_s, 9) for c, j in by_class.items()} == {
+        "small": 0.2,
+        "medium": 0.5,
+        "large": 1.0,
+    }
+    assert by_class["small"].priority < by_class["medium"].priority < by_class["large"].priority
+    # 39,600 GPU-seconds of work (30 × (350·0.2·1 + 100·0.5·5 + 50·1·20)): 66 s on 600 GPUs
+    assert sum(j.gpus * j.iterations * j.iter_time_s for j in jobs) == pytest.approx(39_600)
+    assert shape.NODES * shape.GPUS_PER_NODE == 30 * shape.NOMINAL_GPUS == 600
+
+
+def test_arrivals_follow_each_streams_interval() -> None:
+    jobs = shape.kueue_workload()
+    assert [j.submit_time for j in jobs] == sorted(j.submit_time for j in jobs)
+    assert [j.id for j in jobs] == list(range(15_000))
+    large = [j.submit_time for j in jobs if j.tenant == "cohort-4-cq-5" and j.gpus == 20]
+    assert large == pytest.approx([1.2 * k for k in range(1, 51)])  # the last at 60 s
+    assert max(j.submit_time for j in jobs if j.gpus == 1) == pytest.approx(35.0)
+
+
+def test_a_tenth_keeps_the_proportions() -> None:
+    assert shape.scaled_counts(1_500) == {"small": 35, "medium": 10, "large": 5}
+    assert len(shape.kueue_workload(1_500)) == 30 * 50
+    assert shape.scaled_counts(1) == {"small": 1, "medium": 1, "large": 1}
+    with pytest.raises(ValueError):
+        shape.scaled_counts(0)
