@@ -132,7 +132,7 @@ def preemptive_exclusive(
                 later[g] = later.get(g, 0) + 1
     ri = pi = 0
     n_running, n_pending = len(running), len(pending_jobs)
-    smallest = min(map(_gang, pending_jobs), default=0) if not explain else 0
+    smallest: int | None = None  # the smallest pending gang (GPUs), once needed
     while ri < n_running or pi < n_pending:
         if pi < n_pending and (ri == n_running or pending_keys[pi] < running[ri][0]):
             job = pending_jobs[pi]
@@ -140,8 +140,10 @@ def preemptive_exclusive(
             if not explain and job.gpus > free:
                 # it cannot be admitted (under the consolidated rule either: the packer holds
                 # ``free`` GPUs in all), and no one asked why; none can once fewer GPUs are left
-                # than the smallest pending gang
-                if free < smallest:
+                # than the smallest pending gang (found only when it matters: O(n) at C speed)
+                if free and smallest is None:
+                    smallest = min(map(_gang, pending_jobs))
+                if free == 0 or (smallest is not None and free < smallest):
                     pi = n_pending
                 continue
             rank = ri + pi
