@@ -33,6 +33,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import fresh_db  # benchmarks/fresh_db.py
 from machine import machine  # benchmarks/machine.py
 
 REPO = Path(__file__).resolve().parent.parent
@@ -42,34 +43,13 @@ MODELS = ("resnet50", "vgg16", "lm", "transformer", "resnet18", "a3c")
 
 
 def setup_django(database_url: str) -> None:
-    """Point Django at ``database_url`` with the dashboard installed, and migrate quietly."""
-    os.environ["DATABASE_URL"] = database_url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    sys.path.insert(0, str(REPO))
-    import django
+    """Point Django at a fresh database at ``database_url`` with the dashboard installed, and
+    migrate quietly."""
+    fresh_db.setup_django(database_url)
     from django.conf import settings
 
-    django.setup()
     if "frontend" not in settings.INSTALLED_APPS:
         sys.exit("the frontend app is not in INSTALLED_APPS (config/settings.py)")
-    from django.core.management import call_command
-
-    if database_url.startswith("postgres"):
-        _recreate_postgres(database_url)
-    call_command("migrate", verbosity=0)
-
-
-def _recreate_postgres(database_url: str) -> None:
-    from urllib.parse import urlsplit
-
-    import psycopg
-
-    parts = urlsplit(database_url)
-    name = parts.path.lstrip("/")
-    admin_url = parts._replace(path="/postgres").geturl()
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def populate() -> dict[str, Any]:

@@ -39,11 +39,11 @@ import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # the project's packages, for kueue_shape
 
+import fresh_db  # noqa: E402  # benchmarks/fresh_db.py
 import kueue_shape as shape  # noqa: E402  # benchmarks/kueue_shape.py
 from machine import machine  # noqa: E402  # benchmarks/machine.py
 from sampler import Sampler  # noqa: E402  # benchmarks/sampler.py
@@ -51,25 +51,9 @@ from sampler import Sampler  # noqa: E402  # benchmarks/sampler.py
 
 def setup_django(database_url: str) -> None:
     """Point Django at a fresh database at ``database_url`` (a PostgreSQL one is dropped and
-    recreated) and migrate it quietly."""
-    os.environ["DATABASE_URL"] = database_url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    recreated) with the submission throttle out of the way, and migrate it quietly."""
     os.environ.setdefault("SHAREWISE_SUBMIT_RATE", "1000000/s")
-    sys.path.insert(0, str(REPO))
-    if database_url.startswith("postgres"):
-        import psycopg
-
-        parts = urlsplit(database_url)
-        name = parts.path.lstrip("/")
-        with psycopg.connect(parts._replace(path="/postgres").geturl(), autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-            conn.execute(f'CREATE DATABASE "{name}"')
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    fresh_db.setup_django(database_url)
 
 
 def populate() -> Any:  # a demo.database.Setup (Django is set up after import)

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from fresh_db import setup_django  # benchmarks/fresh_db.py
 from machine import machine  # benchmarks/machine.py
 
 REPO = Path(__file__).resolve().parent.parent
@@ -103,27 +104,6 @@ def default_database_url() -> str:
     if url.startswith("postgres"):
         return urlsplit(url)._replace(path="/sharewise_bench_round").geturl()
     return f"sqlite:///{tempfile.mkdtemp(prefix='sharewise-bench-')}/round.sqlite3"
-
-
-def setup_django(database_url: str) -> None:
-    """Point Django at a fresh database at ``database_url`` and migrate it quietly."""
-    os.environ["DATABASE_URL"] = database_url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    sys.path.insert(0, str(REPO))
-    if database_url.startswith("postgres"):
-        import psycopg
-
-        parts = urlsplit(database_url)
-        name = parts.path.lstrip("/")
-        with psycopg.connect(parts._replace(path="/postgres").geturl(), autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-            conn.execute(f'CREATE DATABASE "{name}"')
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
 
 
 def populate_cluster() -> None:

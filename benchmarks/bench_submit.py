@@ -42,6 +42,7 @@ from collections import defaultdict
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from fresh_db import recreate_postgres  # benchmarks/fresh_db.py
 from machine import machine  # benchmarks/machine.py
 
 REPO = Path(__file__).resolve().parent.parent
@@ -126,20 +127,6 @@ def manage(env: dict[str, str], *args: str) -> str:
     if result.returncode != 0:
         sys.exit(f"manage.py {' '.join(args)} failed:\n{result.stderr}")
     return result.stdout.strip()
-
-
-def recreate_database(url: str) -> None:
-    """Drop and create the database named in ``url`` (connecting to the ``postgres`` database)."""
-    import psycopg
-
-    parts = urlsplit(url)
-    name = parts.path.lstrip("/")
-    if not re.fullmatch(r"[a-z_][a-z0-9_]*", name):
-        sys.exit(f"refusing odd database name {name!r}")
-    admin = parts._replace(path="/postgres").geturl()
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name}")
-        conn.execute(f"CREATE DATABASE {name}")
 
 
 def start_gunicorn(env: dict[str, str], port: int, workers: int, threads: int) -> subprocess.Popen:
@@ -294,7 +281,7 @@ def main() -> None:
         # no agents run: the nodes must not be marked silent (their GPUs would bound no gang)
         "SHAREWISE_HEARTBEAT_TIMEOUT_S": "86400",
     }
-    recreate_database(args.database_url)
+    recreate_postgres(args.database_url)
     manage(env, "migrate", "--noinput", "-v", "0")
     manage(env, "load_cluster", "4x8")
     token = manage(env, "create_tenant", "bench", "--quota-gpus", "8")

@@ -1,0 +1,47 @@
+"""A fresh database for a benchmark, and Django set up on it (one place for every benchmark).
+
+PostgreSQL databases named in a URL are dropped and created again (connecting to the server's
+``postgres`` database); a SQLite URL names a new file. Benchmarks only: nothing here runs in the
+service.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def recreate_postgres(url: str) -> None:
+    """Drop and create the PostgreSQL database named in ``url``. Exits with a one-line message
+    for a name that is not a plain identifier (it is spliced into the SQL)."""
+    import psycopg
+
+    parts = urlsplit(url)
+    name = parts.path.lstrip("/")
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        sys.exit(f"refusing odd database name {name!r}")
+    with psycopg.connect(parts._replace(path="/postgres").geturl(), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def setup_django(database_url: str, *, fresh: bool = True) -> None:
+    """Point Django at ``database_url`` (recreated first when it is PostgreSQL and ``fresh``),
+    set it up and migrate quietly."""
+    os.environ["DATABASE_URL"] = database_url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    if fresh and database_url.startswith("postgres"):
+        recreate_postgres(database_url)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
