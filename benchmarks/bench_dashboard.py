@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import fresh_db  # benchmarks/fresh_db.py
+from cli_args import database_url, positive_int  # benchmarks/cli_args.py
 from machine import machine  # benchmarks/machine.py
 
 REPO = Path(__file__).resolve().parent.parent
@@ -277,9 +278,14 @@ def measure(users: dict[str, Any], requests: int, endpoints: tuple[str, ...] = E
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--requests", type=int, default=40, help="timed requests per endpoint and viewer")
     parser.add_argument(
-        "--database-url", default="", help="PostgreSQL URL (default: a temporary SQLite file)"
+        "--requests", type=positive_int, default=40, help="timed requests per endpoint and viewer"
+    )
+    parser.add_argument(
+        "--database-url",
+        type=database_url,
+        default=None,
+        help="PostgreSQL URL (default: a temporary SQLite file)",
     )
     parser.add_argument(
         "--gc-freeze",
@@ -292,6 +298,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     endpoints = tuple(e for e in args.endpoints.split(",") if e)
+    if not endpoints:
+        parser.error("--endpoints names none")
     if unknown := set(endpoints) - set(ENDPOINTS):
         parser.error(f"unknown endpoints: {', '.join(sorted(unknown))}")
     with tempfile.TemporaryDirectory() as tmp:

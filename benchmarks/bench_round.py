@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from cli_args import database_url, non_negative_int, policy_name, positive_int  # benchmarks/cli_args.py
 from fresh_db import setup_django  # benchmarks/fresh_db.py
 from machine import machine  # benchmarks/machine.py
 
@@ -301,9 +302,11 @@ def purge_node_queues() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pending", type=int, nargs="+", default=[1_000, 10_000], help="pending jobs")
-    parser.add_argument("--rounds", type=int, default=5, help="timed rounds per size (median)")
-    parser.add_argument("--policy", default="sjf-bsbf", help="policy name")
+    parser.add_argument(
+        "--pending", type=positive_int, nargs="+", default=[1_000, 10_000], help="pending jobs"
+    )
+    parser.add_argument("--rounds", type=positive_int, default=5, help="timed rounds per size (median)")
+    parser.add_argument("--policy", type=policy_name, default="sjf-bsbf", help="policy name")
     parser.add_argument(
         "--dispatch",
         choices=("pull", "local", "celery"),
@@ -317,10 +320,12 @@ def main() -> None:
         help="fill: every job pending on an idle cluster (default); steady: a full cluster where "
         "--finish jobs just finished",
     )
-    parser.add_argument("--finish", type=int, default=16, help="jobs finished before a steady round")
+    parser.add_argument(
+        "--finish", type=non_negative_int, default=16, help="jobs finished before a steady round"
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--profile", action="store_true", help="print the top functions of one round")
-    parser.add_argument("--database-url", default=None, help="database to (re)create")
+    parser.add_argument("--database-url", type=database_url, default=None, help="database to (re)create")
     args = parser.parse_args()
     if args.rounds < 1 or any(n < 1 for n in args.pending):
         sys.exit("--rounds and --pending must be positive")

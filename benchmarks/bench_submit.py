@@ -42,6 +42,7 @@ from collections import defaultdict
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from cli_args import database_url, non_negative_int, positive_int  # benchmarks/cli_args.py
 from fresh_db import recreate_postgres  # benchmarks/fresh_db.py
 from machine import machine  # benchmarks/machine.py
 
@@ -241,14 +242,23 @@ def run_python_client(port: int, token: str, args: argparse.Namespace) -> dict[s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/sharewise_bench")
+    parser.add_argument(
+        "--database-url",
+        type=database_url,
+        default="postgres://postgres@127.0.0.1:5432/sharewise_bench",
+        help="PostgreSQL database to drop and recreate (default: sharewise_bench on 127.0.0.1)",
+    )
     parser.add_argument("--cache-url", default="redis://127.0.0.1:6379/15", help="throttle counters (shared)")
-    parser.add_argument("--duration", type=int, default=20, help="seconds of load")
-    parser.add_argument("--warmup", type=int, default=3, help="seconds of load before measuring")
-    parser.add_argument("--connections", type=int, default=16, help="concurrent keep-alive connections")
-    parser.add_argument("--load-threads", type=int, default=1, help="wrk threads")
-    parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
-    parser.add_argument("--threads", type=int, default=4, help="threads per gunicorn worker")
+    parser.add_argument("--duration", type=positive_int, default=20, help="seconds of load (20)")
+    parser.add_argument(
+        "--warmup", type=non_negative_int, default=3, help="seconds of load before measuring (3)"
+    )
+    parser.add_argument(
+        "--connections", type=positive_int, default=16, help="concurrent keep-alive connections (16)"
+    )
+    parser.add_argument("--load-threads", type=positive_int, default=1, help="wrk threads (1)")
+    parser.add_argument("--workers", type=positive_int, default=2, help="gunicorn worker processes (2)")
+    parser.add_argument("--threads", type=positive_int, default=4, help="threads per gunicorn worker (4)")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument(
         "--idempotency-keys", action="store_true", help="send a fresh Idempotency-Key each time"
@@ -257,7 +267,9 @@ def main() -> None:
         "--python-client", action="store_true", help="use the Python client even if wrk exists"
     )
     parser.add_argument("--baseline", action="store_true", help="also measure GET /healthz (no database)")
-    parser.add_argument("--bulk", type=int, default=0, metavar="N", help="N jobs per request (bulk endpoint)")
+    parser.add_argument(
+        "--bulk", type=positive_int, default=0, metavar="N", help="N jobs per request (bulk endpoint)"
+    )
     parser.add_argument(
         "--rounds",
         type=float,
@@ -267,6 +279,8 @@ def main() -> None:
     )
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args()
+    if not args.database_url.startswith("postgres"):
+        parser.error("--database-url: the submission benchmark runs on PostgreSQL (postgres://...)")
 
     env = {
         **os.environ,

@@ -18,16 +18,21 @@ REPO = Path(__file__).resolve().parent.parent
 
 def recreate_postgres(url: str) -> None:
     """Drop and create the PostgreSQL database named in ``url``. Exits with a one-line message
-    for a name that is not a plain identifier (it is spliced into the SQL)."""
+    for a name that is not a plain identifier (it is spliced into the SQL) or a server that
+    cannot be reached."""
     import psycopg
 
     parts = urlsplit(url)
     name = parts.path.lstrip("/")
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         sys.exit(f"refusing odd database name {name!r}")
-    with psycopg.connect(parts._replace(path="/postgres").geturl(), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        with psycopg.connect(parts._replace(path="/postgres").geturl(), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+            conn.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.Error as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        sys.exit(f"cannot recreate database {name!r} at {parts.hostname}:{parts.port or 5432}: {reason}")
 
 
 def setup_django(database_url: str, *, fresh: bool = True) -> None:

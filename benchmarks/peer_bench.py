@@ -133,6 +133,13 @@ def main() -> None:
     parser.add_argument("--policies", default="srtf,tiresias", help="of srtf, tiresias")
     parser.add_argument("--preset", default="muri-sim", help="our preset (none: our defaults)")
     args = parser.parse_args()
+    if not (args.muri / "simulator" / "run_sim.py").is_file():
+        parser.error(f"{args.muri} is not a checkout of Rivendile/Muri (no simulator/run_sim.py in it)")
+    if args.tiresias is not None and not (args.tiresias / "simulator" / "run_sim.py").is_file():
+        parser.error(f"{args.tiresias} is not a checkout of Tiresias (no simulator/run_sim.py in it)")
+    for name in args.traces.split(","):
+        if not trace_path(name).is_file():
+            parser.error(f"trace {name} not found at {trace_path(name)} (set SHAREWISE_DATA_DIR)")
     # both sides start from compiled byte code: where the environment forbids writing it, every
     # run would otherwise recompile each module it imports (a third of a second for ours)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}

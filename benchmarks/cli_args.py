@@ -1,0 +1,66 @@
+"""Argument types the benchmarks share, so that bad input is a one-line parser error.
+
+Each is an ``argparse`` ``type=``: it returns the parsed value or raises
+``argparse.ArgumentTypeError`` with the reason, which argparse prints as ``error: argument
+--x: …`` and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def positive_int(text: str) -> int:
+    """An integer ≥ 1."""
+    value = _number(text, int)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An integer ≥ 0."""
+    value = _number(text, int)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0 (e.g. seconds)."""
+    value = _number(text, float)
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
+def policy_name(text: str) -> str:
+    """A registered scheduling policy (``scheduling.core.policies``)."""
+    if str(REPO) not in sys.path:  # a benchmark runs as a script from benchmarks/
+        sys.path.insert(0, str(REPO))
+    from scheduling.core.policies import POLICY_NAMES
+
+    if text not in POLICY_NAMES:
+        raise argparse.ArgumentTypeError(f"unknown policy {text!r}; one of {', '.join(POLICY_NAMES)}")
+    return text
+
+
+def database_url(text: str) -> str:
+    """A ``postgres://`` / ``postgresql://`` or ``sqlite:///`` URL."""
+    if not text.startswith(("postgres://", "postgresql://", "sqlite:///")):
+        raise argparse.ArgumentTypeError(
+            f"expected postgres://user@host:port/name or sqlite:///path, got {text!r}"
+        )
+    return text
+
+
+def _number(text: str, kind: type) -> int | float:
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
