@@ -6,9 +6,14 @@ must see none of A's things. ``*_api`` fixtures are DRF test clients authenticat
 
 from __future__ import annotations
 
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
+import redis
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
@@ -16,6 +21,7 @@ from rest_framework.test import APIClient
 
 from cluster.api_tokens import ApiToken
 from cluster.models import Membership, Node, Tenant
+from tests.conftest import skip_or_fail
 
 JOBS_URL = "/api/v1/jobs/"
 
@@ -125,3 +131,21 @@ def alice_job(alice_api: APIClient) -> dict[str, Any]:
     response = alice_api.post(JOBS_URL, job_body(name="alice-job"), format="json")
     assert response.status_code == 201, response.content
     return response.json()
+
+
+@contextmanager
+def redis_caches(backend: str) -> Iterator[tuple[dict[str, Any], redis.Redis, str]]:
+    """Django ``CACHES`` on the real Redis of ``REDIS_URL`` with ``backend``, under a key prefix
+    of this test's own: yields ``(caches, a Redis client, the prefix)`` and deletes the prefix's
+    keys afterwards. Skips (or fails, where real services are required) without ``REDIS_URL``."""
+    url = os.environ.get("REDIS_URL")
+    if not url:
+        skip_or_fail("needs Redis (set REDIS_URL=redis://...)")
+    prefix = f"sharewise-test-{uuid.uuid4().hex}"
+    caches = {"default": {"BACKEND": backend, "LOCATION": url, "KEY_PREFIX": prefix}}
+    client = redis.Redis.from_url(url)
+    try:
+        yield caches, client, prefix
+    finally:
+        for key in client.keys(f"{prefix}:*"):
+            client.delete(key)

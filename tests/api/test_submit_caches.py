@@ -3,12 +3,10 @@ requests, and every change that makes them wrong is seen by the very next reques
 
 from __future__ import annotations
 
-import os
-import uuid
 from datetime import timedelta
 from typing import Any
 
-import redis
+import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import override_settings
@@ -19,8 +17,7 @@ from rest_framework.test import APIClient
 from cluster import token_cache
 from cluster.models import Job, Membership, Node, Tenant
 from scheduling.service import check_heartbeats
-from tests.api.conftest import JOBS_URL, api_token, job_body
-from tests.conftest import skip_or_fail
+from tests.api.conftest import JOBS_URL, api_token, job_body, redis_caches
 
 TOKEN_URL = "/api/v1/tenant/token/"
 TRANSACTION_CONTROL = ("SAVEPOINT", "RELEASE SAVEPOINT", "ROLLBACK TO SAVEPOINT", "BEGIN", "COMMIT")
@@ -166,22 +163,11 @@ def test_the_pending_cap_counts_exactly_near_it(alice_api: APIClient) -> None:
     assert submit(alice_api, name="three").status_code == 429
 
 
+@pytest.mark.redis
 def test_with_redis_a_rotated_token_is_refused_at_once(alice: Any, cluster: Any) -> None:
     """Production's cache (config/redis_cache.py, the token cache on by default): the token's row
     is kept in Redis, one Redis client serves every call, and a rotation deletes the row there."""
-    url = os.environ.get("REDIS_URL")
-    if not url:
-        skip_or_fail("needs Redis (set REDIS_URL=redis://...)")
-    prefix = f"sharewise-test-{uuid.uuid4().hex}"
-    caches = {
-        "default": {
-            "BACKEND": "config.redis_cache.ReusedClientRedisCache",
-            "LOCATION": url,
-            "KEY_PREFIX": prefix,
-        }
-    }
-    client = redis.Redis.from_url(url)
-    try:
+    with redis_caches("config.redis_cache.ReusedClientRedisCache") as (caches, client, prefix):
         with override_settings(CACHES=caches):
             from django.core.cache import cache
 
@@ -194,6 +180,3 @@ def test_with_redis_a_rotated_token_is_refused_at_once(alice: Any, cluster: Any)
             assert client.keys(f"{prefix}:*api-token:*") == []
             assert submit(client_with(old), name="refused").status_code == 401
             assert submit(client_with(new), name="accepted").status_code == 201
-    finally:
-        for key in client.keys(f"{prefix}:*"):
-            client.delete(key)

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import uuid
-
 import pytest
-import redis
 from django.test import override_settings
 from rest_framework.test import APIClient
 
 from cluster.models import Job
 from cluster.throttles import SubmissionThrottle
-from tests.api.conftest import JOBS_URL, job_body, rest_settings
-from tests.conftest import skip_or_fail
+from tests.api.conftest import JOBS_URL, job_body, redis_caches, rest_settings
 
 
 class FakeClock:
@@ -84,25 +79,10 @@ def test_no_rate_means_no_throttle(alice_api: APIClient, clock: FakeClock) -> No
 @pytest.mark.redis
 def test_counter_is_shared_through_redis(alice_api: APIClient, clock: FakeClock) -> None:
     """With Redis as the cache (production), the per-tenant counter lives there, for all workers."""
-    url = os.environ.get("REDIS_URL")
-    if not url:
-        skip_or_fail("needs Redis (set REDIS_URL=redis://...)")
-    prefix = f"sharewise-test-{uuid.uuid4().hex}"
-    caches = {
-        "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": url,
-            "KEY_PREFIX": prefix,
-        }
-    }
-    client = redis.Redis.from_url(url)
-    try:
+    with redis_caches("django.core.cache.backends.redis.RedisCache") as (caches, client, prefix):
         with override_settings(CACHES=caches, REST_FRAMEWORK=rest_settings(job_submit="2/min")):
             codes = [alice_api.post(JOBS_URL, job_body(), format="json").status_code for _ in range(3)]
         assert codes == [201, 201, 429]
         keys = client.keys(f"{prefix}:*throttle:*")  # (the cache also holds the round-request flag)
         assert len(keys) == 1 and int(client.get(keys[0])) == 3  # three submissions counted
         assert 0 < client.ttl(keys[0]) <= 61  # the window (60 s) plus one second
-    finally:
-        for key in client.keys(f"{prefix}:*"):
-            client.delete(key)
