@@ -87,6 +87,27 @@ def test_run_scheduler_once_prints_one_line(cluster: list[Node], tenant_a: Tenan
     ]
 
 
+class FlushedText(StringIO):
+    """A stream that remembers what had been written at each ``flush()``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flushed: list[str] = []
+
+    def flush(self) -> None:
+        self.flushed.append(self.getvalue())
+
+
+def test_run_scheduler_flushes_each_step(cluster: list[Node], tenant_a: Tenant) -> None:
+    """Each step's lines are flushed when printed: stdout redirected to a file is block-buffered,
+    and an operator's log (and the embedded end-to-end test, which failed in CI so) showed no line
+    until 4 KB had gathered."""
+    make_job(tenant_a, "a", gpus=2, iteration_time_s=0.1)
+    out = FlushedText()
+    call_command("run_scheduler", "--once", "--policy", "sjf", stdout=out)
+    assert out.flushed and out.flushed[0] == out.getvalue() and out.getvalue().startswith("round ")
+
+
 def test_run_scheduler_checks_the_heartbeats_before_its_round(cluster: list[Node], tenant_a: Tenant) -> None:
     """One ``run_scheduler --once`` is one tick: a node silent for longer than
     ``SHAREWISE_HEARTBEAT_TIMEOUT_S`` (15 s here, silent 60 s) is marked unhealthy and its job

@@ -78,6 +78,9 @@ class Command(BaseCommand):
                 for node, requeued in done.unhealthy.items():
                     self.stdout.write(describe_unhealthy(node, requeued))
                 self.stdout.write(describe(done.round))
+                # stdout redirected to a file is block-buffered: an operator tailing the log (or
+                # a supervisor collecting it) must see each round when it happens, not 4 KB later
+                self.stdout.flush()
                 if options["once"]:
                     return
                 time.sleep(max(0.0, interval - (time.monotonic() - started)))
