@@ -16,6 +16,11 @@ from scheduling.datapaths import shared_data_dir
 
 REQUIRE_SERVICES = os.environ.get("SHAREWISE_REQUIRE_SERVICES") == "1"
 
+# The services, commands and agents that tests start as subprocesses must show their output
+# without PYTHONUNBUFFERED, as they do for an operator and in CI (a shell that set it hid that
+# run_scheduler and the demo left their lines in a block buffer when writing to a pipe or file).
+os.environ.pop("PYTHONUNBUFFERED", None)
+
 
 def skip_or_fail(reason: str) -> None:
     """Skip with ``reason``, or fail when services are required (CI)."""

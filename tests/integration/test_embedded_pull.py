@@ -84,9 +84,7 @@ def embedded(tmp_path: Path, broker: dict[str, str]) -> Iterator[Embedded]:
     env = {
         k: v
         for k, v in os.environ.items()
-        # PYTHONUNBUFFERED too: the services must show their lines without it, as an operator
-        # runs them (CI has it unset; a shell that sets it once hid run_scheduler's buffering)
-        if k not in ("REDIS_URL", "CACHE_URL", "SHAREWISE_AGENT_TRANSPORT", "PYTHONUNBUFFERED")
+        if k not in ("REDIS_URL", "CACHE_URL", "SHAREWISE_AGENT_TRANSPORT")
     }
     env.update(broker)
     env.update(

@@ -131,7 +131,7 @@ class Command(BaseCommand):
             call_command("flush", interactive=False, verbosity=0)
         logging.getLogger("agent").setLevel(logging.ERROR)  # refused stale reports are expected
         try:
-            code = run_demo(config, lambda line: self.stdout.write(line))
+            code = run_demo(config, self.say)
         except DemoError as exc:
             raise CommandError(str(exc)) from None
         except KeyboardInterrupt:  # Ctrl-C while setting up, or a second one while shutting down
@@ -141,3 +141,9 @@ class Command(BaseCommand):
             raise SystemExit(130)
         if code:
             raise CommandError("not every job finished (see above)", returncode=code)
+
+    def say(self, line: str) -> None:
+        """Print one line of the demo and flush it: stdout into a pipe or a file is block-buffered,
+        and the dashboard's URL must show when the dashboard is up, not when the demo ends."""
+        self.stdout.write(line)
+        self.stdout.flush()
