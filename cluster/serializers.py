@@ -265,16 +265,9 @@ class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
         """Refuse a job that can never run: one without a command on a cluster whose agents all
         run real processes (:func:`cluster.runnable.missing_command_refusal`), or one whose memory
         per GPU at its smallest sub-batch (gradient accumulation, MODEL.md §1–2) exceeds the
-        largest schedulable GPU's memory (MB) — of the types it accepts (``gpu_types``).
-
-        Same memory model as a round: ``scheduling.service.load_state`` builds the core job with
-        ``memory_mb`` = ``gpu_memory_mb`` (``None``: the profile's), and the placement asks
-        ``largest_fitting_sub_batch`` against the largest healthy GPU.
+        largest schedulable GPU's memory (MB) — of the types it accepts (``gpu_types``;
+        :func:`memory_refusal`).
         """
-        from scheduling.core import types as core
-        from scheduling.core.placement import largest_fitting_sub_batch
-        from scheduling.profiles import ProfileError, load_default_profile
-
         if not attrs.get("command"):
             refusal = self.cluster_fact("missing_command_refusal", runnable.missing_command_refusal)
             if refusal is not None:
@@ -300,37 +293,53 @@ class JobSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
                         ]
                     }
                 )
-        memory = attrs.get("gpu_memory_mb")
-        job = core.Job(
-            0,
-            "",
-            attrs["model"],
-            attrs["batch_size"],
-            attrs["gpus"],
-            attrs["iterations"],
-            0.0,
-            1.0,
-            None if memory is None else float(memory),
-        )
-        profile = load_default_profile()
-        min_sub_batch = core.SchedulerConfig().min_sub_batch
-        try:
-            if largest_fitting_sub_batch(profile, job, largest, min_sub_batch) is not None:
-                return attrs
-            smallest = min(profile.sub_batches(job, min_sub_batch))
-            needed = profile.memory_mb(job, smallest)
-        except ProfileError:
-            return attrs  # the round reports what the profile cannot model
-        given = f"{memory} MB per GPU at the full batch" if memory is not None else "the profile's memory"
-        raise serializers.ValidationError(
-            {
-                "gpu_memory_mb": [
-                    f"the job can never run: {given} needs {math.ceil(needed)} MB per GPU even at sub-batch "
-                    f"{smallest}, more than the largest healthy GPU"
-                    f"{' of type ' + ', '.join(types) if types else ''} ({largest} MB)"
-                ]
-            }
-        )
+        refusal = memory_refusal(attrs, largest, types)
+        if refusal is not None:
+            raise serializers.ValidationError({"gpu_memory_mb": [refusal]})
+        return attrs
+
+
+def memory_refusal(attrs: dict[str, Any], largest_mb: int, types: list[str]) -> str | None:
+    """Why a job of validated ``attrs`` can never run for memory, or ``None`` when it fits (or the
+    profile cannot model it: the round reports that): its memory per GPU at its smallest
+    sub-batch (gradient accumulation, MODEL.md §1–2) exceeds ``largest_mb``, the largest
+    schedulable GPU's memory (MB) of the accepted ``types`` (all types when empty).
+
+    Same memory model as a round: ``scheduling.service.load_state`` builds the core job with
+    ``memory_mb`` = ``gpu_memory_mb`` (``None``: the profile's), and the placement asks
+    ``largest_fitting_sub_batch`` against the largest healthy GPU.
+    """
+    from scheduling.core import types as core
+    from scheduling.core.placement import largest_fitting_sub_batch
+    from scheduling.profiles import ProfileError, load_default_profile
+
+    memory = attrs.get("gpu_memory_mb")
+    job = core.Job(
+        0,
+        "",
+        attrs["model"],
+        attrs["batch_size"],
+        attrs["gpus"],
+        attrs["iterations"],
+        0.0,
+        1.0,
+        None if memory is None else float(memory),
+    )
+    profile = load_default_profile()
+    min_sub_batch = core.SchedulerConfig().min_sub_batch
+    try:
+        if largest_fitting_sub_batch(profile, job, largest_mb, min_sub_batch) is not None:
+            return None
+        smallest = min(profile.sub_batches(job, min_sub_batch))
+        needed = profile.memory_mb(job, smallest)
+    except ProfileError:
+        return None
+    given = f"{memory} MB per GPU at the full batch" if memory is not None else "the profile's memory"
+    return (
+        f"the job can never run: {given} needs {math.ceil(needed)} MB per GPU even at sub-batch "
+        f"{smallest}, more than the largest healthy GPU"
+        f"{' of type ' + ', '.join(types) if types else ''} ({largest_mb} MB)"
+    )
 
 
 class QuotaSerializer(serializers.ModelSerializer):

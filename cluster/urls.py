@@ -9,7 +9,7 @@ itself finds nowhere under ``/api/`` gets the same JSON (``config.urls.handler40
 from django.urls import path, re_path
 from rest_framework.routers import DefaultRouter
 
-from cluster import bulk_submit, job_views, order_views, usage_views, views
+from cluster import bulk_submit, fast_submit, job_views, order_views, usage_views, views
 
 router = DefaultRouter(trailing_slash=True)
 router.include_root_view = False
@@ -19,7 +19,11 @@ router.register("admin/quotas", views.AdminQuotaViewSet, basename="admin-quota")
 router.register("admin/nodes", views.AdminNodeViewSet, basename="admin-node")
 router.register("admin/gpus", views.AdminGPUViewSet, basename="admin-gpu")
 
+#: The router's list/create view of jobs, behind the plain submission view (cluster/fast_submit.py).
+job_list = next(p for p in router.urls if p.name == "job-list")
+
 urlpatterns = [
+    path("jobs/", fast_submit.list_or_submit(job_list.callback), name="job-list"),
     path("jobs/bulk/", bulk_submit.JobBulkView.as_view(), name="job-bulk"),
     path("tenant/", views.TenantView.as_view(), name="tenant"),
     path("tenant/token/", views.TenantTokenView.as_view(), name="tenant-token"),

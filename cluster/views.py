@@ -7,6 +7,7 @@ caller's membership, never from the payload.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from django.conf import settings
@@ -103,6 +104,43 @@ def pending_cap_reached(tenant: Tenant, key: str | None) -> Response | None:
     )
 
 
+@cache
+def job_shown() -> JobSerializer:
+    """One :class:`JobSerializer`, its fields bound once per process, that shows any job:
+    ``to_representation(job)`` reads only the job (its fields and method fields keep no state),
+    so threads may share it, and no request builds and binds the 30 fields again."""
+    return JobSerializer()
+
+
+def submission_answer(
+    job: Job, created: bool, path: str, viewer: Viewer, serializer: JobSerializer | None = None
+) -> Response:
+    """The answer to a submission that made ``job`` (``created``) or found it by its idempotency
+    key: 201 with ``Location`` (``path`` + id) or 200 with ``Idempotent-Replayed``, the job as
+    ``serializer`` (:func:`job_shown` when ``None``) shows it. A new job asks for a
+    round (debounced, after commit; nothing without a broker)."""
+    if created:
+        service.request_round()
+    job.active_placements = []
+    if created:  # a job made now has no samples of its own: skip that query
+        job.iteration_estimate = service.job_estimates([job], new=True)[job.pk]
+    if job.status == Job.Status.PENDING and created:
+        job.pending_reason = service.NOT_YET_CONSIDERED
+    elif not created:
+        describe_jobs([job], viewer)
+    if serializer is None:
+        data = job_shown().to_representation(job)
+    else:
+        serializer.instance = job
+        data = serializer.data
+    headers = {"Location": f"{path}{job.pk}/"} if created else {"Idempotent-Replayed": "true"}
+    return Response(
+        data,
+        status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        headers=headers,
+    )
+
+
 class JobViewSet(
     mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
 ):
@@ -191,22 +229,8 @@ class JobViewSet(
             job, created = Job.submit(tenant_of(request), request.user, serializer.validated_data, key)
         except IdempotencyConflict as exc:
             return Response({"error": str(exc)}, status=status.HTTP_422_UNPROCESSABLE_ENTITY)
-        if created:
-            service.request_round()  # a round soon (debounced, after commit); no-op without a broker
-        job.active_placements = []
-        if created:  # a job made now has no samples of its own: skip that query
-            job.iteration_estimate = service.job_estimates([job], new=True)[job.pk]
-        if job.status == Job.Status.PENDING and created:
-            job.pending_reason = service.NOT_YET_CONSIDERED
-        elif not created:
-            describe_jobs([job], self.viewer())
-        serializer.instance = job  # answer with the same serializer: its fields are built once
-        headers = {"Location": f"{request.path}{job.pk}/"} if created else {"Idempotent-Replayed": "true"}
-        return Response(
-            serializer.data,
-            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
-            headers=headers,
-        )
+        # answer with the same serializer: its fields are built once
+        return submission_answer(job, created, request.path, self.viewer(), serializer)
 
     @extend_schema(request=None, responses={200: JobSerializer, **_errors(401, 403, 404, 409)})
     @action(detail=True, methods=["post"])

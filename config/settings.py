@@ -318,6 +318,9 @@ SHAREWISE_TOKEN_CACHE_S = env.float("SHAREWISE_TOKEN_CACHE_S", default=None)
 # Seconds the cluster's bounds a submission is checked against stay cached (cluster/cluster_facts.py);
 # forgotten at once on a node or GPU change; 0 reads them for every submission.
 SHAREWISE_CLUSTER_FACTS_CACHE_S = env.float("SHAREWISE_CLUSTER_FACTS_CACHE_S", default=5.0)
+# Single job submissions answered by a plain Django view where it answers as DRF's view would
+# (cluster/fast_submit.py); false sends every submission through DRF.
+SHAREWISE_FAST_SUBMIT = env.bool("SHAREWISE_FAST_SUBMIT", default=True)
 # Job events (history) of jobs that ended longer ago than this many days are deleted by the hourly
 # task sharewise.prune_job_events; the jobs themselves stay. 0 keeps them forever.
 SHAREWISE_JOB_EVENT_RETENTION_DAYS = env.float("SHAREWISE_JOB_EVENT_RETENTION_DAYS", default=30.0)

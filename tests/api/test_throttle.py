@@ -77,12 +77,35 @@ def test_no_rate_means_no_throttle(alice_api: APIClient, clock: FakeClock) -> No
 
 
 @pytest.mark.redis
-def test_counter_is_shared_through_redis(alice_api: APIClient, clock: FakeClock) -> None:
-    """With Redis as the cache (production), the per-tenant counter lives there, for all workers."""
-    with redis_caches("django.core.cache.backends.redis.RedisCache") as (caches, client, prefix):
+@pytest.mark.parametrize(
+    "backend", ["django.core.cache.backends.redis.RedisCache", "config.redis_cache.ReusedClientRedisCache"]
+)
+def test_counter_is_shared_through_redis(alice_api: APIClient, clock: FakeClock, backend: str) -> None:
+    """With Redis as the cache (production: ``config.redis_cache``), the per-tenant counter lives
+    there, for all workers."""
+    with redis_caches(backend) as (caches, client, prefix):
         with override_settings(CACHES=caches, REST_FRAMEWORK=rest_settings(job_submit="2/min")):
             codes = [alice_api.post(JOBS_URL, job_body(), format="json").status_code for _ in range(3)]
         assert codes == [201, 201, 429]
         keys = client.keys(f"{prefix}:*throttle:*")  # (the cache also holds the round-request flag)
         assert len(keys) == 1 and int(client.get(keys[0])) == 3  # three submissions counted
         assert 0 < client.ttl(keys[0]) <= 61  # the window (60 s) plus one second
+
+
+@pytest.mark.redis
+def test_the_one_round_trip_incr_keeps_djangos_contract() -> None:
+    """``config.redis_cache``'s ``incr``: a missing key is ``ValueError`` and stays missing (not
+    created without an expiry), an existing one is incremented by ``delta`` and keeps its TTL."""
+    from django.core.cache import caches as django_caches
+
+    with redis_caches("config.redis_cache.ReusedClientRedisCache") as (caches, client, prefix):
+        with override_settings(CACHES=caches):
+            cache = django_caches.create_connection("default")
+            with pytest.raises(ValueError):
+                cache.incr("counter", 3)
+            assert client.keys(f"{prefix}:*counter") == []
+            assert cache.add("counter", 2, timeout=30)
+            assert cache.incr("counter", 3) == 5 and cache.incr("counter") == 6
+            assert cache.get("counter") == 6
+            (key,) = client.keys(f"{prefix}:*counter")
+            assert 0 < client.ttl(key) <= 30
