@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
+from itertools import compress
 from operator import attrgetter, itemgetter
 from typing import Any
 
@@ -38,6 +39,7 @@ from scheduling.core.types import Job, Preempt, Profile, RoundDecisions, Running
 
 _first = itemgetter(0)
 _gang = attrgetter("gpus")
+_healthy = attrgetter("healthy")
 
 
 class YarnPacker:
@@ -126,10 +128,12 @@ def preemptive_exclusive(
     # for the quota gate: healthy GPUs held by running jobs not yet ranked (not idle for owners)
     later: dict[int, int] = {}
     gpus, n_gpus = state.gpus, len(state.gpus)
-    for rj in snapshot.running:
-        for g in rj.placement.gpu_ids:
-            if 0 <= g < n_gpus and gpus[g].healthy:
-                later[g] = later.get(g, 0) + 1
+    usable = frozenset(compress(range(n_gpus), map(_healthy, gpus)))  # healthy GPU ids
+    if gate is not None:  # nothing else reads it
+        for rj in snapshot.running:
+            for g in rj.placement.gpu_ids:
+                if 0 <= g < n_gpus and gpus[g].healthy:
+                    later[g] = later.get(g, 0) + 1
     ri = pi = 0
     n_running, n_pending = len(running), len(pending_jobs)
     smallest: int | None = None  # the smallest pending gang (GPUs), once needed
@@ -177,12 +181,12 @@ def preemptive_exclusive(
             continue
         run_key, entry = running[ri]
         ri += 1
-        rank = ri + bisect_left(pending_keys, run_key)
-        healthy = {g for g in entry.placement.gpu_ids if 0 <= g < n_gpus and gpus[g].healthy}
-        for g in healthy:
-            later[g] -= 1
-            if later[g] == 0 or g in promised:
-                del later[g]
+        healthy = usable.intersection(entry.placement.gpu_ids)
+        if gate is not None:
+            for g in healthy:
+                later[g] -= 1
+                if later[g] == 0 or g in promised:
+                    del later[g]
         if packer is None:
             cost = len(healthy - promised)
             keep = cost <= free and (kinds is None or kinds.keep(healthy - promised))
@@ -197,6 +201,7 @@ def preemptive_exclusive(
             state.release(entry.placement.gpu_ids)
             if gate is not None:
                 gate.release(entry.job)
+            rank = ri + bisect_left(pending_keys, run_key)
             preemptions.append(
                 Preempt(entry.job.id, f"rank {rank} under {policy}: its GPUs go to higher-ranked jobs")
             )

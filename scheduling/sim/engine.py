@@ -46,8 +46,8 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import replace
 
 from scheduling.core.charge import charge_rates
 from scheduling.core.metrics import JobOutcome
@@ -61,57 +61,21 @@ from scheduling.core.types import (
     Profile,
     RoundDecisions,
     RunningJob,
-    SchedulerConfig,
     Snapshot,
-    TenantQuota,
 )
 from scheduling.core.usage import UsageLedger
 from scheduling.sim.belief import Belief
-from scheduling.sim.fidelity import Fidelity
+from scheduling.sim.config import DEFAULT_RESTART_COST_S as DEFAULT_RESTART_COST_S
+from scheduling.sim.config import DEFAULT_ROUND_INTERVAL_S as DEFAULT_ROUND_INTERVAL_S
+from scheduling.sim.config import SimConfig
 from scheduling.sim.job_state import JobState, with_progress
 from scheduling.sim.progress import progress_bar
+from scheduling.sim.relaunch import relaunch_all
 from scheduling.sim.result import SimResult
-
-#: Default cost (s) of restarting a preempted job: no progress while its checkpoint is restored.
-DEFAULT_RESTART_COST_S = 30.0
-DEFAULT_ROUND_INTERVAL_S = 60.0
 
 
 class SimulationError(RuntimeError):
     """A policy returned a decision the cluster cannot carry out (a policy bug)."""
-
-
-@dataclass(frozen=True, slots=True)
-class SimConfig:
-    """Simulator knobs.
-
-    ``round_interval_s`` (s, > 0); ``round_on_events``: also a round at each arrival and
-    completion; ``restart_cost_s`` (s, ≥ 0): no-progress time after a preempted job restarts;
-    ``seed``: recorded in the result (the engine itself is deterministic); ``skip_idle_rounds``:
-    skip rounds that provably change nothing (off only to check that it changes nothing);
-    ``scheduler``/``tenant_quotas``: passed to the policy in every snapshot; ``fidelity``:
-    :class:`~scheduling.sim.fidelity.Fidelity`; ``usage_bin_s`` (s): record each tenant's charged
-    GPU-time in bins this wide for windowed GPU-hours (:class:`~scheduling.core.usage.UsageLedger`,
-    ``SimResult.usage``; ``None``: not recorded). Raises ``ValueError`` for a non-positive
-    interval (``inf`` needs ``round_on_events``) or a negative restart cost.
-    """
-
-    round_interval_s: float = DEFAULT_ROUND_INTERVAL_S
-    round_on_events: bool = False
-    restart_cost_s: float = DEFAULT_RESTART_COST_S
-    seed: int = 0
-    skip_idle_rounds: bool = True
-    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
-    tenant_quotas: Mapping[str, int | TenantQuota] = field(default_factory=dict)
-    fidelity: Fidelity = field(default_factory=Fidelity)
-    usage_bin_s: float | None = None
-
-    def __post_init__(self) -> None:
-        interval = self.round_interval_s
-        if not (interval > 0 and (math.isfinite(interval) or self.round_on_events)):
-            raise ValueError(f"round interval must be a positive number of s (inf: on events): {interval}")
-        if not (math.isfinite(self.restart_cost_s) and self.restart_cost_s >= 0):
-            raise ValueError(f"restart cost must be ≥ 0 s, got {self.restart_cost_s}")
 
 
 class Simulator:
@@ -385,17 +349,23 @@ class Simulator:
         # the belief may change with decisions, so its views are always rebuilt
         views = self._views if now == self._views_at and belief is None else {}
         running = []
+        fresh: dict[JobId, RunningJob] = {}
+        states = self._states
         for jid in self._running:
-            s = self._states[jid]
-            assert s.placement is not None
+            s = states[jid]
+            placement = s.placement
+            assert placement is not None
             view = views.get(jid)
-            if view is None or view.placement is not s.placement:
-                attained = s.attained + s.base.gpus * (now - s.last)
+            if view is None or view.placement is not placement:
+                last = s.last
+                attained = s.attained + s.base.gpus * (now - last)
                 base = s.base if belief is None else belief.believe(s.base)
-                job = with_progress(base, self._progress_at(s, now), attained, s.queued_since)
-                view = RunningJob(job, s.placement)
+                t0 = s.resume_at if s.resume_at > last else last  # _progress_at, inlined
+                done = s.done + s.rate * (now - t0) if now > t0 else s.done
+                view = RunningJob(with_progress(base, done, attained, s.queued_since), placement)
             running.append(view)
-        self._views = {rj.job.id: rj for rj in running}
+            fresh[jid] = view
+        self._views = fresh
         self._views_at = now
         pending = tuple(self._pending.values())
         return Snapshot(
@@ -431,6 +401,22 @@ class Simulator:
         """At a re-plan, relaunch every running job not started in it (:mod:`~scheduling.sim.fidelity`)."""
         fid = self.config.fidelity
         if fid.replans(before, self._since_due or self._change <= now):
+            if not started and self.belief is None and self._ledger is None:
+                # every running job relaunched: one loop, and the heap rebuilt from their new
+                # events alone (every other event in it is stale), so stale ones are never popped
+                states = self._states
+                events, self._seq, totals = relaunch_all(
+                    [states[jid] for jid in self._running],
+                    now,
+                    fid.relaunch,
+                    fid.charge == "interrupted",
+                    self._seq,
+                    (self._xi_weighted, self._xi_time),
+                )
+                self._xi_weighted, self._xi_time = totals
+                self._heap[:] = events
+                heapq.heapify(self._heap)
+                return
             for jid in self._running:
                 if jid not in started:
                     s = self._states[jid]

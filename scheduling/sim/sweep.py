@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import TypeVar
 
 from scheduling.sim.progress import ProgressBar, progress_bar
@@ -108,6 +107,9 @@ def run_tasks(
 
 
 def _in_processes(fn: Callable[[T], R], tasks: Sequence[T], workers: int, bar: ProgressBar) -> list[R]:
+    # imported here: the pool and multiprocessing are a tenth of a one-policy run's start-up
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
     with ProcessPoolExecutor(max_workers=workers) as pool:
         futures = {pool.submit(fn, task): i for i, task in enumerate(tasks)}
         results: list = [None] * len(tasks)

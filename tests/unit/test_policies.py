@@ -225,6 +225,17 @@ def test_srtf_keeps_shorter_running_job() -> None:
     assert waiting(d) == {1}
 
 
+@pytest.mark.parametrize("name", ["srtf", "tiresias"])
+def test_a_running_job_on_unhealthy_gpus_costs_only_its_healthy_ones(name: str) -> None:
+    # GPUs 6–7 unhealthy. R (10 s left, first in both rankings) runs on GPUs 5–7: it costs only
+    # GPU 5, so 6 − 1 = 5 GPUs are left for the 5-GPU job, which starts on the idle 0–4 (counting
+    # R's three GPUs would leave 3, and it would wait).
+    r = running(job(100, gpus=3, iterations=10), (5, 6, 7))
+    d = decide(name, snap(unhealthy_node(), [job(1, gpus=5, iterations=100, submit=1)], [r]))
+    assert d.preemptions == ()
+    assert started(d) == {1: (0, 1, 2, 3, 4)}
+
+
 def test_sjf_never_preempts() -> None:
     r = running(job(100, gpus=2, iterations=1000), (0, 1))
     d = decide("sjf", snap(Cluster.uniform(1, 2), [job(1, iterations=1)], [r]))

@@ -27,13 +27,15 @@ Times in s; service in GPU-s or wall s (``TiresiasConfig.service``).
 from __future__ import annotations
 
 import math
-import operator
 from bisect import bisect_right
 from dataclasses import dataclass
-from itertools import chain, compress, filterfalse
+from itertools import accumulate, chain, filterfalse
+from operator import attrgetter
 
 from scheduling.core.preemptive import preemptive_exclusive
 from scheduling.core.types import Job, JobId, Profile, RoundDecisions, Snapshot, TiresiasConfig
+
+_job_id = attrgetter("id")
 
 
 @dataclass(slots=True)
@@ -45,6 +47,11 @@ class ListEntry:
     q: int
     base_gpu_s: float = 0.0
     pending_s: float = 0.0
+
+
+def _by_id(jobs: tuple[Job, ...]) -> dict[JobId, Job]:
+    """``{job.id: job}`` at C speed (``map``/``zip``): it runs over every pending job each round."""
+    return dict(zip(map(_job_id, jobs), jobs, strict=True))
 
 
 class TiresiasLists:
@@ -88,12 +95,14 @@ class TiresiasLists:
         previous, self.now = self.now, now
         entries = self.entries
         if pending is None:
-            pending = {j.id: j for j in snapshot.pending}
+            pending = _by_id(snapshot.pending)
         running = {rj.job.id: rj.job for rj in snapshot.running}
-        present = pending.keys() | running.keys()
-        for jid in entries.keys() - present:  # finished or gone
-            del self.queues[entries.pop(jid).q][jid]
-            self.dirty.discard(jid)
+        new = (pending.keys() - entries.keys()) | (running.keys() - entries.keys())
+        # the lists hold every present job not new, so as many gone ones as they hold beyond those
+        if len(entries) > len(pending) + len(running) - len(new):
+            for jid in entries.keys() - pending.keys() - running.keys():  # finished or gone
+                del self.queues[entries.pop(jid).q][jid]
+                self.dirty.discard(jid)
         moves: list[tuple[float, JobId, int]] = []
         for jid, job in running.items():
             entry = entries.get(jid)
@@ -113,7 +122,6 @@ class TiresiasLists:
                     entry.base_gpu_s = job.attained_gpu_s
                     entry.pending_s = 0.0
                     moves.append((job.submit_time, jid, 0))
-        new = present - entries.keys()
         ordered = sorted(
             (jid not in running, (running.get(jid) or pending[jid]).submit_time, jid) for jid in new
         )
@@ -132,18 +140,26 @@ class TiresiasLists:
         """One pass (steps 1–5): the lists' order is the ranking of
         :func:`~scheduling.core.preemptive.preemptive_exclusive`; then the lists whose order may
         have changed (a job started, stopped or moved into them) are partitioned, running jobs
-        first. O(jobs), no sort; the ranking is built with C-level iteration (``compress``,
-        ``map``): it is the whole per-round cost of a long queue."""
-        pending_by_id = {j.id: j for j in snapshot.pending}
+        first (a list whose running jobs are its head already is left as it is). O(jobs), no
+        sort; the ranking is built with C-level iteration (``zip``, ``map``, slices between the
+        running jobs' positions): it is the whole per-round cost of a long queue."""
+        pending_by_id = _by_id(snapshot.pending)
         self.observe(snapshot, pending_by_id)
-        # the key of a job is its position in the lists walked queue by queue
+        # the key of a job is its position in the lists walked queue by queue; the pending jobs
+        # are the order less the (few) running ones, cut out by slicing between their positions
         order = list(chain.from_iterable(self.queues))
-        is_pending = list(map(pending_by_id.__contains__, order))
-        keys = list(compress(range(len(order)), is_pending))
-        pending = list(map(pending_by_id.__getitem__, compress(order, is_pending)))
-        is_running = list(map(operator.not_, is_pending))
-        running_ids = compress(order, is_running)
-        position = dict(zip(running_ids, compress(range(len(order)), is_running), strict=True))
+        everyone = dict(zip(order, range(len(order)), strict=True))
+        position = {rj.job.id: everyone[rj.job.id] for rj in snapshot.running}
+        keys: list[int] = []
+        ids: list[JobId] = []
+        start = 0
+        for at in sorted(position.values()):
+            keys.extend(range(start, at))
+            ids.extend(order[start:at])
+            start = at + 1
+        keys.extend(range(start, len(order)))
+        ids.extend(order[start:])
+        pending = list(map(pending_by_id.__getitem__, ids))
         decisions = preemptive_exclusive(
             snapshot,
             profile,
@@ -157,12 +173,25 @@ class TiresiasLists:
         touched = {self.entries[jid].q for jid in stopped | started | self.dirty}
         self.dirty = set()
         runs = (position.keys() - stopped) | started
-        for i in touched:
+        if not touched:
+            return decisions
+        # the positions of each touched list's running jobs, and where each list begins in the
+        # order: a list whose running jobs already make up its head is partitioned as it is
+        ahead_at: dict[int, list[int]] = {i: [] for i in touched}
+        entries = self.entries
+        for jid in runs:
+            heads = ahead_at.get(entries[jid].q)
+            if heads is not None:
+                heads.append(everyone[jid])
+        begins = list(accumulate((len(queue) for queue in self.queues), initial=0))
+        for i, heads in ahead_at.items():
             queue = self.queues[i]
-            ahead = list(filter(runs.__contains__, queue))
-            if 0 < len(ahead) < len(queue):
-                ahead.extend(filterfalse(runs.__contains__, queue))
-                self.queues[i] = dict.fromkeys(ahead)
+            if 0 < len(heads) < len(queue):
+                heads.sort()
+                if heads[-1] != begins[i] + len(heads) - 1:  # distinct, within the list: not its head
+                    ahead = [order[k] for k in heads]
+                    ahead.extend(filterfalse(runs.__contains__, queue))
+                    self.queues[i] = dict.fromkeys(ahead)
         return decisions
 
     def horizon(self, snapshot: Snapshot) -> float:
