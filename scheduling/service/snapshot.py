@@ -48,6 +48,12 @@ KeptJob = tuple[tuple[Any, ...] | None, tuple[Any, ...], core.Job]
 _last: list[tuple[core.Profile, dict[int, KeptJob]]] = []
 
 
+def forget_kept_jobs() -> None:
+    """Drop the core jobs kept from the last snapshot: the next one works every job out from
+    its row (what a process's first snapshot does; tests compare the two)."""
+    _last.clear()
+
+
 def heartbeat_timeout_s() -> float:
     """Seconds of silence after which a node is unreachable: its GPUs take no new job (setting
     ``SHAREWISE_HEARTBEAT_TIMEOUT_S``; AGENT.md §3 suggests three heartbeat intervals)."""

@@ -10,9 +10,12 @@ Job: ResNet-18, global batch 128, one GPU, 1,000 iterations, no declared iterati
 from __future__ import annotations
 
 import math
+import random
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from cluster.models import Job, JobEvent, Tenant
 from scheduling import service
@@ -20,7 +23,8 @@ from scheduling.core import types as core
 from scheduling.models import JobIterTime, LearnedIterTime
 from scheduling.service.estimates import UNKNOWN_MODEL_ITER_TIME_S
 from scheduling.service.knowledge import learned_profile
-from tests.service.learning_helpers import make_job
+from scheduling.service.snapshot import forget_kept_jobs
+from tests.service.learning_helpers import make_fleet, make_job, run_round
 
 
 @pytest.fixture
@@ -85,3 +89,40 @@ def test_another_profile_table_gives_its_own_estimates(job: Job) -> None:
     assert shipped != UNKNOWN_MODEL_ITER_TIME_S  # the shipped table knows ResNet-18
     other: core.Profile = NoThroughputs()  # type: ignore[assignment]
     assert seen(job, other).iter_time_s == UNKNOWN_MODEL_ITER_TIME_S
+
+
+def test_kept_jobs_give_the_snapshot_a_fresh_read_gives(
+    tenant: Tenant, django_capture_on_commit_callbacks: Any
+) -> None:
+    """Kept against from scratch: over rounds where, each time, a pending job's row, a class's
+    record, a job's own samples and a requeue change, the snapshot built from the kept jobs equals
+    the one built after forgetting them (seeded; 2 nodes × 4 GPUs, 14 jobs of 1–4 GPUs)."""
+    make_fleet()
+    rng = random.Random(16)
+    shapes = [("resnet18", 128), ("resnet50", 64), ("vgg16", 64), ("lm", 80)]
+    jobs = [
+        make_job(tenant, f"j{i}", model=m, batch_size=b, gpus=rng.choice((1, 1, 2, 4)), iterations=10**6)
+        for i, (m, b) in enumerate(rng.choice(shapes) for _ in range(14))
+    ]
+    service.load_state()  # kept from here on
+    for step in range(6):
+        now = timezone.now()
+        pending = list(Job.objects.filter(status=Job.Status.PENDING).order_by("pk"))
+        if pending:
+            Job.objects.filter(pk=rng.choice(pending).pk).update(priority=rng.randint(0, 5))
+            job = rng.choice(pending)
+            JobIterTime.objects.update_or_create(
+                job=job, defaults={"count": 2, "weight": 2.0, "mean_log": rng.uniform(-2, 0), "var_log": 0.0}
+            )
+        model, batch = shapes[step % len(shapes)]
+        LearnedIterTime.objects.update_or_create(
+            model=model, batch_size=batch, gpus=1, defaults={"memory_mb": 1000.0 + 500 * step}
+        )
+        running = list(Job.objects.filter(status=Job.Status.RUNNING).values_list("pk", flat=True))
+        if running:
+            service.requeue([rng.choice(running)], now, "the test puts it back")
+        kept = service.load_state(now).snapshot
+        forget_kept_jobs()
+        assert kept == service.load_state(now).snapshot, f"step {step}"
+        run_round(django_capture_on_commit_callbacks, "sjf-bsbf")
+    assert len(jobs) == 14 and Job.objects.exclude(started_at=None).exists()  # rounds did start jobs
