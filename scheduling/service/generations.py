@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from django.db.models import Max
+from django.db.models import F, Max
 
+from cluster.expressions import AnyOf
 from cluster.models import JobEvent, Placement
 
 
@@ -25,7 +26,7 @@ def next_generations(job_ids: Iterable[int]) -> dict[int, int]:
     if not ids:
         return {}
     highest = dict(
-        Placement.objects.filter(job_id__in=ids)
+        Placement.objects.filter(AnyOf(F("job_id"), ids))
         .order_by()
         .values("job_id")
         .annotate(g=Max("generation"))

@@ -18,7 +18,7 @@ from django.db import connection
 from django.db.models import F, Value
 from django.db.models.functions import Coalesce
 
-from cluster.expressions import run_end
+from cluster.expressions import AnyOf, run_end
 from cluster.models import Job, JobEvent, Placement
 from scheduling.core import types as core
 from scheduling.service.bulk import insert_values, quoted_table
@@ -104,22 +104,23 @@ def persist_round(
         plan.decisions.append(decision_entry(p.job_id, "preempt", p.reason, state, gpu_ids))
         plan.n_preempted += 1
 
-    # -- starts: only jobs still pending (a cancel may have won the race); gangs all or nothing
-    still_pending = (
-        set(
+    # -- starts: only jobs still pending (a cancel may have won the race); gangs all or nothing.
+    # Their rows are locked, and their commands (for the start messages) read, in one query.
+    commands: dict[int, str] = (
+        dict(
             Job.objects.select_for_update()
-            .filter(pk__in=starting, status=Job.Status.PENDING)
-            .values_list("pk", flat=True)
+            .filter(AnyOf(F("pk"), starting), status=Job.Status.PENDING)
+            .values_list("pk", "command")
         )
         if starting
-        else set()
+        else {}
     )
     # values of the new rows, in the order of PLACEMENT_FIELDS (the co-location filled in below)
     new_rows: list[list[Any]] = []
     rows_of: dict[int, dict[int, list[Any]]] = {}  # started job → core GPU id → its new row
     started: list[core.Start] = []
     for s in decisions.starts:
-        reason = None if s.job_id in still_pending else "no longer pending when the round wrote placements"
+        reason = None if s.job_id in commands else "no longer pending when the round wrote placements"
         slots_for: list[int] = []
         if reason is None:
             for g in s.gpu_ids:
@@ -150,10 +151,9 @@ def persist_round(
     insert_values(Placement, PLACEMENT_FIELDS, new_rows)
     started_ids = [s.job_id for s in started]
     if started_ids:
-        Job.objects.filter(pk__in=started_ids, status=Job.Status.PENDING).update(
+        Job.objects.filter(AnyOf(F("pk"), started_ids), status=Job.Status.PENDING).update(
             status=Job.Status.RUNNING, started_at=Coalesce(F("started_at"), Value(now))
         )
-        commands = dict(Job.objects.filter(pk__in=started_ids).values_list("pk", "command"))
     for s in started:
         decision = decision_entry(s.job_id, "start", s.reason, state, s.gpu_ids, s)
         plan.decisions.append(decision)
@@ -204,7 +204,7 @@ def partner_updates(
     if not job_ids:
         return []
     generations = next_generations(job_ids)
-    commands = dict(Job.objects.filter(pk__in=job_ids).values_list("pk", "command"))
+    commands = dict(Job.objects.filter(AnyOf(F("pk"), job_ids)).values_list("pk", "command"))
     messages: list[Message] = []
     colocations: dict[int, tuple[Colocation, int]] = {}
     for job_pk in job_ids:
@@ -238,9 +238,9 @@ def write_colocations(state: ClusterState, colocations: Mapping[int, tuple[Coloc
         return 0
     gpu_of = state.gpu_ids
     values: list[Any] = []
-    for pk, job_pk, gpu_pk in Placement.objects.filter(job_id__in=list(colocations), active=True).values_list(
-        "pk", "job_id", "gpu_id"
-    ):
+    for pk, job_pk, gpu_pk in Placement.objects.filter(
+        AnyOf(F("job_id"), list(colocations)), active=True
+    ).values_list("pk", "job_id", "gpu_id"):
         colo, gen = colocations[job_pk]
         partner, _, xi = colo.partners.get(gpu_of[gpu_pk], (None, None, None))
         values += (pk, gen, partner, xi)

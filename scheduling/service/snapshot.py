@@ -39,8 +39,19 @@ from scheduling.service.knowledge import (
     table_of,
 )
 
-#: The core jobs of the latest snapshot with the fields they were built from, by job pk.
-_last_jobs: dict[int, tuple[tuple[Any, ...], core.Job]] = {}
+#: A kept core job: ``(inputs, fields, job)``, ``inputs`` being what a pending job's fields are
+#: worked out from (its row, its class's record, its own samples, its requeue time; ``None`` for a
+#: running job, whose service grows with the clock), ``fields`` the core job's fields.
+KeptJob = tuple[tuple[Any, ...] | None, tuple[Any, ...], core.Job]
+#: The latest snapshot's shipped table (the estimates' source) and its core jobs by pk, published
+#: as one item so that a thread never pairs one snapshot's jobs with another's table.
+_last: list[tuple[core.Profile, dict[int, KeptJob]]] = []
+
+
+def forget_kept_jobs() -> None:
+    """Drop the core jobs kept from the last snapshot: the next one works every job out from
+    its row (what a process's first snapshot does; tests compare the two)."""
+    _last.clear()
 
 
 def heartbeat_timeout_s() -> float:
@@ -180,8 +191,9 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
     shapes: dict[tuple[str, int, int], tuple[float, Any]] = {}
     iter_times: dict[tuple[tuple[str, int, int], float | None], float] = {}
     type_lists: dict[str, tuple[str, ...]] = {}
-    last_jobs = dict(_last_jobs)  # a copy: another thread's snapshot may replace the shared one
-    seen: dict[int, tuple[tuple[Any, ...], core.Job]] = {}
+    last_table, last_jobs = _last[0] if _last else (None, {})  # never changed once published
+    same_table = last_table is table
+    seen: dict[int, KeptJob] = {}
     # plain strings, looked up once (an enum member's lookup costs more than the comparison)
     pending_status, running_status, never_shares = (
         str(Job.Status.PENDING.value),
@@ -234,24 +246,25 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
     )
     own = job_stats()
     records = class_records()
-    for (
-        pk,
-        tenant,
-        model,
-        batch,
-        n_gpus,
-        iterations,
-        done,
-        iter_s,
-        memory,
-        submitted,
-        stored,
-        priority,
-        status,
-        sharing,
-        measured_memory,
-        types,
-    ) in rows:
+    for row in rows:
+        (
+            pk,
+            tenant,
+            model,
+            batch,
+            n_gpus,
+            iterations,
+            done,
+            iter_s,
+            memory,
+            submitted,
+            stored,
+            priority,
+            status,
+            sharing,
+            measured_memory,
+            types,
+        ) = row
         # Per class (model, batch, GPUs), per submitted iteration time and per GPU-type list the
         # answers repeat (a few dozen distinct ones among 10,000 jobs): worked out once each.
         key = (model, batch, n_gpus)
@@ -261,6 +274,18 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
             known = shapes[key] = (profile_s, records.get(class_key(model, batch, n_gpus)))
         profile_s, record = known
         mine = own.get(pk)
+        inputs = None
+        if status == pending_status:
+            # A pending job's fields are a pure function of these (and of the table): when none
+            # changed since the last snapshot (most jobs of a queue), its core job is reused
+            # without working them out again.
+            inputs = (row, record, mine, requeued_at.get(pk))
+            kept = last_jobs.get(pk)
+            if same_table and kept is not None and kept[0] == inputs:
+                seen[pk] = kept
+                jobs[pk] = kept[2]
+                pending.append(kept[2])
+                continue
         if mine is None:
             chosen = iter_times.get((key, iter_s))
             if chosen is None:
@@ -299,11 +324,11 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
         # A job whose fields did not change since the last snapshot (most pending jobs) is the
         # same frozen object again: comparing a tuple costs less than building a dataclass.
         kept = last_jobs.get(pk)
-        if kept is not None and kept[0] == fields:
-            job = kept[1]
+        if kept is not None and kept[1] == fields:
+            job = kept[2]
         else:
             job = core.Job(*fields)
-        seen[pk] = (fields, job)
+        seen[pk] = (inputs, fields, job)
         jobs[pk] = job
         if status == pending_status:
             pending.append(job)
@@ -312,8 +337,7 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
             running.append(
                 core.RunningJob(job, core.Placement(pk, tuple(sorted(ids)), sub_batch, first.timestamp()))
             )
-    _last_jobs.clear()  # only the jobs of this snapshot are worth keeping
-    _last_jobs.update(seen)
+    _last[:] = [(table, seen)]  # only the jobs of this snapshot are worth keeping
     snapshot = core.Snapshot(
         now_s,
         core.Cluster(tuple(gpus)),
