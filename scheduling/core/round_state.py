@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from scheduling.core.gpu_types import TypeBook, cluster_types
+from scheduling.core.start_reasons import ExclusiveReason
 from scheduling.core.types import GPU, Cluster, Job, JobId, Profile, RunningJob, Snapshot
 
 
@@ -141,6 +142,8 @@ class RoundState:
         consolidated: bool = False,
     ):
         self.gpus: tuple[GPU, ...] = snapshot.cluster.gpus
+        # the reason of every exclusive start of the round, formatted only when read
+        self.exclusive_reason = ExclusiveReason(self.gpus)
         self.consolidated = consolidated
         self.reserve_mb = snapshot.config.memory_reserve_mb
         self.min_sub_batch = snapshot.config.min_sub_batch
