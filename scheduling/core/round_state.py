@@ -341,13 +341,16 @@ class RoundState:
     # -- residents (sharing policies) -------------------------------------------------------------
 
     def _room_mb(self, gpu_ids: Iterable[int], used_mb: float) -> float:
-        return min(self.gpus[g].memory_mb for g in gpu_ids) - used_mb - self.reserve_mb
+        gpus = self.gpus
+        return min([gpus[g].memory_mb for g in gpu_ids]) - used_mb - self.reserve_mb
 
     def _add_running_resident(self, rj: RunningJob) -> None:
         gpu_ids = rj.placement.gpu_ids
-        if any(not (0 <= g < len(self.gpus)) or self.load[g] != 1 for g in gpu_ids):
-            return  # shares a GPU (or a GPU unknown to this cluster): not alone
-        candidates = tuple(sorted(g for g in gpu_ids if self.gpus[g].healthy))
+        gpus, load, n = self.gpus, self.load, len(self.gpus)
+        for g in gpu_ids:
+            if not (0 <= g < n) or load[g] != 1:
+                return  # shares a GPU (or a GPU unknown to this cluster): not alone
+        candidates = tuple(sorted([g for g in gpu_ids if gpus[g].healthy]))
         if candidates:
             self.add_resident(rj.job, rj.placement.sub_batch, candidates)
 

@@ -161,8 +161,10 @@ def prepare_options(options: Sequence[SubBatchOption]) -> tuple[PreparedOption, 
     operation order (left to right), so :func:`best_prepared` gives its numbers to the bit (a
     test checks it)."""
     return tuple(
-        (sub, a_s / 2, xi_a * a_s, xi_b, (1 - 1 / (2 * xi_a)) * xi_b, (1 - 1 / (2 * xi_b)) * xi_a * a_s)
-        for sub, xi_a, xi_b, a_s in options
+        [
+            (sub, a_s / 2, xi_a * a_s, xi_b, (1 - 1 / (2 * xi_a)) * xi_b, (1 - 1 / (2 * xi_b)) * xi_a * a_s)
+            for sub, xi_a, xi_b, a_s in options
+        ]
     )
 
 

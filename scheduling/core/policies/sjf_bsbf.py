@@ -518,7 +518,8 @@ def _with_bound(options: list[tuple[int, float, float, float]]) -> _Fits:
     kappa = mu = math.inf
     bounded = True
     for _, xi_a, xi_b, _ in options:
-        kappa = min(kappa, xi_b * (1 - 1 / (2 * xi_a)))
-        mu = min(mu, xi_a * (1 - 1 / (2 * xi_b)))
+        branch_kappa, branch_mu = xi_b * (1 - 1 / (2 * xi_a)), xi_a * (1 - 1 / (2 * xi_b))
+        kappa = branch_kappa if branch_kappa < kappa else kappa  # min(kappa, ·), without the call
+        mu = branch_mu if branch_mu < mu else mu
         bounded = bounded and xi_a >= 1 and xi_b >= 1
     return tuple(options), bounded, kappa, mu
