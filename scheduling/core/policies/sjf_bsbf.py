@@ -314,8 +314,14 @@ class BestBenefitFinder:
                 options = self._options(job, shape_id, group, prune)[0]
                 # residents with B at or below every option's threshold cannot pay (the relative
                 # margin keeps rounding from skipping one that does: each is then judged exactly)
-                threshold = min((c * a_of[sub] for sub, _, _, c in options), default=math.inf) * (1 - 1e-9)
-                with_a = prepare_options([(sub, xi_a, xi_b, a_of[sub]) for sub, xi_a, xi_b, _ in options])
+                lows: list[float] = []  # each option's threshold (s)
+                raw: list[tuple[int, float, float, float]] = []
+                for sub, xi_a, xi_b, c in options:
+                    a_s = a_of[sub]
+                    lows.append(c * a_s)
+                    raw.append((sub, xi_a, xi_b, a_s))
+                threshold = min(lows, default=math.inf) * (1 - 1e-9)
+                with_a = prepare_options(raw)
                 # the gaps are computed once a scan of this pair has judged in vain (_push_next)
                 gaps = None if self._memo.gaps and len(with_a) <= _GAP_OPTIONS else _NO_GAPS
                 pair = pairs[number] = [threshold, with_a, gaps]
