@@ -326,9 +326,11 @@ class RoundState:
 
     def take(self, gpu_ids: Iterable[int]) -> None:
         """Record one more job on each of ``gpu_ids`` (they stop being idle)."""
+        load, idle, node_of = self.load, self._idle, self.node_of
         for g in gpu_ids:
-            self.load[g] += 1
-            self._set_idle(g, False)
+            load[g] += 1
+            if g in idle[node_of[g]]:  # a partner's GPU is not idle: nothing else changes
+                self._set_idle(g, False)
 
     def release(self, gpu_ids: Iterable[int]) -> None:
         """Record one job fewer on each of ``gpu_ids`` (a preemption); healthy GPUs left empty

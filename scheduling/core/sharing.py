@@ -199,7 +199,7 @@ def gang_shares(
     if not partners:
         return ()
     pairs = [profile.slowdown(job, sub_batch, partner, sub) for partner, sub, _ in partners]
-    xi_self = max(xi_a for xi_a, _ in pairs)
+    xi_self = max([xi_a for xi_a, _ in pairs])
     a_s = job.remaining_iterations * profile.iter_time_s(job, sub_batch)
     shares: list[Share] = []
     if remaining_s is None:
