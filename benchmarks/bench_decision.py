@@ -6,14 +6,20 @@ the SJF-BSBF testbed trace (Tiresias/Muri model names); gang sizes follow the Mu
 traces' mix (mostly 1, 4 and 8 GPUs). The profile is ``scheduling.profiles.load_default_profile()``
 when it loads, else the tests' fake profile. Prints median and minimum wall time over several
 runs (``time.perf_counter``), the median CPU time (``time.process_time``, less sensitive to other
-processes on a shared machine) and the machine. Not a test: nothing is asserted.
+processes on a shared machine), the first (cold) decision's wall and CPU time, and the machine.
+Not a test: nothing is asserted.
 
-Run: ``python benchmarks/bench_decision.py [--runs N] [--policy NAME] [--explain]``
+``--collector paused`` turns Python's cyclic garbage collector off during each decision, as the
+service's round runs it (``scheduling.service.rounds.collector_paused``); by default it stays on,
+as in the simulator (a first decision allocates enough to set off a full collection of the heap).
+
+Run: ``python benchmarks/bench_decision.py [--runs N] [--policy NAME] [--explain] [--collector on|paused]``
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import random
 import statistics
 import sys
@@ -94,32 +100,47 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=7, help="timed runs per size (default 7)")
     parser.add_argument("--policy", default="sjf-bsbf", choices=POLICY_NAMES)
     parser.add_argument("--explain", action="store_true", help="build Wait reasons (the service path)")
+    parser.add_argument(
+        "--collector",
+        choices=("on", "paused"),
+        default="on",
+        help="the cyclic garbage collector during each decision: on (the simulator) or paused (the "
+        "service's round); default on",
+    )
     args = parser.parse_args()
     if args.runs < 1:
         parser.error("--runs must be at least 1")
     profile, profile_name = load_profile()
     print(f"machine: {machine()}")
     print(f"profile: {profile_name}")
-    print(f"policy: {args.policy}, explain={args.explain}")
+    print(f"policy: {args.policy}, explain={args.explain}, garbage collector {args.collector}")
+    paused = args.collector == "paused"
     for waiting in (10_000, 1_000):
         snapshot = make_snapshot(waiting)
         policy = get_policy(args.policy)
-        t0 = time.perf_counter()
+        if paused:
+            gc.disable()
+        t0, c0 = time.perf_counter(), time.process_time()
         policy.decide(snapshot, profile, explain=args.explain)  # cold: the policy's caches are empty
-        cold = time.perf_counter() - t0
+        cold, cold_cpu = time.perf_counter() - t0, time.process_time() - c0
+        gc.enable()
         times = []
         cpu = []
         for _ in range(args.runs):
+            if paused:
+                gc.disable()
             t0, c0 = time.perf_counter(), time.process_time()
             decisions = policy.decide(snapshot, profile, explain=args.explain)
             times.append(time.perf_counter() - t0)
             cpu.append(time.process_time() - c0)
+            gc.enable()  # what the decision left is collected between decisions
         shared = sum(1 for s in decisions.starts if s.shares)
         print(
             f"{waiting:>6} waiting, {snapshot.cluster.size} GPUs ({len(snapshot.running)} running jobs): "
             f"median {statistics.median(times) * 1e3:.1f} ms, min {min(times) * 1e3:.1f} ms "
             f"(CPU time median {statistics.median(cpu) * 1e3:.1f} ms) over "
-            f"{args.runs} runs (first run, cold caches: {cold * 1e3:.1f} ms); "
+            f"{args.runs} runs (first run, cold caches: {cold * 1e3:.1f} ms, "
+            f"CPU time {cold_cpu * 1e3:.1f} ms); "
             f"{len(decisions.starts)} starts ({shared} shared), {len(decisions.waits)} wait reasons"
         )
     return 0

@@ -16,9 +16,8 @@ among the idle GPUs with enough memory for that larger sub-batch. Units: memory 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
-from common.shapes import gpu_list
 from scheduling.core.gpu_types import accepts, memory_desc_of, pick_smallest_sufficient
 from scheduling.core.profile_cache import CachedProfile
 from scheduling.core.round_state import RoundState, healthy_memory_desc
@@ -100,14 +99,6 @@ def largest_fitting_sub_batch(profile: Profile, job: Job, room_mb: float, min_su
     return None
 
 
-def describe_gpus(state: RoundState, gpu_ids: Iterable[int]) -> str:
-    """``"GPUs node-00:0,1"`` — a compact human-readable placement, GPUs named as everywhere else
-    (:func:`common.shapes.gpu_list`), not by the round's internal GPU ids."""
-    ids = list(gpu_ids)
-    where = gpu_list((state.gpus[g].node, state.gpus[g].index) for g in ids)
-    return f"GPU{'s' if len(ids) > 1 else ''} {where}"
-
-
 def start_on_idle(
     state: RoundState, job: Job, profile: Profile, min_sub_batch: int, *, avoid_reserved: bool = False
 ) -> Start | str:
@@ -164,9 +155,7 @@ def start_on_idle(
         return f"needs more than the {memory} MB of its GPUs at every sub-batch (down to {min_sub_batch})"
     state.take(gpu_ids)
     state.add_resident(job, sub, gpu_ids)
-    return Start(
-        job.id, gpu_ids, sub, job.batch_size // sub, (), f"exclusive on idle {describe_gpus(state, gpu_ids)}"
-    )
+    return Start(job.id, gpu_ids, sub, job.batch_size // sub, (), state.exclusive_reason)
 
 
 def start_on_typed(
@@ -208,6 +197,4 @@ def start_on_typed(
     state.take(gpu_ids)
     state.add_resident(job, sub, gpu_ids)
     book.record(job, gpu_ids)
-    return Start(
-        job.id, gpu_ids, sub, job.batch_size // sub, (), f"exclusive on idle {describe_gpus(state, gpu_ids)}"
-    )
+    return Start(job.id, gpu_ids, sub, job.batch_size // sub, (), state.exclusive_reason)

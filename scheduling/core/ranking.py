@@ -131,12 +131,15 @@ class PendingRanking:
         self.keys = [key for key, _ in ranked]
         self.jobs = [job for _, job in ranked]
         self._expiry = []
-        for key, job in ranked:
-            until = self.valid_until(job, now)
-            self._entries[job.id] = (job, key, until)
-            if until < math.inf:
-                self._expiry.append((until, job.id, key))
-        heapq.heapify(self._expiry)
+        if self.valid_until is forever:  # no key ever expires: no call per job, no heap
+            self._entries.update({job.id: (job, key, math.inf) for key, job in ranked})
+        else:
+            for key, job in ranked:
+                until = self.valid_until(job, now)
+                self._entries[job.id] = (job, key, until)
+                if until < math.inf:
+                    self._expiry.append((until, job.id, key))
+            heapq.heapify(self._expiry)
         self._previous, self._started = pending, set()
 
     def update(self, pending: Sequence[Job], now: float) -> tuple[list[Key], list[Job]]:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from scheduling.core.gpu_types import TypeBook, cluster_types
+from scheduling.core.start_reasons import ExclusiveReason
 from scheduling.core.types import GPU, Cluster, Job, JobId, Profile, RunningJob, Snapshot
 
 
@@ -141,6 +142,8 @@ class RoundState:
         consolidated: bool = False,
     ):
         self.gpus: tuple[GPU, ...] = snapshot.cluster.gpus
+        # the reason of every exclusive start of the round, formatted only when read
+        self.exclusive_reason = ExclusiveReason(self.gpus)
         self.consolidated = consolidated
         self.reserve_mb = snapshot.config.memory_reserve_mb
         self.min_sub_batch = snapshot.config.min_sub_batch
@@ -323,9 +326,11 @@ class RoundState:
 
     def take(self, gpu_ids: Iterable[int]) -> None:
         """Record one more job on each of ``gpu_ids`` (they stop being idle)."""
+        load, idle, node_of = self.load, self._idle, self.node_of
         for g in gpu_ids:
-            self.load[g] += 1
-            self._set_idle(g, False)
+            load[g] += 1
+            if g in idle[node_of[g]]:  # a partner's GPU is not idle: nothing else changes
+                self._set_idle(g, False)
 
     def release(self, gpu_ids: Iterable[int]) -> None:
         """Record one job fewer on each of ``gpu_ids`` (a preemption); healthy GPUs left empty
@@ -338,13 +343,16 @@ class RoundState:
     # -- residents (sharing policies) -------------------------------------------------------------
 
     def _room_mb(self, gpu_ids: Iterable[int], used_mb: float) -> float:
-        return min(self.gpus[g].memory_mb for g in gpu_ids) - used_mb - self.reserve_mb
+        gpus = self.gpus
+        return min([gpus[g].memory_mb for g in gpu_ids]) - used_mb - self.reserve_mb
 
     def _add_running_resident(self, rj: RunningJob) -> None:
         gpu_ids = rj.placement.gpu_ids
-        if any(not (0 <= g < len(self.gpus)) or self.load[g] != 1 for g in gpu_ids):
-            return  # shares a GPU (or a GPU unknown to this cluster): not alone
-        candidates = tuple(sorted(g for g in gpu_ids if self.gpus[g].healthy))
+        gpus, load, n = self.gpus, self.load, len(self.gpus)
+        for g in gpu_ids:
+            if not (0 <= g < n) or load[g] != 1:
+                return  # shares a GPU (or a GPU unknown to this cluster): not alone
+        candidates = tuple(sorted([g for g in gpu_ids if gpus[g].healthy]))
         if candidates:
             self.add_resident(rj.job, rj.placement.sub_batch, candidates)
 

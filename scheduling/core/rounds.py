@@ -32,6 +32,7 @@ from scheduling.core.types import (
     JobId,
     Preempt,
     Profile,
+    Reason,
     RoundDecisions,
     Share,
     Snapshot,
@@ -109,12 +110,13 @@ def exclusive_in_order(
 @dataclass(frozen=True, slots=True)
 class SharePlan:
     """A partner finder's answer: start the job at ``sub_batch`` on all idle GPUs plus, from each
-    resident of ``partners``, the listed GPU ids; ``shares`` explains each pair."""
+    resident of ``partners``, the listed GPU ids; ``shares`` explains each pair; ``reason`` becomes
+    the Start's (the text, or a function formatting it when read: :data:`~scheduling.core.types.Reason`)."""
 
     sub_batch: int
     partners: tuple[tuple[Resident, tuple[int, ...]], ...]
     shares: tuple[Share, ...]
-    reason: str
+    reason: Reason
 
 
 class PartnerFinder(ResidentListener, Protocol):

@@ -161,8 +161,10 @@ def prepare_options(options: Sequence[SubBatchOption]) -> tuple[PreparedOption, 
     operation order (left to right), so :func:`best_prepared` gives its numbers to the bit (a
     test checks it)."""
     return tuple(
-        (sub, a_s / 2, xi_a * a_s, xi_b, (1 - 1 / (2 * xi_a)) * xi_b, (1 - 1 / (2 * xi_b)) * xi_a * a_s)
-        for sub, xi_a, xi_b, a_s in options
+        [
+            (sub, a_s / 2, xi_a * a_s, xi_b, (1 - 1 / (2 * xi_a)) * xi_b, (1 - 1 / (2 * xi_b)) * xi_a * a_s)
+            for sub, xi_a, xi_b, a_s in options
+        ]
     )
 
 
@@ -178,7 +180,11 @@ def best_prepared(options: Sequence[PreparedOption], b_s: float) -> tuple[float,
 
 
 def gang_shares(
-    profile: Profile, job: Job, sub_batch: int, partners: Sequence[tuple[Job, int, tuple[int, ...]]]
+    profile: Profile,
+    job: Job,
+    sub_batch: int,
+    partners: Sequence[tuple[Job, int, tuple[int, ...]]],
+    remaining_s: Sequence[float] | None = None,
 ) -> tuple[Share, ...]:
     """The :class:`Share` explanations of ``job`` starting at ``sub_batch`` next to ``partners``.
 
@@ -186,16 +192,20 @@ def gang_shares(
     that shares several GPUs runs at the pace of its slowest GPU (MODEL.md §2), so the incoming
     job's slowdown is the largest ``ξ`` over its partners **(ours)**; each partner keeps its own
     pairwise ``ξ``. ``T_seq``/``T_con`` come from :func:`pairwise_benefit` with
-    ``A = R_a · t_a(sub_batch)`` and ``B = R_b · t_b(b_b)``.
+    ``A = R_a · t_a(sub_batch)`` and ``B = R_b · t_b(b_b)``; ``remaining_s``: each partner's ``B``
+    when the caller has it (:func:`resident_remaining_s` of the same profile), so it is not
+    computed again.
     """
     if not partners:
         return ()
     pairs = [profile.slowdown(job, sub_batch, partner, sub) for partner, sub, _ in partners]
-    xi_self = max(xi_a for xi_a, _ in pairs)
+    xi_self = max([xi_a for xi_a, _ in pairs])
     a_s = job.remaining_iterations * profile.iter_time_s(job, sub_batch)
     shares: list[Share] = []
-    for (partner, sub, gpu_ids), (_, xi_partner) in zip(partners, pairs, strict=True):
-        t_seq, t_con = _pair_times(a_s, resident_remaining_s(profile, partner, sub), xi_self, xi_partner)
+    if remaining_s is None:
+        remaining_s = [resident_remaining_s(profile, partner, sub) for partner, sub, _ in partners]
+    for (partner, _, gpu_ids), (_, xi_partner), b_s in zip(partners, pairs, remaining_s, strict=True):
+        t_seq, t_con = _pair_times(a_s, b_s, xi_self, xi_partner)
         shares.append(Share(partner.id, gpu_ids, xi_self, xi_partner, t_seq, t_con))
     return tuple(shares)
 

@@ -12,8 +12,8 @@ Clusters via Wise Resource Sharing", IWQoS 2024, §1 of ``docs/MODEL.md`` (share
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import FrozenInstanceError, dataclass, field
 from typing import Protocol
 
 from common.shapes import gpu_label, node_names
@@ -117,12 +117,14 @@ class Job:
     @property
     def remaining_iterations(self) -> float:
         """``R_j`` (iterations), never negative."""
-        return max(0.0, self.iterations - self.iterations_done)
+        left = self.iterations - self.iterations_done
+        return left if left > 0.0 else 0.0  # max(0.0, left), without the call (SJF's key, every job)
 
     @property
     def remaining_time_s(self) -> float:
         """``P_j = R_j · t_j(B_j)``: remaining exclusive time at the full batch (s)."""
-        return self.remaining_iterations * self.iter_time_s
+        left = self.iterations - self.iterations_done  # R_j as in remaining_iterations, inlined
+        return (left if left > 0.0 else 0.0) * self.iter_time_s
 
     @property
     def waiting_since(self) -> float:
@@ -362,16 +364,83 @@ class Share:
     t_con_s: float
 
 
-@dataclass(frozen=True, slots=True)
+Reason = str | Callable[["Start"], str]
+"""A start's reason: the text, or a function of the :class:`Start` returning it, which the Start
+calls the first time its reason is read (:mod:`scheduling.core.start_reasons`: the text of a
+large SJF-BSBF round cost a sixth of it, and the simulator never reads it). The function must
+read only the Start and what never changes (the cluster's GPUs), so the text is the same whenever
+it is read."""
+
+
 class Start:
-    """Start ``job_id`` on ``gpu_ids`` with sub-batch ``sub_batch`` (``accum_steps`` micro-steps)."""
+    """Start ``job_id`` on ``gpu_ids`` with sub-batch ``sub_batch`` (``accum_steps`` micro-steps).
+
+    Immutable, compared and hashed by its six fields like a frozen dataclass; ``reason`` is
+    formatted on first read when it was given as a function (:data:`Reason`), so equality, hashing,
+    ``repr`` and pickling (which carries the text) read it, and nothing else formats it.
+    """
+
+    __slots__ = ("job_id", "gpu_ids", "sub_batch", "accum_steps", "shares", "_reason")
+    __match_args__ = ("job_id", "gpu_ids", "sub_batch", "accum_steps", "shares", "reason")
 
     job_id: JobId
     gpu_ids: tuple[int, ...]
     sub_batch: int
     accum_steps: int
-    shares: tuple[Share, ...] = ()
-    reason: str = ""
+    shares: tuple[Share, ...]
+    _reason: Reason
+
+    def __init__(
+        self,
+        job_id: JobId,
+        gpu_ids: tuple[int, ...],
+        sub_batch: int,
+        accum_steps: int,
+        shares: tuple[Share, ...] = (),
+        reason: Reason = "",
+    ) -> None:
+        init = object.__setattr__
+        init(self, "job_id", job_id)
+        init(self, "gpu_ids", gpu_ids)
+        init(self, "sub_batch", sub_batch)
+        init(self, "accum_steps", accum_steps)
+        init(self, "shares", shares)
+        init(self, "_reason", reason)
+
+    @property
+    def reason(self) -> str:
+        """Why it starts (shown on the dashboard); formatted once, on first read."""
+        reason = self._reason
+        if not isinstance(reason, str):
+            reason = reason(self)
+            object.__setattr__(self, "_reason", reason)
+        return reason
+
+    def _fields(self) -> tuple:
+        return (self.job_id, self.gpu_ids, self.sub_batch, self.accum_steps, self.shares, self.reason)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Start:
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return (
+            f"Start(job_id={self.job_id!r}, gpu_ids={self.gpu_ids!r}, sub_batch={self.sub_batch!r}, "
+            f"accum_steps={self.accum_steps!r}, shares={self.shares!r}, reason={self.reason!r})"
+        )
+
+    def __reduce__(self) -> tuple:
+        return (Start, self._fields())  # the text travels, never the function
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,10 +9,8 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from common.shapes import gpu_list
 from scheduling.core.profile_cache import CachedProfile, cached
 from scheduling.core.ranking import PendingRanking
 from scheduling.core.round_state import Resident, RoundState
@@ -27,6 +25,7 @@ from scheduling.core.sharing import (
     shares,
 )
 from scheduling.core.skip import SkipRule, never
+from scheduling.core.start_reasons import BestBenefitReason
 from scheduling.core.types import Job, JobId, Profile, RoundDecisions, Snapshot
 
 _Gaps = tuple[list[float], list[float]]
@@ -95,6 +94,8 @@ class BestBenefitMemo:
         self.pair_count = 0
         # job id → (the job object, the sub-batch floor, share_unknown, then _numbers' answer)
         self.jobs: dict[JobId, tuple] = {}
+        # shape id → the shape's (sub-batch, memory per GPU in MB), largest sub-batch first
+        self.memory: dict[int, tuple[tuple[int, float], ...]] = {}
 
     def fresh(self, profile: Profile) -> BestBenefitMemo:
         """This memo, or a new one for another profile object or when the caches grew too big."""
@@ -103,6 +104,7 @@ class BestBenefitMemo:
             + len(self.shape_ids)
             + len(self.group_ids)
             + len(self.times)
+            + len(self.memory)
             + self.profile.size
         )
         if self.pair_count > self.PAIRS_LIMIT or len(self.jobs) > self.LIMIT:  # per job: their own bounds
@@ -145,7 +147,7 @@ class BestBenefitFinder:
         self._explain = explain  # False: a failure's reason is not read, so it is not counted
         self._profile = memo.profile
         self._min_sub = state.min_sub_batch
-        self._gpus = state.gpus  # to name a partner's GPUs in reasons as everywhere else
+        self._reason = BestBenefitReason(state.gpus)  # a shared start's reason, formatted when read
         self._unknown_ok = state.share_unknown
         self._groups: dict[tuple, _Group] = {}
         self._by_head: list[tuple[float, int, _Group]] = []  # (smallest B, number, group), sorted
@@ -165,50 +167,61 @@ class BestBenefitFinder:
             number = self._memo.group_ids.setdefault(key, len(self._memo.group_ids))
             group = self._groups[key] = _Group(key, number, job, resident.sub_batch, resident.room_mb)
             self._created += 1
-        self._reindex(group, lambda entries: insort(entries, (b_s, job.submit_time, job.id)))
+        entries = group.entries
+        head = entries[0][0] if entries else None
+        insort(entries, (b_s, job.submit_time, job.id))
+        if entries[0][0] != head:
+            self._head_moved(group, head)
         self._where[job.id] = (resident, group, b_s)
 
     def removed(self, resident: Resident) -> None:
         """Drop a withdrawn resident (an emptied group is dropped too, keeping the scans short)."""
         job = resident.job
         _, group, b_s = self._where.pop(job.id)
-        key = (b_s, job.submit_time, job.id)
-        self._reindex(group, lambda entries: entries.pop(bisect_left(entries, key)))
-        if not group.entries:
-            del self._groups[group.key]
-
-    def _reindex(self, group: _Group, change: Callable[[list], object]) -> None:
-        """Apply ``change`` to the group's entries and keep :attr:`_by_head` sorted."""
         entries = group.entries
-        old = entries[0][0] if entries else None
-        change(entries)
-        new = entries[0][0] if entries else None
-        if old == new:
-            return
+        head = entries[0][0]
+        del entries[bisect_left(entries, (b_s, job.submit_time, job.id))]
+        if not entries:
+            self._head_moved(group, head)
+            del self._groups[group.key]
+        elif entries[0][0] != head:
+            self._head_moved(group, head)
+
+    def _head_moved(self, group: _Group, old: float | None) -> None:
+        """Keep :attr:`_by_head` sorted after the group's smallest ``B`` changed from ``old``
+        (``None``: the group was empty)."""
         if old is not None:
             del self._by_head[bisect_left(self._by_head, (old, group.number))]
-        if new is not None:
-            insort(self._by_head, (new, group.number, group))
+        if group.entries:
+            insort(self._by_head, (group.entries[0][0], group.number, group))
 
-    def _fits(self, job: Job, group: _Group) -> tuple[_Fits, _Fits]:
+    def _fits(self, job: Job, shape_id: int, group: _Group) -> tuple[_Fits, _Fits]:
         """The job's sub-batches fitting the group's memory room (:data:`_Fits`): all of them, and
         only those not dominated by a larger sub-batch with ``ξ`` no higher on both sides — the
         latter is valid when the job's iteration time does not fall as its sub-batch shrinks,
         since ``T_con`` grows with ``A``, ``ξ_a`` and ``ξ_b`` (MODEL.md §2 formulas)."""
         p = self._profile
+        memory = self._memo.memory.get(shape_id)
+        if memory is None:  # the job's (sub-batch, MB per GPU), the same against every group
+            memory = self._memo.memory[shape_id] = tuple(
+                (sub, p.memory_mb(job, sub)) for sub in p.sub_batches(job, self._min_sub)
+            )
+        sample, sample_sub, room, unknown_ok = group.sample, group.sub_batch, group.room_mb, self._unknown_ok
         every: list[tuple[int, float, float, float]] = []
         kept: list[tuple[int, float, float, float]] = []
-        for sub in p.sub_batches(job, self._min_sub):
-            if p.memory_mb(job, sub) > group.room_mb or not p.pair_allowed(
-                job, sub, group.sample, group.sub_batch, self._unknown_ok
-            ):
+        for sub, mb in memory:
+            if mb > room or not p.pair_allowed(job, sub, sample, sample_sub, unknown_ok):
                 continue
-            xi_a, xi_b = p.slowdown(job, sub, group.sample, group.sub_batch)
+            xi_a, xi_b = p.slowdown(job, sub, sample, sample_sub)
             option = (sub, xi_a, xi_b, benefit_threshold_s(1.0, xi_a, xi_b))
             every.append(option)
-            if not any(k[1] <= xi_a and k[2] <= xi_b for k in kept):
+            for k in kept:
+                if k[1] <= xi_a and k[2] <= xi_b:
+                    break
+            else:
                 kept.append(option)
-        return _with_bound(every), _with_bound(kept)
+        all_options = _with_bound(every)
+        return all_options, (all_options if len(kept) == len(every) else _with_bound(kept))
 
     def _options(self, job: Job, shape_id: int, group: _Group, prune: int) -> _Fits:
         """The job's options against ``group`` (memoised across rounds)."""
@@ -217,7 +230,7 @@ class BestBenefitFinder:
             fits_of = self._memo.fits[shape_id] = {}
         both = fits_of.get(group.number)
         if both is None:
-            both = fits_of[group.number] = self._fits(job, group)
+            both = fits_of[group.number] = self._fits(job, shape_id, group)
         return both[prune]
 
     def _scan(self, job: Job, shape_id: int, prune: int) -> tuple[list[_Group], float, float]:
@@ -230,12 +243,21 @@ class BestBenefitFinder:
         if scan is None or scan[0] != self._created:
             unbounded: list[_Group] = []
             kappa = mu = math.inf
+            fits_of = self._memo.fits.get(shape_id)
+            if fits_of is None:
+                fits_of = self._memo.fits[shape_id] = {}
             for group in self._groups.values():
-                _, bounded, group_kappa, group_mu = self._options(job, shape_id, group, prune)
+                both = fits_of.get(group.number)
+                if both is None:
+                    both = fits_of[group.number] = self._fits(job, shape_id, group)
+                _, bounded, group_kappa, group_mu = both[prune]
                 if not bounded:
                     unbounded.append(group)
                 else:
-                    kappa, mu = min(kappa, group_kappa), min(mu, group_mu)
+                    if group_kappa < kappa:
+                        kappa = group_kappa
+                    if group_mu < mu:
+                        mu = group_mu
             scan = self._unbounded[(shape_id, prune)] = (self._created, unbounded, kappa, mu)
         return scan[1], scan[2], scan[3]
 
@@ -292,8 +314,14 @@ class BestBenefitFinder:
                 options = self._options(job, shape_id, group, prune)[0]
                 # residents with B at or below every option's threshold cannot pay (the relative
                 # margin keeps rounding from skipping one that does: each is then judged exactly)
-                threshold = min((c * a_of[sub] for sub, _, _, c in options), default=math.inf) * (1 - 1e-9)
-                with_a = prepare_options([(sub, xi_a, xi_b, a_of[sub]) for sub, xi_a, xi_b, _ in options])
+                lows: list[float] = []  # each option's threshold (s)
+                raw: list[tuple[int, float, float, float]] = []
+                for sub, xi_a, xi_b, c in options:
+                    a_s = a_of[sub]
+                    lows.append(c * a_s)
+                    raw.append((sub, xi_a, xi_b, a_s))
+                threshold = min(lows, default=math.inf) * (1 - 1e-9)
+                with_a = prepare_options(raw)
                 # the gaps are computed once a scan of this pair has judged in vain (_push_next)
                 gaps = None if self._memo.gaps and len(with_a) <= _GAP_OPTIONS else _NO_GAPS
                 pair = pairs[number] = [threshold, with_a, gaps]
@@ -313,6 +341,7 @@ class BestBenefitFinder:
         by_head = self._by_head
         partners: list[tuple[Resident, tuple[int, ...]]] = []
         subs_chosen: list[int] = []
+        remaining: list[float] = []  # the partners' B (s)
         got = 0
         position = 0
         deferred: list[tuple[float, int, _Group]] = []  # groups whose own bound exceeded the best then
@@ -349,9 +378,10 @@ class BestBenefitFinder:
             if not heap:
                 break
             _, _, job_id, index, group, pair, sub = heapq.heappop(heap)
-            resident = self._where[job_id][0]
+            resident, _, b_s = self._where[job_id]
             take = resident.gpu_ids[: need - got]
             partners.append((resident, take))
+            remaining.append(b_s)
             subs_chosen.append(sub)
             got += len(take)
             _push_next(heap, group, pair, index + 1, gaps_after)
@@ -365,40 +395,39 @@ class BestBenefitFinder:
                 f"needs {need} more GPUs than the idle ones; sharing pays (T_con < T_seq) on only "
                 f"{got} resident GPUs ({fitting} resident jobs have memory room for it)"
             )
-        return self._plan(job, partners, min(subs_chosen))
+        return self._plan(job, partners, min(subs_chosen), remaining)
 
-    def _plan(self, job: Job, partners: list[tuple[Resident, tuple[int, ...]]], sub: int) -> SharePlan | str:
+    def _plan(
+        self,
+        job: Job,
+        partners: list[tuple[Resident, tuple[int, ...]]],
+        sub: int,
+        remaining: list[float] | None = None,
+    ) -> SharePlan | str:
         """Settle one sub-batch for the whole gang (the smallest the pairs chose, so memory fits every
-        partner) and re-judge every pair at it with the gang's slowest-GPU pace (ours)."""
+        partner) and re-judge every pair at it with the gang's slowest-GPU pace (ours);
+        ``remaining``: the partners' ``B`` (s) as indexed (computed again when ``None``)."""
         p = self._profile
-        if any(p.memory_mb(job, sub) > resident.room_mb for resident, _ in partners):
-            return f"no common sub-batch fits the memory of all {len(partners)} partners"
+        memory = p.memory_mb(job, sub)
+        for resident, _ in partners:
+            if memory > resident.room_mb:
+                return f"no common sub-batch fits the memory of all {len(partners)} partners"
         # each pair was found allowed at its own sub-batch; the common one may be another pair
         # (incompatible, or of unknown slowdown): LearnedProfile.pair_allowed, docs/LEARNING.md
-        if not all(p.pair_allowed(job, sub, r.job, r.sub_batch, self._unknown_ok) for r, _ in partners):
-            return (
-                f"at the common sub-batch {sub} not every one of its {len(partners)} partners may "
-                f"share with it (incompatible, or a slowdown nobody knows)"
-            )
-        explained = gang_shares(p, job, sub, [(r.job, r.sub_batch, ids) for r, ids in partners])
-        if not all(shares(s.t_seq_s, s.t_con_s) for s in explained):
-            return (
-                f"sharing pays pair by pair, but not for the gang at the common sub-batch {sub} "
-                f"with {len(partners)} partners"
-            )
-        detail = "; ".join(
-            f"job {s.partner_id} on GPU{'s' if len(s.gpu_ids) > 1 else ''} "
-            f"{gpu_list((self._gpus[g].node, self._gpus[g].index) for g in s.gpu_ids)}: "
-            f"ξ {s.xi_self:.2f}/{s.xi_partner:.2f}, T_con {s.t_con_s:.0f} s < T_seq {s.t_seq_s:.0f} s"
-            for s in explained
-        )
-        return SharePlan(
-            sub,
-            tuple(partners),
-            explained,
-            f"best sharing benefit first, sub-batch {sub} "
-            f"({job.batch_size // sub} accumulation steps): {detail}",
-        )
+        for resident, _ in partners:
+            if not p.pair_allowed(job, sub, resident.job, resident.sub_batch, self._unknown_ok):
+                return (
+                    f"at the common sub-batch {sub} not every one of its {len(partners)} partners may "
+                    f"share with it (incompatible, or a slowdown nobody knows)"
+                )
+        explained = gang_shares(p, job, sub, [(r.job, r.sub_batch, ids) for r, ids in partners], remaining)
+        for share in explained:
+            if not shares(share.t_seq_s, share.t_con_s):
+                return (
+                    f"sharing pays pair by pair, but not for the gang at the common sub-batch {sub} "
+                    f"with {len(partners)} partners"
+                )
+        return SharePlan(sub, tuple(partners), explained, self._reason)
 
 
 class SjfBsbfPolicy:
@@ -492,6 +521,11 @@ def _push_next(heap: list, group: _Group, pair: _Pair, index: int, gaps_after: i
 
 
 def _with_bound(options: list[tuple[int, float, float, float]]) -> _Fits:
-    kappa = min((xi_b * (1 - 1 / (2 * xi_a)) for _, xi_a, xi_b, _ in options), default=math.inf)
-    mu = min((xi_a * (1 - 1 / (2 * xi_b)) for _, xi_a, xi_b, _ in options), default=math.inf)
-    return tuple(options), all(xi_a >= 1 and xi_b >= 1 for _, xi_a, xi_b, _ in options), kappa, mu
+    kappa = mu = math.inf
+    bounded = True
+    for _, xi_a, xi_b, _ in options:
+        branch_kappa, branch_mu = xi_b * (1 - 1 / (2 * xi_a)), xi_a * (1 - 1 / (2 * xi_b))
+        kappa = branch_kappa if branch_kappa < kappa else kappa  # min(kappa, ·), without the call
+        mu = branch_mu if branch_mu < mu else mu
+        bounded = bounded and xi_a >= 1 and xi_b >= 1
+    return tuple(options), bounded, kappa, mu
