@@ -2,8 +2,9 @@
 the quota panel's GPU-hours from the cached charge (``usage_windows(cached=True)``) beside the
 charge afresh, after placements start, end, are inserted into the past or deleted with their
 job; the windowed fairness's tenants with work from the collapsed job spans beside the spans of
-every job; the cluster map's kept body (``frontend.payloads.memo``) beside a body built again,
-after each kind of change; and the timeline cut to its latest bars in the database."""
+every job; the cluster map's and the decisions' kept bodies (``frontend.payloads.memo``) beside
+bodies built again, after each kind of change; and the timeline cut to its latest bars in the
+database."""
 
 from __future__ import annotations
 
@@ -16,12 +17,12 @@ from django.test import Client
 from django.utils import timezone
 
 from cluster.models import GPU, Job, Node, Placement
-from frontend.payloads import cluster_map, memo, timeline
+from frontend.payloads import cluster_map, decisions, memo, timeline
 from scheduling.core.usage import active_tenants
 from scheduling.models import Round
 from scheduling.service.gpu_hours import usage_windows
 from tests.frontend.conftest import gpu, make_job, place
-from tests.frontend.test_endpoints import get, table
+from tests.frontend.test_endpoints import get, record_round, table
 
 WINDOWS = (7200, 86400)
 
@@ -195,3 +196,38 @@ def test_the_timeline_draws_the_running_and_latest_bars_and_counts_the_rest(
     assert [c[1] for c in bars["customdata"]] == [r["end"] for r in table(body, "timeline")]
     # durations in ms: the running bar about 5 min (to the request's now), the ended one 30 min
     assert abs(bars["x"][0] - 300_000) < 10_000 and bars["x"][1] == 1_800_000
+
+
+def test_the_kept_decisions_are_built_again_when_a_round_or_a_name_they_show_changes(
+    shared_cluster: dict[str, Job], admin_web: Client, alice_web: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    builds: list[int] = []
+    build = decisions._body
+    monkeypatch.setattr(decisions, "_body", lambda *a: builds.append(1) or build(*a))
+    record_round(shared_cluster, ["a-wait", "c-wait"])
+    first, mine = get(admin_web, "decisions"), get(alice_web, "decisions")
+    assert _without_time(get(admin_web, "decisions")) == _without_time(first) and len(builds) == 2
+    # Alice's own entry: C's job and the job its reason cites stay hidden from her
+    assert "c-wait" not in str(mine) and "c-wait" in str(first)
+
+    def afresh(client: Client) -> dict[str, Any]:
+        memo.forget()
+        return _without_time(get(client, "decisions"))
+
+    changes = [
+        lambda: Job.objects.filter(pk=shared_cluster["a-train"].pk).update(name="a-renamed"),  # a shown name
+        lambda: record_round(shared_cluster, ["c-wait"]),  # a new round
+        # a-wait finished long before the rounds shown: no longer among Alice's jobs there
+        lambda: Job.objects.filter(pk=shared_cluster["a-wait"].pk).update(
+            status=Job.Status.CANCELLED, finished_at=timezone.now() - timedelta(days=1)
+        ),
+    ]
+    before = {"admin": _without_time(first), "alice": _without_time(mine)}
+    for change in changes:
+        change()
+        for who, client in (("admin", admin_web), ("alice", alice_web)):
+            kept = _without_time(get(client, "decisions"))
+            assert kept == afresh(client), who
+            before[who] = kept
+    assert "a-renamed" in str(before["admin"]) and "a-renamed" in str(before["alice"])
+    assert "a-wait" not in str(before["alice"]) and "a-wait" in str(before["admin"])
