@@ -8,7 +8,7 @@ per request by :func:`frontend.payloads.common.viewer_of` and applied by every p
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import wraps
 from typing import Any
 
@@ -26,7 +26,7 @@ from frontend.payloads.common import viewer_of
 DEFAULT_POLL_MS = 2000
 
 #: Endpoints: URL name → (payload function, query parameter, default, lowest, highest).
-Endpoint = tuple[Callable[..., dict[str, Any]], str | None, int, int, int]
+Endpoint = tuple[Callable[..., Mapping[str, Any]], str | None, int, int, int]
 ENDPOINTS: dict[str, Endpoint] = {
     "cluster-map": (cluster_map.cluster_map_payload, None, 0, 0, 0),
     "timeline": (timeline.timeline_payload, "window", 3600, 60, 7 * 86400),
@@ -147,7 +147,7 @@ def endpoint(request: HttpRequest, name: str) -> HttpResponse:
     return _body(payload(viewer, value))
 
 
-def _body(body: dict[str, Any]) -> HttpResponse:
+def _body(body: Mapping[str, Any]) -> HttpResponse:
     """``body`` as JSON (:func:`frontend.payloads.memo.dumps`; a body kept from an earlier
     request is written once and reused, :class:`frontend.payloads.memo.KeptBody`)."""
     encoded = body.json() if isinstance(body, memo.KeptBody) else memo.dumps(body)

@@ -24,7 +24,7 @@ from frontend.payloads.rounds import latest_rounds
 from scheduling import figures
 
 
-def cluster_map_payload(viewer: Viewer) -> dict[str, Any]:
+def cluster_map_payload(viewer: Viewer) -> Mapping[str, Any]:
     """Nodes × GPUs coloured by tenant, shared GPUs marked, hover with jobs, sub-batches and
     slowdowns (the latest round's ξ for jobs it paired, else the profile's)."""
     now = timezone.now()

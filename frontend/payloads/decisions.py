@@ -39,7 +39,7 @@ DECISION_COLUMNS = (
 )
 
 
-def decisions_payload(viewer: Viewer, n_rounds: int) -> dict[str, Any]:
+def decisions_payload(viewer: Viewer, n_rounds: int) -> Mapping[str, Any]:
     """The last ``n_rounds`` rounds' decisions: who was paired with whom and why (predicted
     T_seq vs T_con, ξ of both, sub-batch), what started alone, what was preempted, and why jobs
     wait (the first :data:`WAITS_PER_ROUND` per round; the queue lists them all).

@@ -12,12 +12,14 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 
 from cluster.models import GPU, Job, Node, Placement
 from frontend.payloads import cluster_map, decisions, memo, timeline
+from frontend.payloads.common import viewer_of
 from scheduling.core.usage import active_tenants
 from scheduling.models import Round
 from scheduling.service.gpu_hours import usage_windows
@@ -154,6 +156,9 @@ def test_the_kept_cluster_map_is_built_again_whenever_its_rows_change(
     assert len(builds) == 1  # nothing changed: the kept body, a new generated_at
     assert _without_time(again) == _without_time(first) and again["generated_at"] >= first["generated_at"]
     assert admin_web.get("/dashboard/api/cluster-map.json").content.decode().count('"generated_at"') == 1
+    # read as a dict (decoded from the kept JSON), the kept body is the one built
+    admin = viewer_of(get_user_model().objects.get(username="root-admin"))
+    assert _without_time(dict(cluster_map.cluster_map_payload(admin))) == _without_time(first)
     # a member has an entry of her own: another tenant's job stays hidden
     assert "c-train" not in str(get(alice_web, "cluster-map")) and "c-train" in str(first)
     changes = [
