@@ -13,7 +13,7 @@ from django.utils import timezone
 from cluster.models import Job
 from frontend.payloads import memo
 from frontend.payloads.clock import TimeScale, time_scale
-from frontend.payloads.common import JobNames, Viewer, payload, raw_rows, rounded, table
+from frontend.payloads.common import JobNames, Viewer, cited_jobs, payload, raw_rows, rounded, table
 from frontend.payloads.rounds import RoundView, latest_rounds, round_summaries
 from scheduling import figures
 
@@ -63,7 +63,7 @@ def decisions_payload(viewer: Viewer, n_rounds: int) -> Mapping[str, Any]:
     listed = [w for r in shown for w in waits[r.pk][:WAITS_PER_ROUND]]
     names.load(j for j, _ in listed)
     if not viewer.is_admin:  # the jobs the reasons cite, looked up now (redacted below)
-        names.redact([d.get("reason", "") for r in shown for d in r.acts] + [t for _, t in listed], viewer)
+        names.load(cited_jobs([d.get("reason", "") for r in shown for d in r.acts] + [t for _, t in listed]))
     # the body is a function of these alone (a round's record never changes; the names of the
     # jobs it shows are read above): kept while they are equal (frontend.payloads.memo)
     inputs = (
