@@ -10,14 +10,20 @@ stack and the database, no HTTP socket) as a cluster admin and as a tenant membe
 the median and p95 latency (ms, wall clock and CPU time), the database's CPU time per request
 (a local PostgreSQL) and the response size of each.
 
+With ``--churn`` every timed request follows a change of the kind a round makes (outside the
+timing): one running single-GPU job finishes (its placement ended now), a pending job starts on
+its GPU, and a new round record is written, so the endpoints' caches of what did not change are
+tested against data that did; without it nothing changes between requests (cache hits where
+an endpoint caches).
+
 Not a test: nothing is asserted. Target: p95 < 50 ms per endpoint on this machine.
 
 Python's garbage collector adds pauses of 20-50 ms to a few percent of the requests (full
 collections walk every object of the process); ``--gc-freeze`` measures what happens when the
 start-up objects are frozen first (``gc.freeze()``, e.g. in gunicorn's ``post_fork``).
 
-Run: ``python benchmarks/bench_dashboard.py [--requests 40] [--gc-freeze] [--endpoints fairness,timeline]
-[--database-url postgres://postgres@127.0.0.1:5432/sharewise_bench_dashboard]``
+Run: ``python benchmarks/bench_dashboard.py [--requests 40] [--gc-freeze] [--churn]
+[--endpoints fairness,timeline] [--database-url postgres://postgres@127.0.0.1:5432/sharewise_bench_dashboard]``
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from cli_args import database_url, positive_int  # benchmarks/cli_args.py
 from machine import machine  # benchmarks/machine.py
 
 REPO = Path(__file__).resolve().parent.parent
-ENDPOINTS = ("cluster-map", "timeline", "decisions", "fairness", "queue")
+ENDPOINTS = ("cluster-map", "timeline", "decisions", "fairness", "queue", "quota", "learning")
 TENANTS = ("team-a", "team-b", "team-c", "team-d")
 MODELS = ("resnet50", "vgg16", "lm", "transformer", "resnet18", "a3c")
 
@@ -226,6 +232,15 @@ def _p95(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
+def _churn_db_cpu(churn: Churn) -> float:
+    """Make one change (``churn()``) and return the database CPU time it cost (s; 0 where it
+    cannot be read), so that ``db cpu`` counts only the requests."""
+    before = _db_cpu_s()
+    churn()
+    after = _db_cpu_s()
+    return 0.0 if before is None or after is None else after - before
+
+
 def _db_cpu_s() -> float | None:
     """CPU time (s) of the PostgreSQL backend serving this connection so far, read from
     ``/proc`` (a local server only; ``None`` on SQLite or where it cannot be read)."""
@@ -243,7 +258,64 @@ def _db_cpu_s() -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
-def measure(users: dict[str, Any], requests: int, endpoints: tuple[str, ...] = ENDPOINTS) -> None:
+class Churn:
+    """What a round changes between two requests (``--churn``, module docstring): call it once
+    per change; the k-th call ends the k-th of the first 600 running placements (single-GPU
+    jobs on GPUs 0..599) and starts the oldest pending job on that GPU, then writes a round."""
+
+    def __init__(self) -> None:
+        from cluster.models import Placement
+        from scheduling.models import Round
+
+        self.placements = list(
+            Placement.objects.filter(active=True, slot=0, job__gpus=1).order_by("id")[:600]
+        )
+        from scheduling.round_waits import pack_waits
+
+        decisions = Round.objects.order_by("-id").values_list("decisions", flat=True)[0]
+        # written as the service writes a round: starts as dicts, the waits packed
+        self.starts = [d for d in decisions if d["action"] != "wait"]
+        self.waits = pack_waits((d["job_id"], d["reason"]) for d in decisions if d["action"] == "wait")
+        self.k = 0
+
+    def __call__(self) -> None:
+        from django.db import transaction
+        from django.utils import timezone
+
+        from cluster.models import Job, Placement
+        from scheduling.models import Round
+
+        now = timezone.now()
+        old = self.placements[self.k % len(self.placements)]
+        self.k += 1
+        with transaction.atomic():
+            Placement.objects.filter(pk=old.pk).update(active=False, ended_at=now)
+            Job.objects.filter(pk=old.job_id).update(status="succeeded", finished_at=now)
+            job = Job.objects.filter(status="pending").order_by("submitted_at", "id").first()
+            Job.objects.filter(pk=job.pk).update(status="running", started_at=now)
+            new = Placement.objects.create(
+                job=job, gpu_id=old.gpu_id, generation=1, sub_batch=64, created_at=now
+            )
+            Round.objects.create(
+                started_at=now,
+                finished_at=now,
+                policy="sjf-bsbf",
+                duration_ms=40.0,
+                n_started=len(self.starts),
+                n_waiting=len(self.waits["job_ids"]),
+                n_preempted=0,
+                decisions=self.starts,
+                waits=self.waits,
+            )
+        self.placements[(self.k - 1) % len(self.placements)] = new
+
+
+def measure(
+    users: dict[str, Any],
+    requests: int,
+    endpoints: tuple[str, ...] = ENDPOINTS,
+    churn: Churn | None = None,
+) -> None:
     """Print median and p95 latency per endpoint and viewer: wall clock, and this process's CPU
     time (which, with SQLite in-process, includes the database's work, and does not count time
     lost to other programs on a busy machine); on a local PostgreSQL also the mean CPU time of
@@ -264,6 +336,8 @@ def measure(users: dict[str, Any], requests: int, endpoints: tuple[str, ...] = E
             wall, cpu = [], []
             db0 = _db_cpu_s()
             for _ in range(requests):
+                if churn is not None:
+                    db0 = None if db0 is None else db0 + _churn_db_cpu(churn)
                 t0, c0 = time.perf_counter(), time.process_time()
                 response = client.get(url)
                 wall.append((time.perf_counter() - t0) * 1000)
@@ -294,6 +368,12 @@ def main() -> None:
         "collections then skip the start-up objects (no 20-50 ms pauses)",
     )
     parser.add_argument(
+        "--churn",
+        action="store_true",
+        help="before each timed request, change what a round changes (a job ends, another starts, "
+        "a round is recorded): caches miss where the data changed",
+    )
+    parser.add_argument(
         "--endpoints", default=",".join(ENDPOINTS), help=f"comma-separated subset of {','.join(ENDPOINTS)}"
     )
     args = parser.parse_args()
@@ -318,7 +398,8 @@ def main() -> None:
             gc.collect()
             gc.freeze()
         print(f"garbage collector: {'start-up objects frozen' if args.gc_freeze else 'default'}")
-        measure(users, args.requests, endpoints)
+        print("between requests: " + ("a round's changes (--churn)" if args.churn else "nothing changes"))
+        measure(users, args.requests, endpoints, Churn() if args.churn else None)
 
 
 if __name__ == "__main__":

@@ -60,6 +60,11 @@ _JOB_REF = re.compile(r"\bjob (\d+)\b")
 _TENANT_REF = re.compile(r"\btenant ([a-z0-9](?:[a-z0-9-]*[a-z0-9])?)")
 
 
+def cited_jobs(texts: Iterable[str]) -> set[int]:
+    """Ids of the jobs the policy's reasons ``texts`` cite ("waits behind job 12")."""
+    return {int(m) for text in texts for m in _JOB_REF.findall(text)}
+
+
 class JobNames:
     """Job id → (name, tenant id, tenant name), looked up in batches and remembered."""
 
@@ -84,7 +89,7 @@ class JobNames:
         """
         if viewer.is_admin:
             return list(texts)
-        self.load(int(m) for text in texts for m in _JOB_REF.findall(text))
+        self.load(cited_jobs(texts))
 
         def job(match: re.Match[str]) -> str:
             return match.group(0) if self.label(int(match.group(1)), viewer)[2] else HIDDEN

@@ -8,7 +8,7 @@ per request by :func:`frontend.payloads.common.viewer_of` and applied by every p
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import wraps
 from typing import Any
 
@@ -18,7 +18,7 @@ from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from frontend.payloads import cluster_map, decisions, fairness, learning, queue, quota_windows, timeline
+from frontend.payloads import cluster_map, decisions, fairness, learning, memo, queue, quota_windows, timeline
 from frontend.payloads.clock import time_scale
 from frontend.payloads.common import viewer_of
 
@@ -26,7 +26,7 @@ from frontend.payloads.common import viewer_of
 DEFAULT_POLL_MS = 2000
 
 #: Endpoints: URL name → (payload function, query parameter, default, lowest, highest).
-Endpoint = tuple[Callable[..., dict[str, Any]], str | None, int, int, int]
+Endpoint = tuple[Callable[..., Mapping[str, Any]], str | None, int, int, int]
 ENDPOINTS: dict[str, Endpoint] = {
     "cluster-map": (cluster_map.cluster_map_payload, None, 0, 0, 0),
     "timeline": (timeline.timeline_payload, "window", 3600, 60, 7 * 86400),
@@ -130,7 +130,7 @@ def _param_or(request: HttpRequest, name: str, default: int, lo: int, hi: int) -
 
 @require_GET
 @never_cache
-def endpoint(request: HttpRequest, name: str) -> JsonResponse:
+def endpoint(request: HttpRequest, name: str) -> HttpResponse:
     """One JSON endpoint of :data:`ENDPOINTS` (see :mod:`frontend.payloads` for the body)."""
     if not request.user.is_authenticated:
         return _error("log in first (session authentication)", 401)
@@ -139,9 +139,16 @@ def endpoint(request: HttpRequest, name: str) -> JsonResponse:
         return _error("this account is neither a cluster admin nor a member of a tenant", 403)
     payload, param, default, lo, hi = ENDPOINTS[name]
     if param is None:
-        return JsonResponse(payload(viewer))
+        return _body(payload(viewer))
     try:
         value = _int_param(request, param, default, lo, hi)
     except ValueError as exc:
         return _error(str(exc), 400)
-    return JsonResponse(payload(viewer, value))
+    return _body(payload(viewer, value))
+
+
+def _body(body: Mapping[str, Any]) -> HttpResponse:
+    """``body`` as JSON (:func:`frontend.payloads.memo.dumps`; a body kept from an earlier
+    request is written once and reused, :class:`frontend.payloads.memo.KeptBody`)."""
+    encoded = body.json() if isinstance(body, memo.KeptBody) else memo.dumps(body)
+    return HttpResponse(encoded, content_type="application/json")

@@ -279,74 +279,74 @@ def _cell_hover(cell: Mapping[str, Any]) -> str:
     return "<br>".join(lines)
 
 
+#: The columns of one group of timeline bars (:func:`timeline_spec`), one list each, bar by bar.
+BAR_COLUMNS = ("gpu", "slot", "label", "start", "end", "duration_ms")
+
+
 def timeline_spec(
-    bars: Sequence[Mapping[str, Any]],
-    shared: Sequence[Mapping[str, Any]],
+    bars: Mapping[str | None, Mapping[str, Sequence[Any]]],
+    shared: Mapping[str, Sequence[Any]],
     window: tuple[Any, Any],
     time_axis: Mapping[str, Any] | None = None,
 ) -> Spec:
     """Gantt chart of jobs on GPUs: one row per GPU, a bar per placement, shared intervals hatched.
 
-    ``bars``: ``{"gpu": "node-00:3", "slot": 0|1, "tenant": str | None, "label": str,
-    "start": ISO time, "end": ISO time, "duration_ms": float}``; slot 0 is drawn in the upper half
-    of the row and slot 1 in the lower half, so two jobs on one GPU stay visible. ``shared``:
-    ``{"gpu", "start", "end", "duration_ms"}`` intervals during which the GPU held two jobs.
-    ``window``: ``(start, end)`` of the x axis (ISO times). On a non-date ``time_axis`` (trace
-    seconds), ``start``/``end``/``window`` are seconds and ``duration_ms`` is ms of that time.
+    ``bars``: ``{tenant name, or None for other tenants' jobs: columns}``, the columns of
+    :data:`BAR_COLUMNS` as lists of equal length, bar by bar (``gpu``: ``"node-00:3"``, ``slot``:
+    0|1, ``label``, ``start``/``end``: ISO times, ``duration_ms``): columns, not a dict per bar.
+    Slot 0 is drawn in the upper half of the row and slot 1 in the lower half, so two jobs on one
+    GPU stay visible. ``shared``: columns ``gpu``, ``start``, ``end``, ``duration_ms`` of the
+    intervals during which a GPU held two jobs. ``window``: ``(start, end)`` of the x axis (ISO
+    times). On a non-date ``time_axis`` (trace seconds), ``start``/``end``/``window`` are seconds
+    and ``duration_ms`` is ms of that time. Hover: a template over ``customdata`` [start, end].
     """
     per_ms = 1.0 if (time_axis or DATE_AXIS).get("type") == "date" else 1e-3  # a date axis counts ms
-    colours = tenant_colours([b["tenant"] for b in bars if b["tenant"]])
-    by_key: dict[str, list[Mapping[str, Any]]] = {}
-    for bar in bars:
-        by_key.setdefault(bar["tenant"] or "other tenants", []).append(bar)
+    colours = tenant_colours([t for t, c in bars.items() if t and c["gpu"]])
     data: list[Spec] = []
-    for key in [*colours, "other tenants"]:
-        members = by_key.get(key)
-        if not members:
+    for key in [*colours, None]:
+        members = bars.get(key)
+        if not members or not members["gpu"]:
             continue
         data.append(
             {
                 "type": "bar",
                 "orientation": "h",
-                "name": key,
-                "y": [b["gpu"] for b in members],
-                "base": [b["start"] for b in members],
-                "x": [b["duration_ms"] * per_ms for b in members],
-                "offset": [-0.45 if b["slot"] == 0 else 0.0 for b in members],
-                "width": [0.45] * len(members),
-                "marker": {"color": colours.get(key, OTHER_COLOUR)},
-                "text": [b["label"] for b in members],
+                "name": key or "other tenants",
+                "y": members["gpu"],
+                "base": members["start"],
+                "x": [d * per_ms for d in members["duration_ms"]],
+                "offset": [-0.45 if slot == 0 else 0.0 for slot in members["slot"]],
+                "width": 0.45,  # one number for every bar of the trace
+                "marker": {"color": colours.get(key or "", OTHER_COLOUR)},
+                "text": members["label"],
                 "textposition": "inside",
                 "insidetextanchor": "start",
-                "hovertext": [
-                    f"{b['label']} ({b['tenant'] or 'another tenant'}) on {b['gpu']}<br>"
-                    f"{b['start']} → {b['end']}"
-                    for b in members
-                ],
-                "hoverinfo": "text",
+                "customdata": [[a, b] for a, b in zip(members["start"], members["end"], strict=True)],
+                "hovertemplate": f"%{{text}} ({key or 'another tenant'}) on %{{y}}<br>"
+                "%{customdata[0]} → %{customdata[1]}<extra></extra>",
             }
         )
-    if shared:
+    if shared["gpu"]:
         data.append(
             {
                 "type": "bar",
                 "orientation": "h",
                 "name": "shared interval",
-                "y": [s["gpu"] for s in shared],
-                "base": [s["start"] for s in shared],
-                "x": [s["duration_ms"] * per_ms for s in shared],
-                "offset": [-0.48] * len(shared),
-                "width": [0.96] * len(shared),
+                "y": shared["gpu"],
+                "base": shared["start"],
+                "x": [d * per_ms for d in shared["duration_ms"]],
+                "offset": -0.48,
+                "width": 0.96,
                 "marker": {
                     "color": "rgba(0,0,0,0)",
                     "line": {"color": SHARED_COLOUR, "width": 1.5},
                     "pattern": {"shape": "/", "fgcolor": SHARED_COLOUR, "size": 6, "solidity": 0.2},
                 },
-                "hovertext": [f"{s['gpu']} shared<br>{s['start']} → {s['end']}" for s in shared],
-                "hoverinfo": "text",
+                "customdata": [[a, b] for a, b in zip(shared["start"], shared["end"], strict=True)],
+                "hovertemplate": "%{y} shared<br>%{customdata[0]} → %{customdata[1]}<extra></extra>",
             }
         )
-    gpus = sorted({b["gpu"] for b in bars}, key=_gpu_sort_key)
+    gpus = sorted({g for c in bars.values() for g in c["gpu"]}, key=_gpu_sort_key)
     layout = _layout(
         "Timeline of jobs on GPUs",
         barmode="overlay",

@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from cluster.models import GPU, Node, Placement
 from common.shapes import gpu_label
+from frontend.payloads import memo
 from frontend.payloads.common import (
     HIDDEN,
     Viewer,
@@ -23,7 +24,7 @@ from frontend.payloads.rounds import latest_rounds
 from scheduling import figures
 
 
-def cluster_map_payload(viewer: Viewer) -> dict[str, Any]:
+def cluster_map_payload(viewer: Viewer) -> Mapping[str, Any]:
     """Nodes × GPUs coloured by tenant, shared GPUs marked, hover with jobs, sub-batches and
     slowdowns (the latest round's ξ for jobs it paired, else the profile's)."""
     now = timezone.now()
@@ -39,9 +40,34 @@ def cluster_map_payload(viewer: Viewer) -> dict[str, Any]:
             empty="No GPUs registered yet: register a node "
             "(manage.py add_node, or start a node agent) and its GPUs appear here.",
         )
-    on_gpu = _active_placements_by_gpu()
+    placed = _active_placements()
     rounds = latest_rounds(1)
-    from_round = rounds[0].slowdowns if rounds else {}
+    tenants = visible_tenants(viewer)
+    # the body depends on these rows alone (a round's record never changes): built again only
+    # when one of them differs (frontend.payloads.memo)
+    inputs = (gpus, placed, rounds[0].pk if rounds else None, tenants)
+    return memo.built_from(
+        ("cluster-map", viewer.tenant_id, viewer.tenant_name),
+        inputs,
+        now,
+        lambda: _body(viewer, now, gpus, placed, rounds[0].slowdowns if rounds else {}, tenants),
+    )
+
+
+def _body(
+    viewer: Viewer,
+    now: Any,
+    gpus: Sequence[tuple],
+    placed: Sequence[tuple],
+    from_round: Mapping[int, float],
+    tenants: Sequence[str],
+) -> dict[str, Any]:
+    """The cluster map's body from its rows: ``gpus`` (id, node, index, healthy, node status),
+    the active placements (:func:`_active_placements`), the latest round's ``{job id: ξ}`` and
+    the tenants ``viewer`` sees."""
+    on_gpu: dict[int, list[tuple]] = {}
+    for row in placed:
+        on_gpu.setdefault(row[0], []).append(row)
     cells = [
         {
             "node": node,
@@ -56,7 +82,7 @@ def cluster_map_payload(viewer: Viewer) -> dict[str, Any]:
         viewer,
         now,
         summary=_summary(cells),
-        figures_={"cluster_map": figures.cluster_map_spec(cells, visible_tenants(viewer))},
+        figures_={"cluster_map": figures.cluster_map_spec(cells, tenants)},
         tables={
             "cluster_map": table(
                 ["GPU", "tenant", "job", "sub-batch", "slowdown ξ", "shared"],
@@ -67,11 +93,10 @@ def cluster_map_payload(viewer: Viewer) -> dict[str, Any]:
     )
 
 
-def _active_placements_by_gpu() -> dict[int, list[tuple]]:
-    """``{GPU id: [(GPU id, slot, sub-batch, job id, job name, model, tenant id, tenant name)]}``
-    of the active placements, by slot."""
-    on_gpu: dict[int, list[tuple]] = {}
-    for row in raw_rows(
+def _active_placements() -> list[tuple]:
+    """``[(GPU id, slot, sub-batch, job id, job name, model, tenant id, tenant name)]`` of the
+    active placements, by GPU and slot."""
+    return raw_rows(
         Placement.objects.filter(active=True)
         .order_by("gpu_id", "slot")
         .values_list(
@@ -84,15 +109,13 @@ def _active_placements_by_gpu() -> dict[int, list[tuple]]:
             "job__tenant_id",
             "job__tenant__name",
         )
-    ):
-        on_gpu.setdefault(row[0], []).append(row)
-    return on_gpu
+    )
 
 
 def _gpu_jobs(placed: Sequence[tuple], from_round: Mapping[int, float], viewer: Viewer) -> list[dict]:
     """The jobs on one GPU as ``viewer`` may see them: ``{"tenant", "label", "sub_batch",
     "slowdown"}`` (all but the label ``None`` for another tenant's job). ``placed``: the GPU's
-    rows of :func:`_active_placements_by_gpu`; ``from_round``: the latest round's ``{job id: ξ}``."""
+    rows of :func:`_active_placements`; ``from_round``: the latest round's ``{job id: ξ}``."""
     jobs = []
     for i, (_, _, sub, job_id, name, model, tenant_id, tenant) in enumerate(placed):
         slowdown = None

@@ -20,6 +20,7 @@ from cluster.models import Placement, Tenant
 from cluster.visibility import HIDDEN as HIDDEN
 from cluster.visibility import JobNames as JobNames
 from cluster.visibility import Viewer as Viewer
+from cluster.visibility import cited_jobs as cited_jobs
 from cluster.visibility import job_label as job_label
 from cluster.visibility import viewer_of as viewer_of
 

@@ -4,14 +4,16 @@ per-round counts."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Q
 from django.utils import timezone
 
 from cluster.models import Job
+from frontend.payloads import memo
 from frontend.payloads.clock import TimeScale, time_scale
-from frontend.payloads.common import JobNames, Viewer, payload, raw_rows, rounded, table
+from frontend.payloads.common import JobNames, Viewer, cited_jobs, payload, raw_rows, rounded, table
 from frontend.payloads.rounds import RoundView, latest_rounds, round_summaries
 from scheduling import figures
 
@@ -37,7 +39,7 @@ DECISION_COLUMNS = (
 )
 
 
-def decisions_payload(viewer: Viewer, n_rounds: int) -> dict[str, Any]:
+def decisions_payload(viewer: Viewer, n_rounds: int) -> Mapping[str, Any]:
     """The last ``n_rounds`` rounds' decisions: who was paired with whom and why (predicted
     T_seq vs T_con, ξ of both, sub-batch), what started alone, what was preempted, and why jobs
     wait (the first :data:`WAITS_PER_ROUND` per round; the queue lists them all).
@@ -57,6 +59,39 @@ def decisions_payload(viewer: Viewer, n_rounds: int) -> dict[str, Any]:
         for d in r.acts
         for j in (d["job_id"], *(s["partner_id"] for s in d.get("shares") or ()))
     )
+    waits = {r.pk: r.waits if own is None else [w for w in r.waits if w[0] in own] for r in shown}
+    listed = [w for r in shown for w in waits[r.pk][:WAITS_PER_ROUND]]
+    names.load(j for j, _ in listed)
+    if not viewer.is_admin:  # the jobs the reasons cite, looked up now (redacted below)
+        names.load(cited_jobs([d.get("reason", "") for r in shown for d in r.acts] + [t for _, t in listed]))
+    # the body is a function of these alone (a round's record never changes; the names of the
+    # jobs it shows are read above): kept while they are equal (frontend.payloads.memo)
+    inputs = (
+        counts,
+        [(r.pk, len(waits[r.pk]), list(waits[r.pk][:WAITS_PER_ROUND])) for r in shown],
+        sorted(names.known.items()),
+        scale,
+    )
+    return memo.built_from(
+        ("decisions", n_rounds, viewer.tenant_id, viewer.tenant_name),
+        inputs,
+        now,
+        lambda: _body(viewer, now, scale, counts, shown, names, own),
+    )
+
+
+def _body(
+    viewer: Viewer,
+    now: datetime,
+    scale: TimeScale,
+    counts: Sequence[tuple],
+    shown: Sequence[RoundView],
+    names: JobNames,
+    own: set[int] | None,
+) -> dict[str, Any]:
+    """The body of :func:`decisions_payload` from its rows: ``counts`` (:func:`round_summaries`),
+    the rounds ``shown``, ``names`` knowing every job they show and cite, the member's ``own``
+    jobs (``None``: an admin)."""
     rows: list[list[Any]] = []
     pairs: list[dict[str, Any]] = []
     for r in shown:

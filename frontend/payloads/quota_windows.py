@@ -35,7 +35,7 @@ def quota_windows_payload(viewer: Viewer) -> dict[str, Any]:
     windows = DEFAULT_WINDOWS_S
     visible = {t: n for t, n in names.items() if viewer.sees(t)}
     use = quota_use(visible)
-    usage = usage_windows(windows, now, visible)
+    usage = usage_windows(windows, now, visible, cached=True)
     rows: list[list[Any]] = []
     shares: dict[str, dict[str, dict[str, float | None]]] = {window_name(w): {} for w in windows}
     for t, name in visible.items():

@@ -229,6 +229,44 @@ def active_tenants(spans: Iterable[tuple[str, float, float]], lo_s: float, hi_s:
     return out
 
 
+def active_tenants_over(
+    spans: Iterable[tuple[str, float, float]], hi_s: float, windows_s: Sequence[float]
+) -> list[set[str]]:
+    """:func:`active_tenants` of each window ``[hi_s − w, hi_s]`` (``w`` in ``windows_s``, s), in
+    one pass: each tenant's spans within the longest window are merged once (O(n log n)), then a
+    window's covered length is read off the merged runs. Equal to ``[active_tenants(spans,
+    hi_s − w, hi_s) for w in windows_s]``."""
+    if not windows_s:
+        return []
+    lo_s = hi_s - max(windows_s)
+    per_tenant: dict[str, list[tuple[float, float]]] = {}
+    for tenant, a, b in spans:
+        lo, hi = max(a, lo_s), min(b, hi_s)
+        if hi > lo:
+            per_tenant.setdefault(tenant, []).append((lo, hi))
+    runs: dict[str, list[tuple[float, float]]] = {}
+    for tenant, parts in per_tenant.items():
+        merged: list[tuple[float, float]] = []
+        for lo, hi in sorted(parts):
+            if merged and lo <= merged[-1][1]:
+                if hi > merged[-1][1]:
+                    merged[-1] = (merged[-1][0], hi)
+            else:
+                merged.append((lo, hi))
+        runs[tenant] = merged
+    out = []
+    for window in windows_s:
+        start, need = hi_s - window, window / 2
+        out.append(
+            {
+                tenant
+                for tenant, merged in runs.items()
+                if sum(hi - max(lo, start) for lo, hi in merged if hi > start) >= need
+            }
+        )
+    return out
+
+
 def _union_length(parts: Sequence[tuple[float, float]]) -> float:
     total, end = 0.0, -math.inf
     for lo, hi in sorted(parts):

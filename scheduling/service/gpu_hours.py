@@ -18,9 +18,11 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
-from django.db.models import Q
+from django.db import connection
+from django.db.models import Min, Q
 
 from cluster.expressions import EpochSeconds
 from cluster.models import Job, Placement, Quota, Tenant
@@ -28,7 +30,7 @@ from scheduling.core.types import JobId
 from scheduling.core.usage import (
     ChargeSegment,
     Interval,
-    active_tenants,
+    active_tenants_over,
     charge_segments,
     gpu_hours_between,
     window_fairness,
@@ -109,11 +111,20 @@ class UsageWindows:
 
 
 def usage_windows(
-    windows_s: Sequence[int], now: datetime, tenant_ids: Iterable[int] | None = None
+    windows_s: Sequence[int],
+    now: datetime,
+    tenant_ids: Iterable[int] | None = None,
+    *,
+    cached: bool = False,
 ) -> UsageWindows:
     """GPU-hours of each tenant (``None``: every tenant) over each window ending at ``now``, and
-    the windowed fairness of each window over all tenants (it names nobody but by id). 3 queries
-    plus one per window for the tenants with work."""
+    the windowed fairness of each window over all tenants (it names nobody but by id). 4 queries.
+
+    ``cached``: the GPU-hours from the cached charge of the longest window
+    (:func:`scheduling.service.closed_charge.window_charge`: what can no longer change charged once,
+    the rest while a one-query fingerprint holds), equal to the charge from scratch up to float
+    rounding (1e-12 relative); without it every placement of the longest window is charged afresh.
+    """
     now_s = now.timestamp()
     longest = max(windows_s)
     guaranteed = {
@@ -122,8 +133,12 @@ def usage_windows(
             Quota.objects.order_by().values_list("tenant_id", "guaranteed_gpus", "borrow_limit")
         ).items()
     }
-    segments = charged_segments(now_s - longest, now_s)
-    spans = _job_spans(now_s - longest, now_s)
+    if cached:
+        hours_in = _cached_hours(now_s - longest, now_s)
+    else:
+        segments = charged_segments(now_s - longest, now_s)
+        hours_in = partial(gpu_hours_between, segments, hi_s=now_s)
+    actives = active_tenants_over(_job_spans(now_s - longest, now_s), now_s, windows_s)
     wanted = (
         list(Tenant.objects.order_by("name").values_list("pk", flat=True))
         if tenant_ids is None
@@ -131,18 +146,38 @@ def usage_windows(
     )
     per_tenant: dict[int, list[TenantWindow]] = {t: [] for t in wanted}
     fairness = []
-    for window in windows_s:
-        hours = gpu_hours_between(segments, now_s - window, now_s)
+    for window, active in zip(windows_s, actives, strict=True):
+        hours = hours_in(now_s - window)
         for t in wanted:
             used, entitled = hours.get(str(t), 0.0), guaranteed.get(t, 0) * window / 3600.0
             per_tenant[t].append(
                 TenantWindow(window, used, entitled, used / entitled if entitled > 0 else None)
             )
-        active = active_tenants(spans, now_s - window, now_s)
         demanding = sorted(int(t) for t in active if guaranteed.get(int(t), 0) > 0)
         jain, ratio = window_fairness(hours, {str(t): guaranteed[t] for t in demanding})
         fairness.append(WindowFairness(window, _finite(jain), _finite(ratio), tuple(demanding)))
     return UsageWindows(tuple(windows_s), per_tenant, fairness)
+
+
+def _cached_hours(lo_s: float, now_s: float) -> Callable[[float], dict[str, float]]:
+    """``hours(a)``: tenant (id as text) → GPU-hours charged in ``[a, now_s]`` for any
+    ``a ≥ lo_s``, from the cached charge of ``[lo_s, now_s]`` (tenants sorted, as
+    :func:`~scheduling.core.usage.gpu_hours_between` gives them; a tenant charged nothing left out)."""
+    # imported here: closed_charge builds on this module's placement rows
+    from scheduling.service.closed_charge import window_charge
+
+    part = window_charge(lo_s, now_s)
+    curves = [(t, c) for side in (part.closed, part.open) for t, c in side.items()]
+
+    def hours(a_s: float) -> dict[str, float]:
+        used: dict[str, float] = {}
+        for tenant, curve in curves:
+            charged = curve.bins(a_s, now_s - a_s, 1)[0]
+            if charged > 0:
+                used[str(tenant)] = used.get(str(tenant), 0.0) + charged / 3600.0
+        return dict(sorted(used.items()))
+
+    return hours
 
 
 def charged_segments(lo_s: float, hi_s: float) -> list[ChargeSegment]:
@@ -264,16 +299,34 @@ def pair_rule(xi: Mapping[tuple[JobId, JobId], float]) -> Callable[[JobId, JobId
 
 
 def _job_spans(lo_s: float, hi_s: float) -> list[tuple[str, float, float]]:
-    """``(tenant id as text, submit s, end s)`` of the jobs pending or running at some time in
-    ``[lo_s, hi_s]`` (end: ``finished_at``, or ``hi_s`` while still pending or running)."""
-    rows = (
-        Job.objects.filter(submitted_at__lt=_at(hi_s))
-        .filter(Q(finished_at__isnull=True, status__in=Job.ACTIVE_STATUSES) | Q(finished_at__gt=_at(lo_s)))
-        .order_by()
+    """Spans ``(tenant id as text, begin s, end s)`` whose union per tenant is the time some job
+    of the tenant was pending or running in ``[lo_s, hi_s]`` (a job's span: submit →
+    ``finished_at``, or ``hi_s`` while still pending or running). The jobs still pending or running
+    all reach ``hi_s``, so they come as one span per tenant from its earliest submission (a
+    10,000-job queue is 1 row, not 10,000); the finished ones one span each."""
+    submitted = Job.objects.filter(submitted_at__lt=_at(hi_s)).order_by()
+    waiting = (
+        submitted.filter(finished_at__isnull=True, status__in=Job.ACTIVE_STATUSES)
+        .values("tenant_id")
+        .annotate(begin_s=EpochSeconds(Min("submitted_at")))
+        .values_list("tenant_id", "begin_s")
+    )
+    finished = (
+        submitted.filter(finished_at__gt=_at(lo_s))
         .annotate(begin_s=EpochSeconds("submitted_at"), end_s=EpochSeconds("finished_at"))
         .values_list("tenant_id", "begin_s", "end_s")
     )
-    return [(str(t), begin, hi_s if end is None else end) for t, begin, end in rows]
+    spans = [(str(t), begin, hi_s) for t, begin in _plain_rows(waiting)]
+    return spans + [(str(t), begin, end) for t, begin, end in _plain_rows(finished)]
+
+
+def _plain_rows(query: Any) -> list[tuple]:
+    """The rows of a ``values_list`` query as the cursor gives them (plain numbers: the ORM's
+    per-row converters cost more than the query for thousands of rows)."""
+    sql, params = query.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
 
 
 def _at(seconds: float) -> datetime:

@@ -12,6 +12,7 @@ from scheduling.core.usage import (
     Interval,
     UsageLedger,
     active_tenants,
+    active_tenants_over,
     charge_segments,
     gpu_hours_between,
     window_fairness,
@@ -91,6 +92,30 @@ def test_active_tenants_need_work_for_half_the_window():
     spans += [("C", 0.0, 1000.0), ("C", 500.0, 2000.0), ("C", 2000.0, 4000.0)]
     spans += [("D", 0.0, 3000.0), ("D", 1000.0, 3500.0)]
     assert active_tenants(spans, 0.0, 7200.0) == {"A", "C"}
+
+
+def test_active_tenants_over_several_windows_at_once():
+    # now = 10,000 s; windows 2,000 s (need 1,000 s) and 8,000 s (need 4,000 s). A: one job
+    # 9,500 → now (500 s): in neither. B: 5,000 → 9,400 and 9,000 → now, overlapping: union
+    # 2,000 s in the short window, 5,000 s in the long one: in both. C: 1,000 → 3,000 and
+    # 3,000 → 4,500 (touching), 8,800 → 9,900: 1,100 s in the short window (≥ 1,000), in the
+    # long one 1,000 + 1,500 + 1,100 = 3,600 s (< 4,000): only in the short one
+    spans = [("A", 9500.0, 10_000.0), ("B", 5000.0, 9400.0), ("B", 9000.0, 10_000.0)]
+    spans += [("C", 1000.0, 3000.0), ("C", 3000.0, 4500.0), ("C", 8800.0, 9900.0)]
+    assert active_tenants_over(spans, 10_000.0, (2000.0, 8000.0)) == [{"B", "C"}, {"B"}]
+    assert active_tenants_over(spans, 10_000.0, ()) == []
+
+
+def test_active_tenants_over_windows_is_active_tenants_of_each():
+    rng = random.Random(7)
+    for _ in range(300):
+        spans = []
+        for _ in range(rng.randint(0, 25)):
+            a = rng.choice([rng.uniform(-500.0, 1000.0), float(rng.randint(-5, 10) * 100)])
+            spans.append((rng.choice("ABC"), a, a + rng.choice([rng.uniform(0.0, 600.0), 100.0, 0.0])))
+        windows = rng.sample([50.0, 200.0, 400.0, 700.0, 1000.0, 1500.0], rng.randint(1, 4))
+        expected = [active_tenants(spans, 1000.0 - w, 1000.0) for w in windows]
+        assert active_tenants_over(spans, 1000.0, windows) == expected
 
 
 def _charge_by_brute_force(intervals, xi, lo_s, hi_s):
