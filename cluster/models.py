@@ -335,7 +335,8 @@ class Job(models.Model):
 
     ACTIVE_STATUSES = (Status.PENDING, Status.RUNNING)
 
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="jobs")
+    #: No index of its own: ``job_tenant_status`` leads with the tenant (lookups and the cascade).
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="jobs", db_index=False)
     submitter = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs"
     )
@@ -348,7 +349,9 @@ class Job(models.Model):
     iteration_time_s = models.FloatField(null=True, blank=True)
     command = models.TextField(blank=True, default="", max_length=MAX_COMMAND_LENGTH)
     priority = models.SmallIntegerField(default=0)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
+    #: Indexed by ``job_status`` in ``Meta.indexes``, not ``db_index``: on PostgreSQL ``db_index``
+    #: adds a ``varchar_pattern_ops`` copy for ``LIKE``, which no query on a status makes.
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     iterations_done = models.FloatField(default=0.0)
     #: GPU-seconds of service (GPUs × wall s held) of the job's runs that have ended with the job
     #: back in the queue (preempted by a round, requeued by an agent event or the heartbeat
@@ -401,7 +404,10 @@ class Job(models.Model):
                 name="job_status_valid",
             ),
         ]
-        indexes = [models.Index(fields=["tenant", "status"], name="job_tenant_status")]
+        indexes = [
+            models.Index(fields=["tenant", "status"], name="job_tenant_status"),
+            models.Index(fields=["status"], name="job_status"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.tenant}/{self.name} #{self.pk}"

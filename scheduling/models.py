@@ -282,7 +282,10 @@ class AgentOrder(models.Model):
     number in the node's :class:`OrderStream`. Deleted once the agent acknowledges it (a poll
     with a cursor at or past ``seq``)."""
 
-    node = models.ForeignKey("cluster.Node", on_delete=models.CASCADE, related_name="agent_orders")
+    #: No index of its own: ``agentorder_unique_seq_per_node`` leads with the node.
+    node = models.ForeignKey(
+        "cluster.Node", on_delete=models.CASCADE, related_name="agent_orders", db_index=False
+    )
     seq = models.BigIntegerField()
     message = models.JSONField()
     created_at = models.DateTimeField(default=timezone.now)
