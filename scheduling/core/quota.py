@@ -95,7 +95,11 @@ class QuotaGate:
     :func:`scheduling.core.charge.running_charges`; ``sjf-bsbf-fair``): usage counts a shared GPU
     by the normalised split instead of once per job, and a start may not co-locate onto another
     tenant's GPUs if that takes the tenant below its guarantee while it has jobs waiting
-    (:meth:`share_refusal`); without, every figure is in whole GPUs as before.
+    (:meth:`share_refusal`); without, every figure is in whole GPUs as before. ``requeued``: the
+    jobs preempted this round (already gone from ``snapshot.running``; ``sjf-bsbf-fair``'s
+    reclaim) — they wait again from the next round on, so they count as waiting jobs here too
+    (owed GPUs, the co-location guard): the next round's reclaim judges by the same waiting jobs
+    (docs/FAIRNESS.md §1).
     """
 
     def __init__(
@@ -105,13 +109,15 @@ class QuotaGate:
         can_preempt: bool = False,
         can_start: Callable[[Job], bool] | None = None,
         charges: Mapping[JobId, float] | None = None,
+        requeued: Sequence[Job] = (),
     ) -> None:
         self.quotas = normalise(snapshot.tenant_quotas)
         self.usage = charged_usage(snapshot.running, charges)
         self.normalised = charges is not None
         self.guard = self.normalised and snapshot.config.colocation_guard
         self._tenant_of = {rj.job.id: rj.job.tenant for rj in snapshot.running} if self.normalised else {}
-        self._waiting = {j.tenant for j in snapshot.pending}
+        waiting = (*snapshot.pending, *requeued)
+        self._waiting = {j.tenant for j in waiting}
         # job tenant → (the tenant it may not co-locate onto, why): later jobs of the same tenant
         # in this round skip the partner search (it would find the same residents) until that
         # tenant starts a job of its own (its usage grows)
@@ -122,7 +128,7 @@ class QuotaGate:
         self.starvation_bound_s = config.starvation_bound_s
         self.now = snapshot.now
         self._gangs: dict[str, dict[int, int]] = {}  # tenant → pending gang size → how many
-        for job in snapshot.pending:
+        for job in waiting:
             if can_start is not None and not can_start(job):
                 continue  # a job that can never start is owed nothing
             gangs = self._gangs.setdefault(job.tenant, {})
@@ -266,11 +272,14 @@ def gate_for(
     can_preempt: bool = False,
     can_start: Callable[[Job], bool] | None = None,
     charges: Mapping[JobId, float] | None = None,
+    requeued: Sequence[Job] = (),
 ) -> QuotaGate | None:
     """A :class:`QuotaGate` for the snapshot, or ``None`` when it carries no quotas."""
     if not snapshot.tenant_quotas:
         return None
-    return QuotaGate(snapshot, can_preempt=can_preempt, can_start=can_start, charges=charges)
+    return QuotaGate(
+        snapshot, can_preempt=can_preempt, can_start=can_start, charges=charges, requeued=requeued
+    )
 
 
 def wait_s(job: Job, now: float) -> float:

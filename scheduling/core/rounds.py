@@ -139,6 +139,7 @@ def sharing_round(
     preemptions: Sequence[Preempt] = (),
     can_preempt: bool = False,
     charges: Mapping[JobId, float] | None = None,
+    requeued: Sequence[Job] = (),
 ) -> RoundDecisions:
     """One round of a non-preemptive SJF policy with co-location (MODEL.md §3 skeleton).
 
@@ -157,7 +158,8 @@ def sharing_round(
     unless it fits its tenant's unused guarantee or can be backfilled — alone on idle GPUs, ending
     (``P_j``) before the reservation's shadow time or on GPUs it will not need then
     (:func:`~scheduling.core.backfill.shadow_time`, EASY backfilling);
-    ``preemptions`` (already removed from ``snapshot.running``) are returned with the starts;
+    ``preemptions`` (already removed from ``snapshot.running``) are returned with the starts, and
+    ``requeued``, their jobs, count as waiting for the quota gate (they wait from the next round on);
     ``can_preempt`` tells the quota gate that lent GPUs are reclaimed by preemption; ``charges``
     (running job id → normalised GPUs) makes it count quota use by the normalised split and refuse
     co-location that takes a waiting owner below its guarantee (:class:`~scheduling.core.quota.QuotaGate`).
@@ -171,6 +173,7 @@ def sharing_round(
         can_preempt=can_preempt,
         can_start=lambda j: never_fits_reason(j, state, cp) is None,
         charges=charges,
+        requeued=requeued,
     )
     order = sorted(snapshot.pending, key=sjf_key) if order is None else order
     starts: list[Start] = []

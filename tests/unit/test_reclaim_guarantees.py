@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from scheduling.core.policies import get_policy
@@ -15,6 +15,7 @@ from scheduling.core.types import Cluster, Job, Placement, RunningJob, Scheduler
 from tests.unit.fakes import FakeProfile, job
 
 ALONE = FakeProfile(memory={"m": (40_000, 0)})  # two jobs never share a GPU
+SHARING = FakeProfile(memory={"m": (1000, 0)}, default_xi=1.4)  # two jobs fit a GPU, ξ 1.4
 EIGHT = Cluster.uniform(1, 8)
 
 
@@ -69,9 +70,27 @@ def test_victims_are_the_fewest_gpus_that_meet_the_need() -> None:
     assert [p.job_id for p in preempt] == [2] and claimed == (4,)
 
 
-# -- no flapping: over many rounds of a fixed workload, preemptions stop --------------------------
+def test_a_job_preempted_this_round_counts_as_waiting_for_the_colocation_guard() -> None:
+    # 2 GPUs, each held alone by a job of c (guarantee 1: usage 2, 1 borrowed). a (guarantee 0)
+    # submits job 3 (priority 1, 1 GPU) and job 4 (priority 0, 2 GPUs). Priority walk: no idle
+    # GPU, so c's later-started job 2 goes (c: 2 - 1 = 1, at its guarantee) and 3 starts on GPU 1.
+    # Job 4 could only share both GPUs: beside c's job 1 (ξ 1.4/1.4) c would be charged 0.5 of
+    # GPU 0, 0.5 < 1, while c's job 2 waits again next round. Had 4 started, the next round's
+    # co-location walk would preempt it for c (a flap): so it waits, refused by the guard
+    quotas = {"a": TenantQuota(0), "c": TenantQuota(1)}
+    first = job(1, tenant="c", iterations=10**6)
+    second = job(2, tenant="c", iterations=10**6)
+    high = replace(job(3, tenant="a", iterations=10**6, submit=900.0), priority=1)
+    wide = job(4, gpus=2, tenant="a", iterations=10**6, submit=900.0)
+    run = (running(first, (0,)), running(second, (1,), 10.0))
+    s = Snapshot(1000.0, Cluster.uniform(1, 2), (high, wide), run, SchedulerConfig(), quotas)
+    d = get_policy("sjf-bsbf-fair").decide(s, SHARING)
+    assert [p.job_id for p in d.preemptions] == [2]
+    assert {st.job_id: st.gpu_ids for st in d.starts} == {3: (1,)}
+    assert "below its guarantee of 1" in {w.job_id: w.reason for w in d.waits}[4]
 
-SHARING = FakeProfile(memory={"m": (1000, 0)}, default_xi=1.4)
+
+# -- no flapping: over many rounds of a fixed workload, preemptions stop --------------------------
 
 
 def run_rounds(pending: list[Job], quotas: dict, rounds: int, profile: FakeProfile) -> list[list[int]]:
@@ -124,6 +143,14 @@ jobs_strategy = st.lists(
     jobs=jobs_strategy,
     guarantees=st.tuples(st.integers(0, 4), st.integers(0, 4), st.integers(0, 4)),
     share=st.booleans(),
+)
+@example(  # c's job 9 preempted for a's priority-1 job 5, then a's jobs co-located onto c's GPUs
+    # although c had 9 waiting again, so c reclaimed them next round (quota gate: requeued jobs)
+    jobs=[*[("a", 1, 0, 10, 0)] * 4, ("a", 1, 1, 10, 1), ("a", 2, 0, 10, 0), ("b", 3, 0, 11, 0)]
+    + [("c", 1, 0, 10, 0)] * 3
+    + [("c", 2, 0, 10, 3)],
+    guarantees=(0, 1, 4),
+    share=True,
 )
 def test_no_job_flaps_between_preempted_and_started(
     jobs: list[tuple[str, int, int, int, int]], guarantees: tuple[int, int, int], share: bool

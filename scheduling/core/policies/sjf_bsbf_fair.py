@@ -132,11 +132,15 @@ class SjfBsbfFairPolicy:
         shares = gpu_shares(snapshot.running, memo.profile) if split else None
         preemptions, claimed = reclaim_preemptions(snapshot, order, self.name, can_start, shares)
         charges = None if shares is None else running_charges(snapshot.running, memo.profile)
+        requeued: tuple[Job, ...] = ()
         if preemptions:  # the jobs reclaim made room for first, then the fair order
             first = set(claimed)
             order = sorted(order, key=lambda job: job.id not in first)  # stable
             gone = {p.job_id for p in preemptions}
             kept = tuple(rj for rj in snapshot.running if rj.job.id not in gone)
+            # the preempted jobs wait from the next round on, when reclaim counts them as waiting:
+            # the quota gate counts them now, so no start this round is reclaimed for them next
+            requeued = tuple(rj.job for rj in snapshot.running if rj.job.id in gone)
             snapshot = replace(snapshot, running=kept)
             charges = None if shares is None else running_charges(kept, memo.profile)
         return sharing_round(
@@ -150,4 +154,5 @@ class SjfBsbfFairPolicy:
             preemptions=preemptions,
             can_preempt=True,
             charges=charges,
+            requeued=requeued,
         )
