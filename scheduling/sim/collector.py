@@ -3,12 +3,12 @@
 Why: a simulation allocates and frees many short-lived containers every round (snapshots, a
 policy's sorted queues, pair plans, heap entries), so with CPython's default threshold (a young
 collection every 700 net allocations of tracked objects) it triggers thousands of young
-collections, a tenth of them promoted to middle-generation ones, and a few full ones that walk
+collections, a tenth of them of the middle generation, and a few full ones that walk
 every long-lived object (the trace's jobs, their states, the profile, whatever the caller holds).
 Almost nothing of it is cyclic garbage: reference counting frees it. On the whole
-``chronus-philly-mix1.csv`` under SJF-BSBF (16 × 8) that was 1,863 young, 169 middle and 9 full
-collections and about 1.7 CPU-s inside the collector; with the young threshold at
-:data:`SIM_GEN0_THRESHOLD` 198, 18 and 1 collections and 0.4 s (docs/PERFORMANCE.md §5,
+``chronus-philly-mix1.csv`` under SJF-BSBF (16 × 8) a run made 1,785 young, 162 middle and 9 full
+collections, about 1.7 CPU-s inside the collector; with the young threshold at
+:data:`SIM_GEN0_THRESHOLD`, 120, 11 and 1 collections and 0.4–0.6 s (docs/PERFORMANCE.md §5,
 "Garbage collection"), with the same peak memory.
 
 Why a threshold and neither of the alternatives measured there:
