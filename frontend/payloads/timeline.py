@@ -6,11 +6,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Value
+from django.db.models import F, Value
 from django.db.models.functions import Coalesce, Greatest, Least
 from django.utils import timezone
 
-from cluster.expressions import EpochSeconds
+from cluster.expressions import AnyOf, EpochSeconds
+from cluster.models import GPU, Job
 from common.shapes import gpu_label
 from frontend.payloads.clock import TimeScale, time_scale
 from frontend.payloads.common import (
@@ -140,29 +141,35 @@ def _window_placements(
     query = placements.annotate(begin_s=EpochSeconds("created_at"), end_s=EpochSeconds("ended_at")).order_by(
         end.desc(), begin.desc(), "-id"
     )
-    rows = raw_rows(
-        query.values_list(
-            "gpu__node__name",
-            "gpu__index",
-            "slot",
-            "job_id",
-            "job__name",
-            "job__tenant_id",
-            "job__tenant__name",
-            "begin_s",
-            "end_s",
-        )[:limit]
-    )
+    # the placement rows alone are sorted and cut (narrow rows: ~1 ms for 3,600 where the same
+    # sort over the rows joined to jobs, GPUs, nodes and tenants took ~10 ms), then the names of
+    # the ≤ 2,000 jobs and their GPUs are looked up by id
+    rows = raw_rows(query.values_list("gpu_id", "slot", "job_id", "begin_s", "end_s")[:limit])
+    jobs = {
+        j: (name, tenant, tenant_name)
+        for j, name, tenant, tenant_name in raw_rows(
+            Job.objects.filter(AnyOf(F("pk"), list({r[2] for r in rows})))
+            .order_by()
+            .values_list("id", "name", "tenant_id", "tenant__name")
+        )
+    }
+    gpus = {
+        g: gpu_label(node, index)
+        for g, node, index in raw_rows(
+            GPU.objects.filter(AnyOf(F("pk"), list({r[0] for r in rows})))
+            .order_by()
+            .values_list("id", "node__name", "index")
+        )
+    }
     lo, hi = start.timestamp(), now.timestamp()
-    labels: dict[tuple[str, int], str] = {}
     out = []
-    for node, index, slot, job_id, name, tenant, tenant_name, b, e in rows:
-        gpu = labels.get((node, index))
-        if gpu is None:
-            gpu = labels[(node, index)] = gpu_label(node, index)
+    for gpu_id, slot, job_id, b, e in rows:
+        if job_id not in jobs or gpu_id not in gpus:  # deleted since the first query: so is the row
+            continue
+        name, tenant, tenant_name = jobs[job_id]
         out.append(
             (
-                gpu,
+                gpus[gpu_id],
                 slot,
                 job_id,
                 name,
@@ -173,7 +180,7 @@ def _window_placements(
             )
         )
     # counted apart only when cut (a window count in the query costs more than this)
-    return out, placements.count() if limit is not None and len(out) == limit else len(out)
+    return out, placements.count() if limit is not None and len(rows) == limit else len(out)
 
 
 def shared_intervals(placements: Sequence[tuple]) -> list[tuple[str, float, float]]:
@@ -182,14 +189,20 @@ def shared_intervals(placements: Sequence[tuple]) -> list[tuple[str, float, floa
     ``placements``: rows whose first field is the GPU label and last two the begin and end (s),
     as from the timeline's window query.
     """
-    by_gpu: dict[str, list[tuple[float, int]]] = {}
-    for gpu, *_, begin, end in placements:
+    by_gpu: dict[str, list[tuple[float, float]]] = {}
+    for p in placements:
+        begin, end = p[-2], p[-1]
         if end > begin:
-            by_gpu.setdefault(gpu, []).extend(((begin, 1), (end, -1)))
+            spans = by_gpu.get(p[0])
+            if spans is None:
+                by_gpu[p[0]] = [(begin, end)]
+            else:
+                spans.append((begin, end))
     shared = []
-    for gpu, events in by_gpu.items():
-        if len(events) < 4:
+    for gpu, spans in by_gpu.items():
+        if len(spans) < 2:  # one placement shares with nobody (most GPUs)
             continue
+        events = [(begin, 1) for begin, _ in spans] + [(end, -1) for _, end in spans]
         events.sort()  # at the same instant an end (-1) sorts before a start (+1)
         held, since = 0, None
         for moment, change in events:
