@@ -272,3 +272,29 @@ def test_the_kept_decisions_are_built_again_when_a_round_or_a_name_they_show_cha
             before[who] = kept
     assert "a-renamed" in str(before["admin"]) and "a-renamed" in str(before["alice"])
     assert "a-wait" not in str(before["alice"]) and "a-wait" in str(before["admin"])
+
+
+def test_a_members_kept_waits_of_a_round_follow_its_jobs() -> None:
+    """``decisions.own_waits`` keeps a round's waits filtered by a member's jobs; a poll whose
+    jobs differ (one finished long ago, another tenant's member) filters again."""
+    from datetime import UTC, datetime
+
+    from frontend.payloads.rounds import RoundView
+    from scheduling.round_waits import pack_waits
+
+    waits = [(1, "no GPU"), (2, "behind job 1"), (3, "no GPU"), (1, "not preempted")]
+    meta = (99_001, datetime(2026, 1, 1, tzinfo=UTC), "sjf", 1.0, 0, len(waits), 0)
+    r = RoundView.of(meta, [], pack_waits(waits))
+    assert decisions.own_waits(r, frozenset({1, 3, 7}), 5) == [
+        (1, "no GPU"),
+        (3, "no GPU"),
+        (1, "not preempted"),
+    ]
+    assert decisions.own_waits(r, frozenset({1, 3, 7}), 5) == [
+        (1, "no GPU"),
+        (3, "no GPU"),
+        (1, "not preempted"),
+    ]
+    assert decisions.own_waits(r, frozenset({3, 7}), 5) == [(3, "no GPU")]  # job 1 no longer the member's
+    assert decisions.own_waits(r, frozenset({2}), 6) == [(2, "behind job 1")]
+    assert decisions.own_waits(r, frozenset(), 5) == []
