@@ -9,6 +9,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.db.models import F
+
+from cluster.expressions import AnyOf
 from cluster.models import Job, Membership
 
 #: How a job of another tenant is named to a tenant's member.
@@ -75,7 +78,9 @@ class JobNames:
         """Look up the jobs of ``ids`` not known yet (500 per query)."""
         wanted = [j for j in set(ids) if j not in self.known]
         for i in range(0, len(wanted), 500):
-            for j, name, tenant_id, tenant in Job.objects.filter(id__in=wanted[i : i + 500]).values_list(
+            # AnyOf: the ids as one array parameter on PostgreSQL (Django's __in binds each)
+            chunk = AnyOf(F("pk"), wanted[i : i + 500])
+            for j, name, tenant_id, tenant in Job.objects.filter(chunk).values_list(
                 "id", "name", "tenant_id", "tenant__name"
             ):
                 self.known[j] = (name, tenant_id, tenant)

@@ -3,6 +3,8 @@ per-round counts."""
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -14,7 +16,7 @@ from cluster.models import Job
 from frontend.payloads import memo
 from frontend.payloads.clock import TimeScale, time_scale
 from frontend.payloads.common import JobNames, Viewer, cited_jobs, payload, raw_rows, rounded, table
-from frontend.payloads.rounds import RoundView, latest_rounds, round_summaries
+from frontend.payloads.rounds import ROUND_CACHE_SIZE, RoundView, latest_rounds, round_summaries
 from scheduling import figures
 
 #: Waiting jobs listed per round (the queue lists them all).
@@ -53,17 +55,18 @@ def decisions_payload(viewer: Viewer, n_rounds: int) -> Mapping[str, Any]:
     shown = latest_rounds(n_rounds)
     names = JobNames()
     own = _own_jobs(viewer, shown)
-    names.load(
+    waits = {r.pk: r.waits if own is None else own_waits(r, own, viewer.tenant_id) for r in shown}
+    listed = [w for r in shown for w in waits[r.pk][:WAITS_PER_ROUND]]
+    wanted = {
         j
         for r in shown
         for d in r.acts
         for j in (d["job_id"], *(s["partner_id"] for s in d.get("shares") or ()))
-    )
-    waits = {r.pk: r.waits if own is None else [w for w in r.waits if w[0] in own] for r in shown}
-    listed = [w for r in shown for w in waits[r.pk][:WAITS_PER_ROUND]]
-    names.load(j for j, _ in listed)
+    }
+    wanted.update(j for j, _ in listed)
     if not viewer.is_admin:  # the jobs the reasons cite, looked up now (redacted below)
-        names.load(cited_jobs([d.get("reason", "") for r in shown for d in r.acts] + [t for _, t in listed]))
+        wanted |= cited_jobs([d.get("reason", "") for r in shown for d in r.acts] + [t for _, t in listed])
+    names.load(wanted)  # one query (per 500 jobs) for every job shown or cited
     # the body is a function of these alone (a round's record never changes; the names of the
     # jobs it shows are read above): kept while they are equal (frontend.payloads.memo)
     inputs = (
@@ -87,7 +90,7 @@ def _body(
     counts: Sequence[tuple],
     shown: Sequence[RoundView],
     names: JobNames,
-    own: set[int] | None,
+    own: frozenset[int] | None,
 ) -> dict[str, Any]:
     """The body of :func:`decisions_payload` from its rows: ``counts`` (:func:`round_summaries`),
     the rounds ``shown``, ``names`` knowing every job they show and cite, the member's ``own``
@@ -152,18 +155,44 @@ def _span(scale: TimeScale, shown: Sequence[RoundView]) -> str:
     return f" ({span:,.0f} {'s of trace time' if scale.is_trace else 's'})"
 
 
-def _own_jobs(viewer: Viewer, shown: Sequence[RoundView]) -> set[int] | None:
+def _own_jobs(viewer: Viewer, shown: Sequence[RoundView]) -> frozenset[int] | None:
     """Ids of the member's jobs that may appear in the rounds ``shown`` (unfinished, or finished
     since the oldest of them); ``None`` for an admin (every job)."""
     if viewer.is_admin or not shown:
         return None
     alive = Q(finished_at__isnull=True) | Q(finished_at__gte=shown[-1].started_at)
-    return {
+    return frozenset(
         j
         for (j,) in raw_rows(
             Job.objects.filter(alive, tenant_id=viewer.tenant_id).order_by().values_list("id")
         )
-    }
+    )
+
+
+_own_waits: OrderedDict[tuple[int, datetime, int | None], tuple[frozenset[int], list[tuple[int, str]]]] = (
+    OrderedDict()
+)
+_own_waits_lock = threading.Lock()
+
+
+def own_waits(r: RoundView, own: frozenset[int], tenant_id: int | None) -> list[tuple[int, str]]:
+    """The waits of round ``r`` whose job is in ``own`` (the jobs of tenant ``tenant_id``'s member), in
+    order. A round never
+    changes, so the list is kept per process with the ``own`` it was filtered by and reused
+    while a poll's ``own`` is equal (a set comparison, not a pass over 6,000 waits per round);
+    at most :data:`~frontend.payloads.rounds.ROUND_CACHE_SIZE` kept."""
+    key = (r.pk, r.started_at, tenant_id)
+    with _own_waits_lock:
+        kept = _own_waits.get(key)
+    if kept is not None and kept[0] == own:
+        return kept[1]
+    mine = [w for w in r.waits if w[0] in own]
+    with _own_waits_lock:
+        _own_waits[key] = (own, mine)
+        _own_waits.move_to_end(key)
+        while len(_own_waits) > ROUND_CACHE_SIZE:
+            _own_waits.popitem(last=False)
+    return mine
 
 
 def _act_rows(
@@ -223,11 +252,11 @@ def _share_cells(share: Mapping[str, Any] | None) -> list[float | None]:
 
 
 def _wait_rows(
-    r: RoundView, when: str | float, own: set[int] | None, names: JobNames, viewer: Viewer
+    r: RoundView, when: str | float, own: frozenset[int] | None, names: JobNames, viewer: Viewer
 ) -> list[list]:
     """Rows of the first :data:`WAITS_PER_ROUND` waits of round ``r`` among ``own`` job ids
     (``None``: all), and a row counting the rest if there are more."""
-    mine = list(r.waits) if own is None else [w for w in r.waits if w[0] in own]
+    mine = list(r.waits) if own is None else own_waits(r, own, viewer.tenant_id)
     waits = mine[:WAITS_PER_ROUND]
     names.load(j for j, _ in waits)
     rows: list[list[Any]] = []

@@ -21,7 +21,9 @@ class RoundView:
     ``acts``: its ``start`` and ``preempt`` decisions (the dicts of ``Round.decisions``), in
     order; ``waits``: ``(job id, reason)`` of its ``wait`` decisions in the policy's order
     (``Round.waits``; in ``Round.decisions`` on older rows);
-    ``slowdowns``: ``{job id: ξ}`` of both partners of every share it started.
+    ``slowdowns``: ``{job id: ξ}`` of both partners of every share it started;
+    ``wait_order``: the job ids of ``waits``, each once (its first place), in order — the queue
+    endpoint ranks 6,000 pending jobs by it on every poll.
     """
 
     pk: int
@@ -34,6 +36,7 @@ class RoundView:
     acts: tuple[dict[str, Any], ...]
     waits: tuple[tuple[int, str], ...]
     slowdowns: dict[int, float]
+    wait_order: tuple[int, ...]
 
     @classmethod
     def of(
@@ -54,6 +57,7 @@ class RoundView:
                 slowdowns[d["job_id"]] = share["xi_self"]
                 slowdowns.setdefault(share["partner_id"], share["xi_partner"])
         pk, started_at, policy, duration_ms, n_started, n_waiting, n_preempted = meta
+        waiting = tuple(wait_decisions(decisions, waits))
         return cls(
             pk,
             started_at,
@@ -63,8 +67,9 @@ class RoundView:
             n_waiting,
             n_preempted,
             tuple(acts),
-            tuple(wait_decisions(decisions, waits)),
+            waiting,
             slowdowns,
+            tuple(dict.fromkeys(job_id for job_id, _ in waiting)),
         )
 
 

@@ -182,14 +182,20 @@ def shared_intervals(placements: Sequence[tuple]) -> list[tuple[str, float, floa
     ``placements``: rows whose first field is the GPU label and last two the begin and end (s),
     as from the timeline's window query.
     """
-    by_gpu: dict[str, list[tuple[float, int]]] = {}
-    for gpu, *_, begin, end in placements:
+    by_gpu: dict[str, list[tuple[float, float]]] = {}
+    for p in placements:
+        begin, end = p[-2], p[-1]
         if end > begin:
-            by_gpu.setdefault(gpu, []).extend(((begin, 1), (end, -1)))
+            spans = by_gpu.get(p[0])
+            if spans is None:
+                by_gpu[p[0]] = [(begin, end)]
+            else:
+                spans.append((begin, end))
     shared = []
-    for gpu, events in by_gpu.items():
-        if len(events) < 4:
+    for gpu, spans in by_gpu.items():
+        if len(spans) < 2:  # one placement shares with nobody (most GPUs)
             continue
+        events = [(begin, 1) for begin, _ in spans] + [(end, -1) for _, end in spans]
         events.sort()  # at the same instant an end (-1) sorts before a start (+1)
         held, since = 0, None
         for moment, change in events:

@@ -316,13 +316,44 @@ def _job_spans(lo_s: float, hi_s: float) -> list[tuple[str, float, float]]:
         .annotate(begin_s=EpochSeconds("submitted_at"), end_s=EpochSeconds("finished_at"))
         .values_list("tenant_id", "begin_s", "end_s")
     )
-    spans = [(str(t), begin, hi_s) for t, begin in _plain_rows(waiting)]
-    return spans + [(str(t), begin, end) for t, begin, end in _plain_rows(finished)]
+    spans = [(str(t), begin, hi_s) for t, begin in plain_rows(waiting)]
+    return spans + [(str(t), begin, end) for t, begin, end in _merged_runs(finished)]
 
 
-def _plain_rows(query: Any) -> list[tuple]:
-    """The rows of a ``values_list`` query as the cursor gives them (plain numbers: the ORM's
-    per-row converters cost more than the query for thousands of rows)."""
+#: Per tenant, the union of the spans ``(tenant_id, begin_s, end_s)`` of a subquery as its
+#: maximal runs (gaps and islands): ordered by begin, a span opens a new run unless it begins at
+#: or before the latest end of the tenant's spans before it (touching spans join, as
+#: :func:`~scheduling.core.usage.active_tenants_over` merges them). Runs are unions of the
+#: same floats (``MIN``/``MAX``), so every covered length is the one the spans give.
+_RUNS_SQL = """
+SELECT tenant_id, MIN(begin_s), MAX(end_s) FROM (
+  SELECT tenant_id, begin_s, end_s, SUM(CASE WHEN begin_s <= prev_end THEN 0 ELSE 1 END)
+    OVER (PARTITION BY tenant_id ORDER BY begin_s, end_s ROWS UNBOUNDED PRECEDING) AS run
+  FROM (
+    SELECT tenant_id, begin_s, end_s, MAX(end_s) OVER (PARTITION BY tenant_id ORDER BY begin_s, end_s
+      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+    FROM ({spans}) spans
+  ) ordered
+) numbered
+GROUP BY tenant_id, run
+"""
+
+
+def _merged_runs(query: Any) -> list[tuple]:
+    """The rows ``(tenant_id, begin_s, end_s)`` of a ``values_list`` query merged per tenant into
+    their maximal runs in the database (:data:`_RUNS_SQL`): the 3,000 finished jobs of a busy
+    day are a few rows, not 3,000 sent and merged in Python."""
+    sql, params = query.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(_RUNS_SQL.format(spans=sql), params)
+        return cursor.fetchall()
+
+
+def plain_rows(query: Any) -> list[tuple]:
+    """The rows of a ``values_list`` query as the cursor gives them (plain numbers and strings:
+    the ORM's per-row converters cost more than the query for thousands of rows; booleans are
+    0/1 on SQLite). Annotations must come last in ``values_list``: that is their place in the
+    SQL."""
     sql, params = query.query.sql_with_params()
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

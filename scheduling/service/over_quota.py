@@ -27,7 +27,7 @@ from scheduling.core.quota import NO_QUOTA
 from scheduling.core.quota_state import QuotaState, quota_state
 from scheduling.core.types import JobId, TenantQuota, splits_quota_use
 from scheduling.service.fairness import scheduler_config, summed_quotas
-from scheduling.service.gpu_hours import note_slowdown, pair_rule
+from scheduling.service.gpu_hours import note_slowdown, pair_rule, plain_rows
 from scheduling.service.rounds import policy_named
 
 
@@ -85,14 +85,16 @@ def _use_per_type(placements: Any, split: bool) -> dict[int, dict[str, float]]:
     """``{tenant id: {GPU type: use}}`` of the active ``placements`` (a queryset): 1 per job and
     GPU, or with ``split`` the job's share of the GPU (:func:`scheduling.core.charge.charge_rates`
     with :func:`~scheduling.service.gpu_hours.pair_rule`)."""
-    rows = placements.values_list(
-        "job_id",
-        "job__tenant_id",
-        "gpu_id",
-        "gpu__gpu_type",
-        "shared_with",
-        "measured_slowdown",
-        "predicted_slowdown",
+    rows = plain_rows(  # ints, a string and floats: nothing to convert
+        placements.values_list(
+            "job_id",
+            "job__tenant_id",
+            "gpu_id",
+            "gpu__gpu_type",
+            "shared_with",
+            "measured_slowdown",
+            "predicted_slowdown",
+        )
     )
     on_gpu: dict[int, list[JobId]] = defaultdict(list)
     owner: dict[JobId, tuple[int, str]] = {}

@@ -136,6 +136,42 @@ def test_windowed_fairness_counts_waiting_jobs_as_the_spans_of_every_job(
     assert usage_windows(WINDOWS, now).fairness[1].tenants == (tenant_a.pk,)
 
 
+def test_finished_jobs_merged_per_tenant_in_the_database_keep_their_gaps(
+    cluster: list[Node], tenant_a: Any, tenant_c: Any
+) -> None:
+    """The finished jobs' spans come merged into runs per tenant (``gpu_hours._RUNS_SQL``): a run
+    must not bridge a tenant's own gap, nor one another tenant's spans cover."""
+    now = timezone.now()
+
+    def finished(tenant: Any, name: str, since_h: float, until_h: float) -> None:
+        job = make_job(tenant, name, submitted_at=now - timedelta(hours=since_h))
+        Job.objects.filter(pk=job.pk).update(
+            status=Job.Status.SUCCEEDED, finished_at=now - timedelta(hours=until_h)
+        )
+
+    # team-c: 23 → 20 h ago, and 6 → 4 h ago overlapping 5 → 1.5 h ago (one run of 4.5 h), and
+    # 4 → 3 h ago nested in it: 3 + 4.5 = 7.5 h of 24 (not active; 22.5 h if the gap were bridged)
+    for name, since_h, until_h in (("c1", 23, 20), ("c2", 6, 4), ("c3", 5, 1.5), ("c4", 4, 3)):
+        finished(tenant_c, name, since_h, until_h)
+    # team-a: 22 → 5 h ago covers team-c's gap (17 h: active in 24 h), then 2 → 1 h ago touching
+    # 1 h → now (2 h of the last 2 h: active there too)
+    finished(tenant_a, "a1", 22, 5)
+    finished(tenant_a, "a2", 2, 1)
+    finished(tenant_a, "a3", 1, 0)
+    spans = [
+        (str(t), s.timestamp(), f.timestamp())
+        for t, s, f in Job.objects.values_list("tenant_id", "submitted_at", "finished_at")
+    ]
+    usage = usage_windows(WINDOWS, now)
+    for window, fair in zip(WINDOWS, usage.fairness, strict=True):
+        from_scratch = active_tenants(spans, now.timestamp() - window, now.timestamp())
+        assert set(fair.tenants) == {int(t) for t in from_scratch}
+    # by hand: 2 h — team-a 2 h (active), team-c 2 → 1.5 h ago only 0.5 h; 24 h — team-a 19 h,
+    # team-c 7.5 h
+    assert usage.fairness[0].tenants == (tenant_a.pk,)
+    assert usage.fairness[1].tenants == (tenant_a.pk,)
+
+
 def _without_time(body: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in body.items() if k != "generated_at"}
 
@@ -236,3 +272,29 @@ def test_the_kept_decisions_are_built_again_when_a_round_or_a_name_they_show_cha
             before[who] = kept
     assert "a-renamed" in str(before["admin"]) and "a-renamed" in str(before["alice"])
     assert "a-wait" not in str(before["alice"]) and "a-wait" in str(before["admin"])
+
+
+def test_a_members_kept_waits_of_a_round_follow_its_jobs() -> None:
+    """``decisions.own_waits`` keeps a round's waits filtered by a member's jobs; a poll whose
+    jobs differ (one finished long ago, another tenant's member) filters again."""
+    from datetime import UTC, datetime
+
+    from frontend.payloads.rounds import RoundView
+    from scheduling.round_waits import pack_waits
+
+    waits = [(1, "no GPU"), (2, "behind job 1"), (3, "no GPU"), (1, "not preempted")]
+    meta = (99_001, datetime(2026, 1, 1, tzinfo=UTC), "sjf", 1.0, 0, len(waits), 0)
+    r = RoundView.of(meta, [], pack_waits(waits))
+    assert decisions.own_waits(r, frozenset({1, 3, 7}), 5) == [
+        (1, "no GPU"),
+        (3, "no GPU"),
+        (1, "not preempted"),
+    ]
+    assert decisions.own_waits(r, frozenset({1, 3, 7}), 5) == [
+        (1, "no GPU"),
+        (3, "no GPU"),
+        (1, "not preempted"),
+    ]
+    assert decisions.own_waits(r, frozenset({3, 7}), 5) == [(3, "no GPU")]  # job 1 no longer the member's
+    assert decisions.own_waits(r, frozenset({2}), 6) == [(2, "behind job 1")]
+    assert decisions.own_waits(r, frozenset(), 5) == []

@@ -435,6 +435,23 @@ def test_queue_order_scoping_and_wait(
     assert table(get(admin_web, "queue", limit=1), "queue")[0]["position"] == 1
 
 
+def test_policy_order_takes_the_rounds_first_place_of_each_pending_job_then_arrivals() -> None:
+    from datetime import UTC, datetime
+
+    from frontend.payloads.queue import policy_order
+    from frontend.payloads.rounds import RoundView
+    from scheduling.round_waits import pack_waits
+
+    waits = [(5, "behind 3"), (3, "no GPU"), (5, "not preempted"), (9, "gone"), (4, "no GPU")]
+    meta = (1, datetime(2026, 1, 1, tzinfo=UTC), "sjf", 1.0, 0, len(waits), 0)
+    latest = RoundView.of(meta, [], pack_waits(waits))
+    assert latest.wait_order == (5, 3, 9, 4)  # each job once, at its first place
+    # 9 and 4 no longer pending; 7 and 8 came since (8 submitted first); arrivals may list all
+    assert policy_order({3, 5, 7, 8}, latest, [8, 7]) == [5, 3, 8, 7]
+    assert policy_order({3: 1, 5: 1, 7: 2, 8: 2}, latest, [3, 8, 5, 7]) == [5, 3, 8, 7]
+    assert policy_order({3, 5}, None, [3, 5]) == [3, 5]  # no round yet: arrival order
+
+
 def test_plotly_js_is_served_from_the_package_and_collected_under_its_prefix() -> None:
     from frontend.staticfiles import PLOTLY_PATH, PlotlyFinder
 
