@@ -137,6 +137,7 @@ def start_gunicorn(env: dict[str, str], port: int, workers: int, threads: int) -
         gunicorn, "config.wsgi", "--bind", f"127.0.0.1:{port}", "--worker-class", "gthread",
         "--workers", str(workers), "--threads", str(threads), "--keep-alive", "30", "--log-level", "warning",
     ]  # fmt: skip
+    # the server's log is kept only when it did not become ready (the reason is in it)
     log = tempfile.NamedTemporaryFile("w", prefix="bench_submit_gunicorn_", suffix=".log", delete=False)
     server = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 30
@@ -144,11 +145,48 @@ def start_gunicorn(env: dict[str, str], port: int, workers: int, threads: int) -
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as response:
                 if response.status == 200:
+                    log.close()
+                    os.unlink(log.name)
                     return server
         except OSError:
             time.sleep(0.2)
     server.terminate()
     sys.exit(f"gunicorn did not become ready within 30 s; see {log.name}")
+
+
+def check_cache(url: str) -> None:
+    """Exit with one line when the throttle cache at ``url`` (``redis://``) does not answer: the
+    server would only say so in its log, after the 30 s readiness wait."""
+    if not url.startswith(("redis://", "rediss://")):
+        return
+    import redis
+
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2).ping()
+    except (redis.RedisError, ValueError) as exc:
+        sys.exit(f"--cache-url {url}: the cache does not answer: {exc}")
+
+
+def check_accepted(port: int, token: str, args: argparse.Namespace) -> None:
+    """Send one request as the load will and exit with the server's answer in one line when it
+    is refused (e.g. ``--bulk`` above the endpoint's limit): a rate of refused requests is no
+    submission rate."""
+    path, body = request_of(args, "bench-check" if args.idempotency_keys and args.bulk else None)
+    headers = {"Content-Type": "application/json", "Authorization": f"Token {token}"}
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        try:
+            conn.request("POST", path, body, headers)
+        except BrokenPipeError:  # the server answered (413) and closed before taking the whole body
+            pass
+        response = conn.getresponse()
+        answer = response.read()[:300].decode("utf-8", "replace")
+    except (OSError, http.client.HTTPException) as exc:
+        sys.exit(f"the server did not answer the benchmark's request ({path}): {exc}")
+    finally:
+        conn.close()
+    if response.status >= 300:
+        sys.exit(f"the server refused the benchmark's request ({path}): HTTP {response.status} {answer}")
 
 
 def request_of(args: argparse.Namespace, keys: str | None = None) -> tuple[str, bytes]:
@@ -233,6 +271,8 @@ def run_python_client(port: int, token: str, args: argparse.Namespace) -> dict[s
         thread.join()
     elapsed = time.monotonic() - started
     every = sorted(x for per in latencies for x in per)
+    if len(every) < 2:
+        sys.exit(f"only {len(every)} request(s) answered in {args.duration} s: no percentiles")
     cuts = statistics.quantiles(every, n=100)
     return {
         "requests": len(every), "rate": len(every) / elapsed, "errors": sum(errors), "socket_errors": "n/a",
@@ -295,6 +335,7 @@ def main() -> None:
         # no agents run: the nodes must not be marked silent (their GPUs would bound no gang)
         "SHAREWISE_HEARTBEAT_TIMEOUT_S": "86400",
     }
+    check_cache(args.cache_url)
     recreate_postgres(args.database_url)
     manage(env, "migrate", "--noinput", "-v", "0")
     manage(env, "load_cluster", "4x8")
@@ -310,6 +351,7 @@ def main() -> None:
             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
     try:
+        check_accepted(args.port, token, args)
         if args.warmup:
             client(args.port, token, argparse.Namespace(**{**vars(args), "duration": args.warmup}))
         load_before = f"{os.getloadavg()[0]:.2f}"
