@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
+from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import Min, Q
 
@@ -342,8 +343,12 @@ GROUP BY tenant_id, run
 def _merged_runs(query: Any) -> list[tuple]:
     """The rows ``(tenant_id, begin_s, end_s)`` of a ``values_list`` query merged per tenant into
     their maximal runs in the database (:data:`_RUNS_SQL`): the 3,000 finished jobs of a busy
-    day are a few rows, not 3,000 sent and merged in Python."""
-    sql, params = query.query.sql_with_params()
+    day are a few rows, not 3,000 sent and merged in Python. No rows for a query that matches
+    nothing (``__in=[]``: Django gives it no SQL)."""
+    try:
+        sql, params = query.query.sql_with_params()
+    except EmptyResultSet:
+        return []
     with connection.cursor() as cursor:
         cursor.execute(_RUNS_SQL.format(spans=sql), params)
         return cursor.fetchall()
@@ -353,8 +358,11 @@ def plain_rows(query: Any) -> list[tuple]:
     """The rows of a ``values_list`` query as the cursor gives them (plain numbers and strings:
     the ORM's per-row converters cost more than the query for thousands of rows; booleans are
     0/1 on SQLite). Annotations must come last in ``values_list``: that is their place in the
-    SQL."""
-    sql, params = query.query.sql_with_params()
+    SQL. A query Django knows matches nothing (``__in=[]``) has no SQL: no rows."""
+    try:
+        sql, params = query.query.sql_with_params()
+    except EmptyResultSet:
+        return []
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
