@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from scheduling.core.backfill import expected_free_times, shadow_time
@@ -25,8 +26,16 @@ from scheduling.core.fairness import (
 )
 from scheduling.core.metrics import JobOutcome
 from scheduling.core.policies import POLICY_NAMES, get_policy
-from scheduling.core.quota import charged_usage, normalise, usage_by_tenant, wait_s
-from scheduling.core.types import Cluster, Placement, RunningJob, SchedulerConfig, Snapshot, TenantQuota
+from scheduling.core.quota import charged_usage, normalise, wait_s
+from scheduling.core.types import (
+    GPU,
+    Cluster,
+    Placement,
+    RunningJob,
+    SchedulerConfig,
+    Snapshot,
+    TenantQuota,
+)
 from tests.unit.fakes import FakeProfile, job
 from tests.unit.test_invariants import check_round, scenarios
 
@@ -154,53 +163,150 @@ def quota_scenarios(draw: st.DrawFn) -> tuple[Snapshot, FakeProfile]:
     ), profile
 
 
-def usage_after(snapshot: Snapshot, d) -> dict[str, int]:  # noqa: ANN001 - RoundDecisions
-    gone = {p.job_id for p in d.preemptions}
-    pending = {j.id: j for j in snapshot.pending}
-    usage = usage_by_tenant(rj for rj in snapshot.running if rj.job.id not in gone)
-    for s in d.starts:
-        t = pending[s.job_id].tenant
-        usage[t] = usage.get(t, 0) + pending[s.job_id].gpus
-    return usage
+def small_job(job_id: int, tenant: str, model: str, gpus: int = 1):  # noqa: ANN201 - a Job
+    """A 1-iteration job of batch 8 (the shape of the cases below)."""
+    return job(job_id, gpus=gpus, model=model, batch=8, iterations=1, iter_time_s=0.1, tenant=tenant)
+
+
+def found_case(
+    nodes: int,
+    per_node: int,
+    healthy: int,
+    pending: tuple,
+    running: tuple,
+    quotas: dict,
+    big_model_a: bool,
+) -> tuple[Snapshot, FakeProfile]:
+    """A snapshot of the shape hypothesis draws: ``nodes`` × ``per_node`` GPUs of 16,000 MB (the
+    nodes from index ``healthy`` on healthy), ``running`` as (job id, tenant, model, gang, GPU
+    ids), slowdowns 1 for every pair (so a shared GPU splits 0.5/0.5), model a of 20,000 MB (fits
+    no GPU) when ``big_model_a``."""
+    gpus = tuple(
+        GPU(n * per_node + i, f"node-{n:02d}", i, 16000, healthy=n >= healthy)
+        for n in range(nodes)
+        for i in range(per_node)
+    )
+    run = tuple(RunningJob(small_job(j, t, m, g), Placement(j, ids, 8, 0.0)) for j, t, m, g, ids in running)
+    config = SchedulerConfig(memory_reserve_mb=0, starvation_bound_s=20.0, borrow_bound_s=10.0)
+    snapshot = Snapshot(100.0, Cluster(gpus), pending, run, config, tenant_quotas=quotas)
+    models = ("a", "b", "c")
+    profile = FakeProfile(
+        memory={"a": (20000 if big_model_a else 2000, 0), "b": (2000, 0), "c": (2000, 0)},
+        slowdowns={(m, n): (1.0, 1.0) for m in models for n in models},
+        accum_overhead=0.0,
+    )
+    return snapshot, profile
+
+
+def co_located_gang_case() -> tuple[Snapshot, FakeProfile]:
+    """A case hypothesis found (kept as an explicit example): on 2 × 4 GPUs (node-00 unhealthy),
+    tenant c (guarantee 6, borrow limit 1: cap 7) runs jobs 2 and 3 together on GPU 0, job 3 also
+    on GPU 1 beside tenant a's job 4, and job 5 on GPU 2; c's 4-GPU job 9 waits (a's jobs 6–8 can
+    never fit). Reclaim preempts job 4 (borrowed, on c's GPUs); c's use by the normalised split is
+    then GPU 0 (0.5 + 0.5) + GPU 1 (1, job 3 alone) + GPU 2 (1) = 3, so job 9 starts: 3 + 4 = 7,
+    its cap. Summing gangs would count GPU 0 twice (1 + 2 + 1 + 4 = 8) — not the rule of
+    ``sjf-bsbf-fair`` (docs/FAIRNESS.md §1, *usage*)."""
+    pending = tuple(small_job(j, "a", "a") for j in (6, 7, 8)) + (small_job(9, "c", "b", gpus=4),)
+    running = (
+        (2, "c", "b", 1, (0,)),
+        (3, "c", "b", 2, (0, 1)),
+        (4, "a", "b", 1, (1,)),
+        (5, "c", "b", 1, (2,)),
+    )
+    return found_case(2, 4, 1, pending, running, {"c": TenantQuota(6, 1)}, big_model_a=True)
+
+
+def reclaimed_partner_case() -> tuple[Snapshot, FakeProfile]:
+    """A second case hypothesis found: no GPU healthy (nothing starts); tenant a (cap 0) runs job 2
+    on GPU 0 beside c's job 1 and jobs 4, 5 together on GPU 1 — 0.5 + 0.5 + 0.5 = 1.5 by the split,
+    over its cap; c's job 1 also sits on b's GPU 2 (beside job 3) while b (guarantee 1) waits, so
+    reclaim preempts it. a's job 2 is then alone on GPU 0: a's use rises to 2 with no start of its
+    own — the split of GPUs it already held, not an admission (docs/FAIRNESS.md §1, over quota)."""
+    pending = (small_job(6, "a", "a"), small_job(7, "b", "a"))
+    running = (
+        (1, "c", "a", 2, (0, 2)),
+        (2, "a", "a", 1, (0,)),
+        (3, "b", "a", 1, (2,)),
+        (4, "a", "a", 1, (1,)),
+        (5, "a", "a", 1, (1,)),
+    )
+    quotas = {"a": TenantQuota(0, 0), "b": TenantQuota(1, None)}
+    return found_case(2, 3, 2, pending, running, quotas, big_model_a=False)
+
+
+def quota_use(
+    name: str, running: Sequence[RunningJob], profile: FakeProfile, *, split: bool
+) -> tuple[dict[str, float], dict[int, float] | None]:
+    """Tenant → quota use of ``running`` as policy ``name``'s gate counts it, and the charges
+    (job id → normalised GPUs) it reads: the normalised split under ``sjf-bsbf-fair`` with
+    ``split_charge`` on (docs/FAIRNESS.md §1), else the sum of gangs (``None``)."""
+    charges = running_charges(running, profile) if name == "sjf-bsbf-fair" and split else None
+    return charged_usage(running, charges), charges
 
 
 @pytest.mark.parametrize("name", POLICY_NAMES)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=quota_scenarios())
+@example(case=co_located_gang_case())
+@example(case=reclaimed_partner_case())
 def test_quota_invariant_every_policy(name: str, case: tuple[Snapshot, FakeProfile]) -> None:
     """Invariant 4 (and 1–3 still hold with quotas): no start takes a tenant above its cap; a
-    policy that cannot reclaim by preemption lets a job borrow only within the borrow bound."""
+    policy that cannot reclaim by preemption lets a job borrow only within the borrow bound. Use is
+    counted as the policy's gate counts it (:func:`quota_use`): the normalised split under
+    ``sjf-bsbf-fair``, so a GPU two of a tenant's jobs share counts once."""
     snapshot, profile = case
     d = get_policy(name).decide(snapshot, profile)
     check_round(name, snapshot, profile, d)
     quotas = normalise(snapshot.tenant_quotas)
-    before = usage_by_tenant(snapshot.running)
-    after = usage_after(snapshot, d)
+    split = bool(quotas) and snapshot.config.split_charge
     pending = {j.id: j for j in snapshot.pending}
-    started_by: dict[str, int] = {}
-    for s in d.starts:
-        t = pending[s.job_id].tenant
-        started_by[t] = started_by.get(t, 0) + 1
+    gone = {p.job_id for p in d.preemptions}
+    kept = tuple(rj for rj in snapshot.running if rj.job.id not in gone)
+    started = tuple(
+        RunningJob(pending[s.job_id], Placement(s.job_id, s.gpu_ids, s.sub_batch, snapshot.now))
+        for s in d.starts
+    )
+    # a tenant without a start holds no more than after the round's preemptions: under the split
+    # a preempted partner's share of a GPU goes back to the job left on it (reclaimed_partner_case)
+    before = quota_use(name, kept, profile, split=split)[0]
+    after, charges = quota_use(name, (*kept, *started), profile, split=split)
+    started_by = {rj.job.tenant for rj in started}
     for tenant, used in after.items():
         cap = quotas.get(tenant, TenantQuota(0)).cap if quotas else math.inf
-        if started_by.get(tenant):
-            assert used <= cap, f"{name}: tenant {tenant} holds {used} GPUs, cap {cap}"
-        assert used <= max(cap, before.get(tenant, 0))
+        if tenant in started_by:
+            assert used <= cap + 1e-9, f"{name}: tenant {tenant} holds {used} GPUs, cap {cap}"
+        assert used <= max(cap, before.get(tenant, 0)) + 1e-9
     if not quotas or (name == "sjf-bsbf-fair" and snapshot.config.reclaim == "preempt"):
         return
     # walk the starts in admission order from a lower bound of the usage the gate saw (running jobs
-    # minus every preemption): a start that borrows even then must be within the borrow bound, or
-    # have waited past the starvation bound
-    gone = {p.job_id for p in d.preemptions}
-    usage = usage_by_tenant(rj for rj in snapshot.running if rj.job.id not in gone)
-    for s in d.starts:
-        j = pending[s.job_id]
-        usage[j.tenant] = usage.get(j.tenant, 0) + j.gpus
-        if usage[j.tenant] > quotas.get(j.tenant, TenantQuota(0)).guaranteed_gpus:
+    # minus every preemption, each charged as after the round: a later co-location only lowers a
+    # job's split): a start that borrows even then must be within the borrow bound, or have waited
+    # past the starvation bound
+    usage = charged_usage(kept, charges)
+    for rj in started:
+        j = rj.job
+        usage[j.tenant] = usage.get(j.tenant, 0) + (j.gpus if charges is None else charges[j.id])
+        if usage[j.tenant] > quotas.get(j.tenant, TenantQuota(0)).guaranteed_gpus + 1e-9:
             assert (
                 j.remaining_time_s <= snapshot.config.borrow_bound_s
                 or wait_s(j, snapshot.now) >= snapshot.config.starvation_bound_s
             )
+
+
+def test_a_gpu_two_jobs_of_a_tenant_share_counts_once_against_its_cap() -> None:
+    # co_located_gang_case: reclaim takes back a's job 4 from c's GPU 1; c's split is then
+    # 0.5 + 0.5 (GPU 0) + 1 (GPU 1) + 1 (GPU 2) = 3, and 3 + 4 = 7 = its cap → job 9 starts
+    snapshot, profile = co_located_gang_case()
+    d = get_policy("sjf-bsbf-fair").decide(snapshot, profile)
+    assert [p.job_id for p in d.preemptions] == [4]
+    assert [(s.job_id, s.gpu_ids) for s in d.starts] == [(9, (4, 5, 6, 7))]
+    # split_charge off: whole gangs, 1 + 2 + 1 + 4 = 8 > 7 → refused by the cap, nothing reclaimed
+    whole = dataclasses.replace(snapshot, config=dataclasses.replace(snapshot.config, split_charge=False))
+    d = get_policy("sjf-bsbf-fair").decide(whole, profile)
+    assert not d.starts and not d.preemptions
+    assert {w.job_id: w.reason for w in d.waits}[9] == (
+        "tenant c would hold 8 GPUs, above its quota cap of 7 (6 guaranteed + 1 borrowable)"
+    )
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
