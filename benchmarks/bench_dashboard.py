@@ -235,27 +235,10 @@ def _p95(values: list[float]) -> float:
 def _churn_db_cpu(churn: Churn) -> float:
     """Make one change (``churn()``) and return the database CPU time it cost (s; 0 where it
     cannot be read), so that ``db cpu`` counts only the requests."""
-    before = _db_cpu_s()
+    before = fresh_db.backend_cpu_s()
     churn()
-    after = _db_cpu_s()
+    after = fresh_db.backend_cpu_s()
     return 0.0 if before is None or after is None else after - before
-
-
-def _db_cpu_s() -> float | None:
-    """CPU time (s) of the PostgreSQL backend serving this connection so far, read from
-    ``/proc`` (a local server only; ``None`` on SQLite or where it cannot be read)."""
-    from django.db import connection
-
-    if connection.vendor != "postgresql":
-        return None
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        pid = cursor.fetchone()[0]
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
 class Churn:
@@ -334,7 +317,7 @@ def measure(
             response = client.get(url)  # warm-up: profile tables, query compilation, parsed rounds
             assert response.status_code == 200, response.content[:200]
             wall, cpu = [], []
-            db0 = _db_cpu_s()
+            db0 = fresh_db.backend_cpu_s()
             for _ in range(requests):
                 if churn is not None:
                     db0 = None if db0 is None else db0 + _churn_db_cpu(churn)
@@ -342,7 +325,7 @@ def measure(
                 response = client.get(url)
                 wall.append((time.perf_counter() - t0) * 1000)
                 cpu.append((time.process_time() - c0) * 1000)
-            db1 = _db_cpu_s()
+            db1 = fresh_db.backend_cpu_s()
             db = "" if db0 is None or db1 is None else f"{(db1 - db0) * 1000 / requests:.1f}"
             print(
                 f"{name:<14}{who:<15}{statistics.median(wall):>9.1f}{_p95(wall):>7.1f}"

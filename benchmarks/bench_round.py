@@ -39,7 +39,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cli_args import database_url, non_negative_int, policy_name, positive_int  # benchmarks/cli_args.py
-from fresh_db import setup_django  # benchmarks/fresh_db.py
+from fresh_db import backend_cpu_s, setup_django  # benchmarks/fresh_db.py
 from machine import machine  # benchmarks/machine.py
 
 REPO = Path(__file__).resolve().parent.parent
@@ -188,24 +188,6 @@ def prepare(args: argparse.Namespace) -> None:
 
         service.run_round(policy=args.policy)
         finish_some(args.finish)
-
-
-def backend_cpu_s() -> float | None:
-    """CPU time (user + system, s) of this connection's PostgreSQL backend process, when the server
-    runs on this machine (``/proc``), else ``None``."""
-    from django.db import connection
-
-    if connection.vendor != "postgresql":
-        return None
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        pid = cursor.fetchone()[0]
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text[text.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def measure(count: int, args: argparse.Namespace) -> None:

@@ -50,3 +50,22 @@ def setup_django(database_url: str, *, fresh: bool = True) -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
+
+
+def backend_cpu_s() -> float | None:
+    """CPU time (user + system, s) of the PostgreSQL backend serving Django's connection so far,
+    read from ``/proc`` (a server on this machine only); ``None`` on SQLite or where it cannot
+    be read."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()  # after "pid (comm) ": state is fields[0]
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
