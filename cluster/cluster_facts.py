@@ -18,10 +18,10 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 
 from cluster import models, runnable
+from cluster.cache_forget import forget_keys
 from scheduling.service.health import CACHE_ERRORS
 
 #: Cache key of the facts.
@@ -63,15 +63,7 @@ def current() -> dict[str, Any]:
 def forget() -> None:
     """Delete the cached facts now and when the current transaction commits (a change of the
     nodes or GPUs is visible to the next submission that reads them)."""
-
-    def delete() -> None:
-        try:
-            cache.delete(KEY)
-        except CACHE_ERRORS:
-            pass
-
-    delete()
-    transaction.on_commit(delete, robust=True)
+    forget_keys([KEY])
 
 
 def _changed(sender: Any, **kwargs: Any) -> None:

@@ -29,10 +29,10 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
-from django.db import transaction
 from django.db.models.signals import post_delete, post_save, pre_delete, pre_save
 
 from cluster.api_tokens import ApiToken
+from cluster.cache_forget import forget_keys
 from cluster.models import Membership, Tenant
 from common.tokens import hash_token
 from scheduling.service.health import CACHE_ERRORS
@@ -81,18 +81,7 @@ def forget_digests(digests: Iterable[str]) -> None:
     """Delete the cached rows of the tokens with these SHA-256 ``digests``, now and again when the
     current transaction commits (see the module docstring). An unreachable cache is skipped: its
     entries then end with their lifetime."""
-    keys = [KEY.format(digest=d) for d in digests if d]
-    if not keys:
-        return
-
-    def delete() -> None:
-        try:
-            cache.delete_many(keys)
-        except CACHE_ERRORS:
-            pass
-
-    delete()
-    transaction.on_commit(delete, robust=True)
+    forget_keys([KEY.format(digest=d) for d in digests if d])
 
 
 def forget_users(user_ids: Iterable[int]) -> None:
