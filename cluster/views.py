@@ -15,7 +15,6 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Prefetch, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.views.decorators.csrf import csrf_exempt
 from django.views.defaults import page_not_found
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
@@ -26,7 +25,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from cluster import runnable
+from cluster import exceptions, runnable
 from cluster.agent_serializers import AgentEventSerializer, HeartbeatSerializer
 from cluster.api_tokens import ApiToken
 from cluster.authentication import NodeTokenAuthentication
@@ -425,16 +424,10 @@ class AdminGPUViewSet(mixins.UpdateModelMixin, viewsets.ReadOnlyModelViewSet):
     http_method_names = ["get", "patch", "head", "options"]
 
 
-@csrf_exempt
-def api_not_found(request: HttpRequest) -> JsonResponse:
-    """``404 {"error": "not found"}`` for any path under ``/api/v1/`` that names nothing, any method."""
-    return JsonResponse({"error": "not found"}, status=404)
-
-
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """Django's ``handler404``: the API's JSON 404 for paths under ``/api/``, Django's page elsewhere."""
     if request.path.startswith("/api/"):
-        return api_not_found(request)
+        return exceptions.api_not_found(request)
     return page_not_found(request, exception or Http404())
 
 

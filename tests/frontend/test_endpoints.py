@@ -108,6 +108,22 @@ def test_anonymous_gets_401_json_and_the_page_redirects_to_login(client: Client)
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize(
+    "path",
+    ["/dashboard/api/nothing.json", "/dashboard/api/queue.jsn", "/dashboard/api/", "/dashboard/api/a/b%0A"],
+)
+def test_an_unknown_endpoint_is_the_api_json_404(client: Client, alice_web: Client, path: str) -> None:
+    """Like any path under /api/v1/ that names nothing: ``404 {"error": "not found"}``, JSON, for
+    anyone (a typo must not answer Django's HTML page to a script)."""
+    for caller in (client, alice_web):
+        response = caller.get(path)
+        assert response.status_code == 404, path
+        assert response["Content-Type"] == "application/json"
+        assert response.json() == {"error": "not found"}
+    assert client.get("/api/v1/nothing/").json() == {"error": "not found"}  # the same body
+
+
+@pytest.mark.django_db
 def test_user_without_tenant_is_refused() -> None:
     loner = session_client(get_user_model().objects.create_user("dave"))
     assert loner.get("/dashboard/api/queue.json").status_code == 403
