@@ -33,6 +33,7 @@ from cluster.job_details import describe_jobs
 from cluster.models import GPU, IdempotencyConflict, Job, Node, Placement, Quota, Tenant
 from cluster.pending_count import pending_jobs
 from cluster.permissions import IsNodeAgent, IsTenantMember, tenant_of
+from cluster.query_params import single_or_400
 from cluster.serializers import (
     AdminQuotaSerializer,
     AdminTenantSerializer,
@@ -158,8 +159,8 @@ class JobViewSet(
         jobs = Job.objects.filter(tenant=tenant_of(self.request)).prefetch_related(
             Prefetch("placements", queryset=active, to_attr="active_placements")
         )
-        wanted = self.request.query_params.get("status")
-        if self.action == "list" and wanted is not None:
+        wanted = single_or_400(self.request.query_params, "status") if self.action == "list" else None
+        if wanted is not None:
             if wanted not in Job.Status.values:
                 raise ValidationError({"status": [f"must be one of {', '.join(Job.Status.values)}"]})
             jobs = jobs.filter(status=wanted)
@@ -262,9 +263,9 @@ WINDOWS_PARAMETER = OpenApiParameter(
 
 def windows_of(request: Request) -> tuple[int, ...]:
     """The ``windows`` query parameter (s; :func:`scheduling.service.parse_windows`); a bad one
-    is a 400 naming it."""
+    is a 400 naming it (also one given twice)."""
     try:
-        return service.parse_windows(request.query_params.get("windows"))
+        return service.parse_windows(single_or_400(request.query_params, "windows"))
     except ValueError as exc:
         raise ValidationError({"windows": [str(exc)]}) from None
 

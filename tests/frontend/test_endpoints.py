@@ -157,6 +157,24 @@ def test_bad_parameters_are_400_with_a_message(alice_web: Client) -> None:
         assert "must be" in response.json()["error"]
 
 
+@pytest.mark.parametrize(
+    ("name", "param", "values"),
+    [
+        ("learning", "window", ("300", "600")),
+        ("timeline", "window", ("600", "600")),
+        ("queue", "limit", ("5", "x")),
+    ],
+)
+def test_a_parameter_given_twice_is_400_naming_it(
+    alice_web: Client, name: str, param: str, values: tuple[str, str]
+) -> None:
+    """``?window=300&window=600`` used to be read as 600, silently; equal values too are refused."""
+    response = alice_web.get(f"/dashboard/api/{name}.json?{param}={values[0]}&{param}={values[1]}")
+    assert response.status_code == 400, response.content
+    shown = ", ".join(v if v.isdigit() else repr(v) for v in values)
+    assert response.json() == {"error": f"{param} given 2 times ({shown}); give it once"}
+
+
 def test_page_loads_only_same_origin_scripts_and_styles(alice_web: Client) -> None:
     from django.contrib.staticfiles import finders
 
