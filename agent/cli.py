@@ -6,7 +6,9 @@ Placements come by pull (long-polling the API, ``agent.puller``; the default wit
 ``--fleet NODESxGPUS`` emulates many nodes in one process (demos and tests): nodes
 ``<NAME>-00``, ``<NAME>-01``… (:func:`common.shapes.node_names`: the names of the simulator's and
 ``load_cluster``'s clusters when NAME is ``node``), each with GPUS declared GPUs. Bad arguments
-print a message and exit with status 2.
+print a message and exit with status 2. A node token the server refuses (401: wrong or revoked)
+stops the agent: it ends its jobs, prints one line naming the problem and exits with status 3
+(:data:`EXIT_TOKEN_REFUSED`); a 5xx or an unreachable server is retried, never an exit.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import logging
 import os
 import re
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,12 +34,14 @@ from agent.gpus import discover_gpus, nvml_gpus
 from agent.joblogs import LogBook
 from agent.messages import ORDERS_MAX_WAIT_S
 from agent.puller import Puller
-from agent.reporter import HttpTransport, Reporter
+from agent.reporter import HttpTransport, Reporter, TokenRefused
 from agent.runner import Runner
 from common.shapes import ShapeError, node_names, parse_shape
 
 log = logging.getLogger("agent")
 
+#: Exit status when the server refuses the node token (401): retrying cannot help **(ours)**.
+EXIT_TOKEN_REFUSED = 3
 #: Most nodes one ``--fleet`` process emulates **(ours)**.
 MAX_FLEET_NODES = 1000
 #: How placements may arrive (``--transport``; the server's ``SHAREWISE_AGENT_TRANSPORT``).
@@ -259,13 +264,25 @@ def build(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setup:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the agent until SIGTERM or Ctrl-C (push: the Celery worker's warm shutdown); then stop
-    every job and deliver what can be delivered. Returns the exit status."""
+    """Run the agent until SIGTERM or Ctrl-C (push: the Celery worker's warm shutdown) or until
+    the server refuses the node token (401); then stop every job and deliver what can be
+    delivered. Returns the exit status: 0, or :data:`EXIT_TOKEN_REFUSED` after a 401."""
     p = parser()
     args = p.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     setup = build(args, p)
     stop = threading.Event()
+
+    def refused(exc: TokenRefused) -> None:  # from the loop's or the puller's thread
+        stop.set()
+        if setup.puller is None:  # push: the Celery worker holds the main thread
+            from agent.consumer import stop_worker
+
+            stop_worker()
+
+    setup.runner.on_refused = refused
+    if setup.puller is not None:
+        setup.puller.on_refused = refused
     loop = threading.Thread(target=setup.runner.run, args=(stop,), name="agent-loop")
     loop.start()
     log.info(
@@ -286,7 +303,23 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stop.set()
         loop.join()
+    exc = setup.runner.refused or (setup.puller.refused if setup.puller is not None else None)
+    if exc is not None:
+        # sys.__stderr__: a Celery worker (push) leaves sys.stderr redirected into its logger
+        print(token_refused_line(exc), file=sys.__stderr__ or sys.stderr)
+        return EXIT_TOKEN_REFUSED
     return 0
+
+
+def token_refused_line(exc: TokenRefused) -> str:
+    """The one line the agent ends with when the server refuses its token (401)."""
+    node = f" of {exc.node}" if exc.node else ""
+    said = " ".join(str(exc).split())  # the server's message, on one line
+    return (
+        f"sharewise-agent: error: the server refused the node token{node} ({said}): it is wrong or "
+        "was revoked; start the agent again with the token the node's registration printed "
+        "(--token, $SHAREWISE_NODE_TOKEN or --token-file)"
+    )
 
 
 def pull_until_signalled(puller: Puller, stop: threading.Event) -> None:

@@ -71,3 +71,11 @@ def run_worker(app: Celery, nodes: list[str], log_level: str = "INFO") -> None:
             f"--loglevel={log_level}",
         ]
     )
+
+
+def stop_worker() -> None:
+    """Ask :func:`run_worker`'s worker, from any thread, for the warm shutdown SIGTERM would give
+    (it finishes the task in hand); asked before it started, it stops as soon as it has."""
+    from celery.worker import state
+
+    state.should_stop = 0  # EX_OK: what Celery's own SIGTERM handler sets

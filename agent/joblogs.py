@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.reporter import Transport, TransportError
+from agent.reporter import TokenRefused, Transport, TransportError
 
 log = logging.getLogger(__name__)
 
@@ -236,6 +236,8 @@ class LogShipper:
                         break
                     try:
                         self._transport.post(chunk.path, chunk.payload())
+                    except TokenRefused:
+                        raise  # the agent stops (agent.cli); the chunk is not dropped
                     except TransportError as exc:
                         if exc.retryable:
                             self._retry_at = now + self._backoff_s

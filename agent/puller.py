@@ -5,8 +5,10 @@ task uses (:func:`agent.core.route`) — no broker needed, like the kubelet watc
 Per node the :class:`Puller` keeps the cursor the server answered (the number of the last order
 applied) and sends it with the next poll, which acknowledges the orders up to it. A poll whose
 answer is lost is repeated with the same cursor and gets the same orders again; the agent's
-generation rule ignores what it already applied. Errors (the server down, a 5xx, a bad token)
-are logged and retried after 1 s, 2 s, 4 s … capped at ``backoff_max_s``.
+generation rule ignores what it already applied. Errors (the server down, a 5xx) are logged and
+retried after 1 s, 2 s, 4 s … capped at ``backoff_max_s``; a 401 (the node token wrong or
+revoked, :class:`~agent.reporter.TokenRefused`) ends :meth:`Puller.run`, which keeps it in
+:attr:`Puller.refused` and calls ``on_refused``.
 
 Units: seconds (s).
 """
@@ -19,7 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from agent.messages import ORDERS_MAX_WAIT_S, ORDERS_PATH
-from agent.reporter import TransportError
+from agent.reporter import TokenRefused, TransportError
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +69,10 @@ class Puller:
         self.backoff_s = backoff_s
         self.cursors = dict.fromkeys(sources, 0)
         self._stop: threading.Event | None = None
+        #: The 401 that ended :meth:`run` (``None`` while it runs or after a plain stop).
+        self.refused: TokenRefused | None = None
+        #: Called with that 401 from :meth:`run`'s thread (``agent.cli`` stops the agent).
+        self.on_refused: Callable[[TokenRefused], None] | None = None
 
     def poll(self, node: str) -> int:
         """One poll of ``node``'s orders: deliver each, then keep the server's cursor. Returns the
@@ -96,11 +102,15 @@ class Puller:
 
     def poll_all(self) -> bool:
         """One poll of every node; returns whether all succeeded (a failure is logged and
-        doubles :attr:`backoff_s`, a full success resets it)."""
+        doubles :attr:`backoff_s`, a full success resets it). Raises :class:`TokenRefused` on a
+        401."""
         ok = True
         for node in self._sources:
             try:
                 self.poll(node)
+            except TokenRefused as exc:
+                exc.node = node
+                raise
             except TransportError as exc:
                 ok = False
                 log.warning("orders of %s not polled (%s); retry in %.0f s", node, exc, self.backoff_s)
@@ -111,10 +121,17 @@ class Puller:
     def run(self, stop: threading.Event) -> None:
         """Poll until ``stop`` is set: at once again after a long poll, every
         :data:`FLEET_PASS_S` for a fleet, after the backoff when a poll failed. Once ``stop`` is
-        set, an answer still on its way is not delivered."""
+        set, an answer still on its way is not delivered. A 401 ends it (:attr:`refused`)."""
         self._stop = stop
         while not stop.is_set():
-            if not self.poll_all():
+            try:
+                ok = self.poll_all()
+            except TokenRefused as exc:
+                self.refused = exc
+                if self.on_refused is not None:
+                    self.on_refused(exc)
+                return
+            if not ok:
                 stop.wait(self.backoff_s)
                 self.backoff_s = min(self.backoff_s * 2, self._backoff_max_s)
             elif self._wait_s == 0:

@@ -5,7 +5,9 @@ Events must reach the server in the order they happened and must not be lost whi
 them oldest first; a connection error, a timeout, a 5xx, 408 or 429 keeps the event at the head
 and retries after an exponential backoff (1 s, 2 s, 4 s … capped at 60 s by default); another
 4xx (e.g. 409 for a stale generation) means the server will never take it: it is logged and
-dropped. While the server is down, a newer ``progress`` event of a job replaces its older
+dropped. A 401 is none of these: the node token is wrong or was revoked, so nothing this agent
+sends will ever land; :class:`TokenRefused` propagates (the event stays in the outbox) and the
+agent stops (``agent.cli``). While the server is down, a newer ``progress`` event of a job replaces its older
 unsent one, which bounds the outbox by about three events per job run; past ``max_events`` the
 oldest ``progress`` (else the oldest event) is dropped with an ERROR in the log — never
 silently.
@@ -37,6 +39,16 @@ class TransportError(Exception):
         super().__init__(message)
         self.retryable = retryable
         self.status = status
+
+
+class TokenRefused(TransportError):
+    """The server answered 401 to the node token: wrong, or revoked. Retrying cannot help, and
+    dropping the report would hide it: the agent stops with this message (``agent.cli``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=False, status=401)
+        #: The node whose token it was, once known (the runner and the puller name it).
+        self.node: str | None = None
 
 
 class Transport(Protocol):
@@ -96,6 +108,8 @@ class HttpTransport:
                 return bytes(response.read())
         except urllib.error.HTTPError as exc:
             body = exc.read(500).decode(errors="replace")
+            if exc.code == 401:
+                raise TokenRefused(f"HTTP 401 from {path}: {body}") from None
             retryable = exc.code >= 500 or exc.code in RETRYABLE_STATUSES
             raise TransportError(
                 f"HTTP {exc.code} from {path}: {body}", retryable=retryable, status=exc.code
@@ -169,7 +183,8 @@ class Reporter:
     def flush(self, now: float) -> int:
         """Send waiting events in order until the outbox is empty or the server is unreachable.
 
-        Returns how many were delivered. Does nothing before :attr:`retry_at`.
+        Returns how many were delivered. Does nothing before :attr:`retry_at`. Raises
+        :class:`TokenRefused` on a 401 (the event stays at the head of the outbox).
         """
         if now < self._retry_at:
             return 0
@@ -178,6 +193,8 @@ class Reporter:
             event = self._outbox[0]
             try:
                 self._transport.post(event.path, event.payload())
+            except TokenRefused:
+                raise  # nothing will land: the event stays, the agent stops
             except TransportError as exc:
                 if exc.retryable:
                     self._fail(now, exc)
@@ -200,10 +217,12 @@ class Reporter:
         """Send one heartbeat now (never queued: only the latest one matters).
 
         A heartbeat that lands also ends the backoff, so waiting events go out at once.
-        Returns whether it landed.
+        Returns whether it landed. Raises :class:`TokenRefused` on a 401.
         """
         try:
             self._transport.post(heartbeat.path, heartbeat.payload())
+        except TokenRefused:
+            raise
         except TransportError as exc:
             if exc.retryable:
                 self._fail(now, exc)

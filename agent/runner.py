@@ -16,7 +16,7 @@ from dataclasses import replace
 from agent.core import Agent, Clock
 from agent.gpus import GpuInfo
 from agent.joblogs import LogShipper
-from agent.reporter import Reporter
+from agent.reporter import Reporter, TokenRefused
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +51,20 @@ class Runner:
         self._tick_s = tick_s
         self._gpu_probe = gpu_probe
         self._next_heartbeat = float("-inf")
+        #: The 401 that ended :meth:`run` (``None`` otherwise).
+        self.refused: TokenRefused | None = None
+        #: Called with that 401 from :meth:`run`'s thread (``agent.cli`` stops the agent).
+        self.on_refused: Callable[[TokenRefused], None] | None = None
 
     def tick(self, now: float | None = None) -> None:
-        """One pass at wall time ``now`` (s): step, heartbeat when due, flush the outboxes."""
+        """One pass at wall time ``now`` (s): step, heartbeat when due, flush the outboxes (after
+        a 401, :attr:`refused`, only step: the server takes nothing from this token). Raises
+        :class:`~agent.reporter.TokenRefused` on a 401."""
         now = self._clock() if now is None else now
+        if self.refused is not None:
+            for agent, _ in self._pairs:
+                agent.step(now)
+            return
         heartbeat_due = now >= self._next_heartbeat
         probe = heartbeat_due and self._gpu_probe is not None
         if heartbeat_due:
@@ -62,20 +72,33 @@ class Runner:
         probed = self._gpu_probe() if probe and self._gpu_probe is not None else None
         for (agent, reporter), shipper in zip(self._pairs, self._shippers, strict=True):
             reporter.submit(agent.step(now))
-            if shipper is not None:
-                shipper.ship([agent.logs], now)
-            if heartbeat_due:
-                if probe:
-                    # NVML stopped answering altogether: every GPU is suspect, none is hidden.
-                    agent.set_gpus(probed or tuple(replace(g, healthy=False) for g in agent.gpus))
-                reporter.heartbeat(agent.heartbeat(), now)
-            reporter.flush(now)
+            try:
+                if shipper is not None:
+                    shipper.ship([agent.logs], now)
+                if heartbeat_due:
+                    if probe:
+                        # NVML stopped answering altogether: every GPU is suspect, none is hidden.
+                        agent.set_gpus(probed or tuple(replace(g, healthy=False) for g in agent.gpus))
+                    reporter.heartbeat(agent.heartbeat(), now)
+                reporter.flush(now)
+            except TokenRefused as exc:
+                exc.node = agent.node
+                raise
 
     def run(self, stop: threading.Event) -> None:
-        """Tick until ``stop`` is set; then stop every job and deliver what can be delivered."""
+        """Tick until ``stop`` is set; then stop every job and deliver what can be delivered.
+
+        A 401 (:class:`~agent.reporter.TokenRefused`: the node token wrong or revoked) ends the
+        loop as well: it is kept in :attr:`refused` and given to ``on_refused``; the jobs are then
+        stopped without reporting (nothing would land)."""
         while not stop.is_set():
             try:
                 self.tick()
+            except TokenRefused as exc:  # nothing will ever land: stop (agent.cli exits non-zero)
+                self.refused = exc
+                if self.on_refused is not None:
+                    self.on_refused(exc)
+                break
             except Exception:  # a bug in one tick must not silence the node for good
                 log.exception("agent tick failed")
             stop.wait(self._tick_s)

@@ -5,8 +5,9 @@ is dropped and recreated; default: beside ``DATABASE_URL`` when that is PostgreS
 temporary SQLite file), migrates it, registers 128 nodes × 8 V100s (49,140 MB) and 4 tenants,
 and writes N pending jobs (seeded mix of models, batch sizes, gangs of 1–8 GPUs and lengths; half
 with a measured iteration time, half left to the profile's estimate). For each N it runs
-``--rounds`` rounds from the same state (placements, events and rounds are reset between them,
-outside the timing) through ``scheduling.service.run_round`` with the policy (default SJF-BSBF).
+``--rounds`` rounds from the same state (placements, events, rounds and agent orders are reset
+between them, outside the timing) through ``scheduling.service.run_round`` with the policy
+(default SJF-BSBF).
 ``--scenario fill`` (the default): every job pending on an idle cluster, so the round fills it;
 ``--scenario steady``: an untimed round fills the cluster, ``--finish`` running jobs finish, and
 the timed round starts what fits in their place while the rest keep waiting.
@@ -147,15 +148,20 @@ def populate_jobs(count: int, seed: int) -> None:
 
 
 def reset() -> None:
-    """Every job pending again, no placement, placement event or round, every node heard from
-    now (outside the timing). Without the heartbeat, nodes registered longer ago than
+    """Every job pending again, no placement, placement event, round or agent order (nor order
+    stream: each node's orders are numbered from 1 again, as in a fresh database), every node
+    heard from now (outside the timing). Without the heartbeat, nodes registered longer ago than
     ``SHAREWISE_HEARTBEAT_TIMEOUT_S`` (15 s; populating 10,000 jobs on a loaded machine takes
-    longer) would take no job, and the rounds would time an idle cluster."""
+    longer) would take no job, and the rounds would time an idle cluster. Without removing the
+    orders, each round's pull dispatch would add its own to the last ones' (no agent acknowledges
+    them here), and past 10,000 a node's would be trimmed inside the timed dispatch."""
     from django.utils import timezone
 
     from cluster.models import Job, JobEvent, Node, Placement
-    from scheduling.models import Round
+    from scheduling.models import AgentOrder, OrderStream, Round
 
+    AgentOrder.objects.all().delete()
+    OrderStream.objects.all().delete()
     Placement.objects.all().delete()
     JobEvent.objects.all()._raw_delete(JobEvent.objects.db)  # append-only model: bulk delete by hand
     Round.objects.all().delete()

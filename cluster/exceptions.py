@@ -3,7 +3,9 @@
 A body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is 413. Deleting a row still referenced (a GPU with
 placements) is 409. Validation errors add ``"fields"`` (field name → list of messages);
 throttling adds ``"retry_after"`` (s). The cache, the broker or the database unreachable is 503
-(with ``"retry_after"``). Anything else DRF does not handle stays a 500 (and is logged).
+(with ``"retry_after"``). A path that names nothing under ``/api/`` or ``/dashboard/api/`` is
+``404 {"error": "not found"}`` (:func:`api_not_found`). Anything else DRF does not handle stays a
+500 (and is logged).
 """
 
 from __future__ import annotations
@@ -16,11 +18,16 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import ProtectedError, RestrictedError
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
 log = logging.getLogger(__name__)
+
+#: The body of every 404: an unknown path under ``/api/`` or ``/dashboard/api/``, a missing row.
+NOT_FOUND = {"error": "not found"}
 
 #: Seconds a client is asked to wait after a 503 for an unreachable service **(ours)**.
 OUTAGE_RETRY_AFTER_S = 5
@@ -89,7 +96,15 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
             body["retry_after"] = round(exc.wait, 3)
         response.data = body
     elif response.status_code == status.HTTP_404_NOT_FOUND:  # Http404: the same body as an unknown path
-        response.data = {"error": "not found"}
+        response.data = dict(NOT_FOUND)
     else:  # PermissionDenied from Django
         response.data = {"error": _first_message(response.data.get("detail", "error"))}
     return response
+
+
+@csrf_exempt
+def api_not_found(request: HttpRequest) -> JsonResponse:
+    """``404 {"error": "not found"}`` (:data:`NOT_FOUND`), any method, for any path that names
+    nothing under ``/api/v1/`` (``cluster.urls``) or under ``/dashboard/api/`` (``frontend.urls``):
+    a script reading JSON never gets Django's HTML page."""
+    return JsonResponse(NOT_FOUND, status=404)

@@ -26,6 +26,7 @@ from cluster.job_serializers import AgentLogSerializer, JobEventSerializer, LogP
 from cluster.joblogs import append_output, read_output
 from cluster.models import Job, JobEvent, Placement
 from cluster.permissions import IsNodeAgent, IsTenantMember, tenant_of
+from cluster.query_params import single_or_400
 from cluster.visibility import JobNames, Viewer
 
 #: Seconds between two looks at the database while a log read waits for output **(ours)**.
@@ -72,8 +73,8 @@ def wait_limit_s() -> float:
 
 
 def int_param(request: Request, name: str, default: int) -> int:
-    """Query parameter ``name`` as an integer; 400 naming it when it is not one."""
-    text = request.query_params.get(name)
+    """Query parameter ``name`` as an integer; 400 naming it when it is not one or is given twice."""
+    text = single_or_400(request.query_params, name)
     if text is None:
         return default
     try:
@@ -83,8 +84,9 @@ def int_param(request: Request, name: str, default: int) -> int:
 
 
 def float_param(request: Request, name: str, default: float, low: float, high: float) -> float:
-    """Query parameter ``name`` as a number clamped to ``[low, high]``; 400 when it is not one."""
-    text = request.query_params.get(name)
+    """Query parameter ``name`` as a number clamped to ``[low, high]``; 400 when it is not one or
+    is given twice."""
+    text = single_or_400(request.query_params, name)
     if text is None:
         return default
     try:

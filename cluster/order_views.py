@@ -20,6 +20,7 @@ from rest_framework.response import Response
 
 from cluster.authentication import NodeTokenAuthentication
 from cluster.permissions import IsNodeAgent
+from cluster.query_params import single_or_400
 from scheduling.service.orders import MAX_WAIT_S, poll_orders
 
 Error = inline_serializer("AgentOrdersError", {"error": serializers.CharField()})
@@ -72,6 +73,8 @@ class AgentOrdersView(generics.GenericAPIView):
         unknown = sorted(set(request.query_params) - set(OrdersQuery().fields))
         if unknown:  # a typo (?afer=) would otherwise silently poll from 0
             raise ValidationError({unknown[0]: ["unknown parameter: use after and wait"]})
+        for name in OrdersQuery().fields:  # the serializer would take the last of two silently
+            single_or_400(request.query_params, name)
         query = self.get_serializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         found = poll_orders(request.auth, query.validated_data["after"], query.validated_data["wait"])

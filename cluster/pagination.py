@@ -9,6 +9,8 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 
+from cluster.query_params import single_or_400
+
 #: Largest ``?offset=`` accepted **(ours)**: far above any table's rows, far below the 64-bit
 #: range of the databases' OFFSET.
 MAX_OFFSET = 10**12
@@ -34,8 +36,8 @@ class JobPagination(LimitOffsetPagination):
     @staticmethod
     def bounded(request: Request, name: str, default: int, lo: int, hi: int) -> int:
         """Query parameter ``name`` as an integer in ``[lo, hi]``; ``default`` when absent.
-        Raises ``ValidationError`` (400) otherwise."""
-        raw = request.query_params.get(name)
+        Raises ``ValidationError`` (400) otherwise, also when it is given twice."""
+        raw = single_or_400(request.query_params, name)
         if raw is None:
             return default
         value = int(raw) if DIGITS.fullmatch(raw) else None

@@ -8,14 +8,29 @@ without a command when at least one node has declared and none of them emulates:
 it. Until some agent has sent a heartbeat (nodes registered, no agent started yet) nothing is
 known and the job is accepted; a cluster mixing both kinds accepts it too (an emulating node can
 run it).
+
+A job accepted while nothing was known is not failed when the agents then declare they run
+processes: while every node that takes jobs has declared ``subprocess``, a round leaves the
+pending jobs without a command out of its snapshot (:func:`held_without_command`), and they wait
+with :data:`HELD_WITHOUT_COMMAND` as their reason until a node that emulates (or one that has not
+declared yet) takes jobs, or their owner cancels them. Before, the round placed such a job on one
+of those nodes, whose agent failed it at once ("the placement has no command").
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from cluster.models import Node
 
 #: Executors an agent may declare.
 EXECUTORS = (Node.Executor.EMULATED.value, Node.Executor.SUBPROCESS.value)
+
+#: Why a pending job without a command waits while every node taking jobs runs processes.
+HELD_WITHOUT_COMMAND = (
+    "no command: every node taking jobs runs each job's command as a process (none emulates), so "
+    "it waits for a node whose agent emulates jobs; cancel it and submit it again with a command"
+)
 
 
 def record_executor(node: Node, executor: str | None) -> None:
@@ -39,3 +54,12 @@ def missing_command_refusal() -> str | None:
         "emulates jobs), so a job without one could never run; give the command that trains, "
         "e.g. 'python train.py'"
     )
+
+
+def held_without_command(executors: Iterable[str]) -> bool:
+    """Whether a round holds back the pending jobs without a command, given ``executors``: what
+    each node that takes jobs now declared (``""``: not yet). True when there is at least one
+    and every one is ``subprocess`` (nothing there could run such a job; see the module
+    docstring); a node that emulates or has not declared yet may still run it."""
+    declared = set(executors)
+    return bool(declared) and declared == {Node.Executor.SUBPROCESS.value}

@@ -9,7 +9,7 @@ itself finds nowhere under ``/api/`` gets the same JSON (``config.urls.handler40
 from django.urls import path, re_path
 from rest_framework.routers import DefaultRouter
 
-from cluster import bulk_submit, fast_submit, job_views, order_views, usage_views, views
+from cluster import bulk_submit, exceptions, fast_submit, job_views, order_views, usage_views, views
 
 router = DefaultRouter(trailing_slash=True)
 router.include_root_view = False
@@ -52,5 +52,5 @@ urlpatterns = [
     ),
     *router.urls,
     # last: only what nothing else took; [\s\S], not ".", so that a newline (%0A) matches too
-    re_path(r"^[\s\S]*/$", views.api_not_found, name="api-not-found"),
+    re_path(r"^[\s\S]*/$", exceptions.api_not_found, name="api-not-found"),
 ]

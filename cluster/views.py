@@ -15,7 +15,6 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Prefetch, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.views.decorators.csrf import csrf_exempt
 from django.views.defaults import page_not_found
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
@@ -26,7 +25,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from cluster import runnable
+from cluster import exceptions, runnable
 from cluster.agent_serializers import AgentEventSerializer, HeartbeatSerializer
 from cluster.api_tokens import ApiToken
 from cluster.authentication import NodeTokenAuthentication
@@ -34,6 +33,7 @@ from cluster.job_details import describe_jobs
 from cluster.models import GPU, IdempotencyConflict, Job, Node, Placement, Quota, Tenant
 from cluster.pending_count import pending_jobs
 from cluster.permissions import IsNodeAgent, IsTenantMember, tenant_of
+from cluster.query_params import single_or_400
 from cluster.serializers import (
     AdminQuotaSerializer,
     AdminTenantSerializer,
@@ -159,8 +159,8 @@ class JobViewSet(
         jobs = Job.objects.filter(tenant=tenant_of(self.request)).prefetch_related(
             Prefetch("placements", queryset=active, to_attr="active_placements")
         )
-        wanted = self.request.query_params.get("status")
-        if self.action == "list" and wanted is not None:
+        wanted = single_or_400(self.request.query_params, "status") if self.action == "list" else None
+        if wanted is not None:
             if wanted not in Job.Status.values:
                 raise ValidationError({"status": [f"must be one of {', '.join(Job.Status.values)}"]})
             jobs = jobs.filter(status=wanted)
@@ -263,9 +263,9 @@ WINDOWS_PARAMETER = OpenApiParameter(
 
 def windows_of(request: Request) -> tuple[int, ...]:
     """The ``windows`` query parameter (s; :func:`scheduling.service.parse_windows`); a bad one
-    is a 400 naming it."""
+    is a 400 naming it (also one given twice)."""
     try:
-        return service.parse_windows(request.query_params.get("windows"))
+        return service.parse_windows(single_or_400(request.query_params, "windows"))
     except ValueError as exc:
         raise ValidationError({"windows": [str(exc)]}) from None
 
@@ -425,16 +425,10 @@ class AdminGPUViewSet(mixins.UpdateModelMixin, viewsets.ReadOnlyModelViewSet):
     http_method_names = ["get", "patch", "head", "options"]
 
 
-@csrf_exempt
-def api_not_found(request: HttpRequest) -> JsonResponse:
-    """``404 {"error": "not found"}`` for any path under ``/api/v1/`` that names nothing, any method."""
-    return JsonResponse({"error": "not found"}, status=404)
-
-
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """Django's ``handler404``: the API's JSON 404 for paths under ``/api/``, Django's page elsewhere."""
     if request.path.startswith("/api/"):
-        return api_not_found(request)
+        return exceptions.api_not_found(request)
     return page_not_found(request, exception or Http404())
 
 

@@ -18,6 +18,7 @@ from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from cluster.query_params import single
 from frontend.payloads import cluster_map, decisions, fairness, learning, memo, queue, quota_windows, timeline
 from frontend.payloads.clock import time_scale
 from frontend.payloads.common import viewer_of
@@ -65,9 +66,10 @@ def _error(message: str, status: int) -> JsonResponse:
 def _int_param(request: HttpRequest, name: str, default: int, lo: int, hi: int) -> int:
     """``request.GET[name]`` as an integer in ``[lo, hi]`` (``default`` when absent).
 
-    Raises ``ValueError`` with a readable message otherwise.
+    Raises ``ValueError`` with a readable message otherwise, also when it is given twice
+    (:class:`cluster.query_params.RepeatedParameter`).
     """
-    raw = request.GET.get(name)
+    raw = single(request.GET, name)
     if raw is None or raw == "":
         return default
     try:

@@ -186,6 +186,8 @@ def persist_round(
 
     plan.waits.extend((w.job_id, w.reason) for w in decisions.waits)
     plan.n_waiting += len(decisions.waits)
+    plan.waits.extend(state.held.items())  # left out of the snapshot: they wait, saying why
+    plan.n_waiting += len(state.held)
     return plan
 
 

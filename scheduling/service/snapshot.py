@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from cluster.expressions import EpochSeconds
 from cluster.models import GPU, Job, JobEvent, Node, Placement, Sharing
+from cluster.runnable import HELD_WITHOUT_COMMAND, held_without_command
 from scheduling.core import types as core
 from scheduling.service.estimates import estimate_iter_time_s
 from scheduling.service.fairness import scheduler_config, tenant_quotas
@@ -66,7 +67,9 @@ class ClusterState:
 
     ``gpu_pks[i]`` / ``gpu_labels[i]`` (``"node-00:3"``): core GPU id ``i``; ``gpu_ids``: the
     inverse (pk → core id). ``residents[i]``: ``[(job pk, slot, sub-batch)]`` of the active
-    placements on GPU ``i``. ``jobs``: every pending or running core ``Job`` by pk.
+    placements on GPU ``i``. ``jobs``: every pending or running core ``Job`` by pk. ``held``:
+    the pending jobs left out of the snapshot, pk → why they wait (jobs without a command while
+    every node taking jobs runs processes, :func:`cluster.runnable.held_without_command`).
     """
 
     snapshot: core.Snapshot
@@ -75,6 +78,7 @@ class ClusterState:
     gpu_ids: dict[int, int]
     residents: dict[int, list[tuple[int, int, int]]]
     jobs: dict[int, core.Job]
+    held: dict[int, str] = field(default_factory=dict)
 
     def node_and_index(self, gpu_id: int) -> tuple[str, int]:
         """``("node-00", 3)`` for core GPU id ``gpu_id``."""
@@ -149,7 +153,8 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
       ``gpus × (now − created_at of its current run's first active placement)``, so service
       before a preemption or requeue counts (as in the simulator). ``queued_since`` of a pending
       job that ran before is the time of its latest ``preempted`` or ``requeued`` event (its wait
-      starts again, docs/FAIRNESS.md §2).
+      starts again, docs/FAIRNESS.md §2). Left out while every node that takes jobs runs
+      processes: the pending jobs without a command (``held``; one more query then).
     - ``tenant_quotas``: :func:`tenant_quotas`; ``config``: :func:`scheduler_config`;
       ``type_quotas`` and each job's ``gpu_types``: :mod:`scheduling.service.gpu_types`.
     """
@@ -157,12 +162,13 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
     table = table_of(profile or learned_profile())
     timeout_s = heartbeat_timeout_s()
     # Nodes apart from their GPUs: 128 rows instead of a node's two timestamps parsed per GPU.
-    takes_jobs = {
-        pk: node_takes_jobs(status, heartbeat, now, timeout_s, registered)
-        for pk, status, heartbeat, registered in Node.objects.order_by().values_list(
-            "pk", "status", "last_heartbeat", "created_at"
-        )
-    }
+    nodes = Node.objects.order_by().values_list("pk", "status", "last_heartbeat", "created_at", "executor")
+    takes_jobs: dict[int, bool] = {}
+    executors: set[str] = set()  # of the nodes that take jobs
+    for pk, status, heartbeat, registered, executor in nodes:
+        takes_jobs[pk] = node_takes_jobs(status, heartbeat, now, timeout_s, registered)
+        if takes_jobs[pk]:
+            executors.add(executor)
     gpu_rows = GPU.objects.order_by("node__name", "index").values_list(
         "pk", "index", "memory_mb", "gpu_type", "healthy", "node__name", "node_id"
     )
@@ -338,6 +344,11 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
                 core.RunningJob(job, core.Placement(pk, tuple(sorted(ids)), sub_batch, first.timestamp()))
             )
     _last[:] = [(table, seen)]  # only the jobs of this snapshot are worth keeping
+    held: dict[int, str] = {}
+    if held_without_command(executors):  # one more query, only then
+        without = Job.objects.filter(status=Job.Status.PENDING, command="").values_list("pk", flat=True)
+        held = dict.fromkeys(without, HELD_WITHOUT_COMMAND)
+        pending = [job for job in pending if job.id not in held]
     snapshot = core.Snapshot(
         now_s,
         core.Cluster(tuple(gpus)),
@@ -347,7 +358,7 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
         tenant_quotas(),
         type_quotas(),
     )
-    return ClusterState(snapshot, tuple(gpu_pks), tuple(labels), gpu_ids, dict(residents), jobs)
+    return ClusterState(snapshot, tuple(gpu_pks), tuple(labels), gpu_ids, dict(residents), jobs, held)
 
 
 def build_snapshot(now: datetime | None = None) -> core.Snapshot:

@@ -1,13 +1,19 @@
-"""The command line: bad arguments exit 2 with a message and no traceback; fleets."""
+"""The command line: bad arguments exit 2 with a message and no traceback; fleets; a refused
+token (401) stops the agent with status 3, a server error does not."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import pytest
 
-from agent.cli import build, node_tokens, parser
+from agent.cli import EXIT_TOKEN_REFUSED, build, node_tokens, parser
 
 BASE = ["--api", "http://127.0.0.1:8000", "--token", "t", "--broker", "memory://"]
 
@@ -137,3 +143,68 @@ def test_push_without_a_broker_exits_2(
         transport_of(["--node", "a", "--emulate", "--transport", "push"], monkeypatch)
     assert info.value.code == 2
     assert "--transport push needs a broker" in capsys.readouterr().err
+
+
+class _Answering(BaseHTTPRequestHandler):
+    """Answers every request with :attr:`status` and a JSON error."""
+
+    status = 401
+
+    def answer(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(length)
+        body = b'{"error": "Invalid node token."}' if self.status == 401 else b'{"error": "busy"}'
+        self.send_response(self.status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = answer  # noqa: N815 - http.server's naming
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def agent_against(status: int, *extra: str) -> tuple[subprocess.Popen[str], ThreadingHTTPServer]:
+    """The real command, one declared GPU, reporting to (and by default pulling from) a local
+    server that answers ``status`` to everything."""
+    handler = type("Handler", (_Answering,), {"status": status})
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "SHAREWISE_AGENT_TRANSPORT")}
+    command = [sys.executable, "-m", "agent", "--node", "node-00", "--gpus", "1", "--heartbeat-s", "0.2"]
+    command += ["--api", f"http://127.0.0.1:{httpd.server_port}", "--token", "revoked", "--poll-wait-s", "0"]
+    command += extra
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return process, httpd
+
+
+@pytest.mark.parametrize("transport", [(), ("--transport", "push", "--broker", "memory://")])
+def test_a_refused_token_stops_the_agent_with_one_line_and_status_3(transport: tuple[str, ...]) -> None:
+    """Before, the agent logged each 401 and went on heartbeating and polling forever (pull),
+    or heartbeating beside its Celery worker (push)."""
+    process, httpd = agent_against(401, *transport)
+    try:
+        _, err = process.communicate(timeout=30)
+    finally:
+        process.kill()
+        httpd.shutdown()
+    assert process.returncode == EXIT_TOKEN_REFUSED == 3
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("sharewise-agent: error: the server refused the node token of node-00 (HTTP 401 ")
+    assert '{"error": "Invalid node token."}' in last and "wrong or was revoked" in last
+    assert "Traceback" not in err
+
+
+def test_a_server_error_is_retried_not_an_exit() -> None:
+    process, httpd = agent_against(503)
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            process.communicate(timeout=3)  # still retrying after many heartbeats and polls
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+    finally:
+        process.kill()
+        httpd.shutdown()
+    assert process.returncode == 0 and "server unreachable" in err

@@ -15,7 +15,7 @@ from agent.executors import EmulatedExecutor
 from agent.gpus import discover_gpus
 from agent.messages import ORDERS_PATH, placement_kwargs, stop_kwargs
 from agent.puller import Puller
-from agent.reporter import TransportError
+from agent.reporter import TokenRefused, TransportError
 
 
 class FakeServer:
@@ -133,3 +133,25 @@ def test_a_malformed_answer_is_an_error_and_changes_no_cursor(agent: Agent) -> N
     with pytest.raises(TransportError, match="malformed orders answer"):
         puller.poll("n1")
     assert puller.cursors == {"n1": 0}
+
+
+def test_a_refused_token_ends_the_pull_and_says_so() -> None:
+    """A 401 used to be logged and polled again forever; a 5xx still is retried."""
+    calls: list[str] = []
+
+    class Refusing:
+        def get(self, path: str, query: dict[str, Any], timeout_s: float | None = None) -> Any:
+            calls.append(path)
+            if len(calls) == 1:
+                raise TransportError("HTTP 503 from x: busy", retryable=True)
+            raise TokenRefused("HTTP 401 from /api/v1/agent/orders/: bad token")
+
+    seen: list[TokenRefused] = []
+    puller = Puller({"node-00": Refusing()}, lambda m: True, wait_s=0, backoff_s=0.01)
+    puller.on_refused = seen.append
+    stop = threading.Event()
+    thread = threading.Thread(target=puller.run, args=(stop,), daemon=True)
+    thread.start()
+    thread.join(timeout=10)
+    assert not thread.is_alive() and not stop.is_set()  # it ended by itself, after the 503's retry
+    assert len(calls) == 2 and puller.refused is seen[0] and seen[0].node == "node-00"

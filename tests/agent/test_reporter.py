@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agent.messages import Heartbeat, JobEventReport
-from agent.reporter import HttpTransport, Reporter, TransportError
+from agent.reporter import HttpTransport, Reporter, TokenRefused, TransportError
 
 from .conftest import FakeTransport
 
@@ -105,7 +105,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(self.status)
         self.send_header("Content-Type", "application/json")
         self.end_headers()
-        self.wfile.write(b'{"error": "stale generation"}' if self.status == 409 else b"{}")
+        bodies = {409: b'{"error": "stale generation"}', 401: b'{"error": "Invalid node token."}'}
+        self.wfile.write(bodies.get(self.status, b"{}"))
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -137,6 +138,24 @@ def test_http_transport_classifies_errors(server: ThreadingHTTPServer, status: i
     with pytest.raises(TransportError) as info:
         transport.post("/x/", {})
     assert (info.value.status, info.value.retryable) == (status, retryable)
+
+
+def test_a_401_is_a_refused_token_not_a_dropped_report(server: ThreadingHTTPServer) -> None:
+    """401: the token is wrong or revoked. Before, it was one more 4xx: the event was dropped
+    and the next one tried, forever; now it propagates and the event stays for a later agent."""
+    _Handler.status = 401
+    transport = HttpTransport(f"http://127.0.0.1:{server.server_port}", "revoked")
+    with pytest.raises(TokenRefused) as info:
+        transport.post("/api/v1/agent/heartbeat/", {})
+    assert (info.value.status, info.value.retryable) == (401, False)
+    assert str(info.value) == 'HTTP 401 from /api/v1/agent/heartbeat/: {"error": "Invalid node token."}'
+    reporter = Reporter(transport)
+    reporter.submit([event("started", 0)])
+    with pytest.raises(TokenRefused):
+        reporter.flush(0.0)
+    assert reporter.pending == 1 and reporter.rejected == 0
+    with pytest.raises(TokenRefused):
+        reporter.heartbeat(Heartbeat("node-00", (), ()), now=0.0)
 
 
 def test_http_transport_retries_a_refused_connection() -> None:

@@ -146,6 +146,17 @@ def test_bad_parameters_are_400_with_the_field(
     assert answer.json()["error"].startswith(f"invalid input: {field}: ")
 
 
+@pytest.mark.parametrize("query", ["after=0&after=5", "wait=0&wait=0"])
+def test_a_parameter_given_twice_is_400_with_the_field(two: tuple[APIClient, APIClient], query: str) -> None:
+    """The serializer used to read the last of the two (``after=0&after=5`` acknowledged 5)."""
+    answer = two[0].get(f"{URL}?{query}")
+    assert answer.status_code == 400
+    name = query.split("=")[0]
+    assert answer.json()["fields"] == {
+        name: [f"given 2 times ({query[len(name) + 1]}, {query[-1]}); give it once"]
+    }
+
+
 def test_only_a_node_token_may_poll(cluster: list[Node], tenant_a: Tenant, alice: Any) -> None:
     assert APIClient().get(URL).status_code == 401
     stranger = APIClient()

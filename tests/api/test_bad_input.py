@@ -81,6 +81,39 @@ def test_bad_pagination_is_400_not_ignored(
     assert set(response.json()["fields"]) == {name}
 
 
+@pytest.mark.parametrize(
+    ("url", "query", "name"),
+    [
+        (JOBS_URL, "limit=10&limit=20", "limit"),
+        (JOBS_URL, "offset=0&offset=0", "offset"),
+        (JOBS_URL, "status=pending&status=running", "status"),
+        ("/api/v1/tenant/", "windows=2h&windows=24h", "windows"),
+        ("/api/v1/admin/usage/", "windows=7200&windows=86400", "windows"),
+        ("{job}logs/", "offset=1&offset=2", "offset"),
+        ("{job}logs/", "wait=0&wait=1", "wait"),
+    ],
+)
+def test_a_query_parameter_given_twice_is_400_naming_it(
+    alice_api: APIClient, staff_api: APIClient, alice_job: Any, url: str, query: str, name: str
+) -> None:
+    """Each reader used to take the last value silently (``?limit=10&limit=20`` listed 20)."""
+    client = staff_api if "admin" in url else alice_api
+    job_url = f"{JOBS_URL}{alice_job['id']}/"
+    response = client.get(f"{url.format(job=job_url)}?{query}")
+    assert response.status_code == 400, response.content
+    first, second = (pair.split("=")[1] for pair in query.split("&"))
+    shown = ", ".join(v if v.isdigit() else repr(v) for v in (first, second))
+    detail = f"given 2 times ({shown}); give it once"
+    assert response.json() == {"error": f"invalid input: {name}: {detail}", "fields": {name: [detail]}}
+
+
+def test_a_repeated_parameter_on_a_job_read_is_not_a_list_filter(
+    alice_api: APIClient, alice_job: Any
+) -> None:
+    """``status`` filters only the list: a job read by id ignores it, once or twice."""
+    assert alice_api.get(f"{JOBS_URL}{alice_job['id']}/?status=a&status=b").status_code == 200
+
+
 def test_pagination_in_bounds(alice_api: APIClient, alice_job: Any) -> None:
     body = alice_api.get(f"{JOBS_URL}?limit=500&offset=0").json()
     assert body["count"] == 1 and [j["id"] for j in body["results"]] == [alice_job["id"]]

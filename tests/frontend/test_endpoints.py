@@ -108,6 +108,22 @@ def test_anonymous_gets_401_json_and_the_page_redirects_to_login(client: Client)
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize(
+    "path",
+    ["/dashboard/api/nothing.json", "/dashboard/api/queue.jsn", "/dashboard/api/", "/dashboard/api/a/b%0A"],
+)
+def test_an_unknown_endpoint_is_the_api_json_404(client: Client, alice_web: Client, path: str) -> None:
+    """Like any path under /api/v1/ that names nothing: ``404 {"error": "not found"}``, JSON, for
+    anyone (a typo must not answer Django's HTML page to a script)."""
+    for caller in (client, alice_web):
+        response = caller.get(path)
+        assert response.status_code == 404, path
+        assert response["Content-Type"] == "application/json"
+        assert response.json() == {"error": "not found"}
+    assert client.get("/api/v1/nothing/").json() == {"error": "not found"}  # the same body
+
+
+@pytest.mark.django_db
 def test_user_without_tenant_is_refused() -> None:
     loner = session_client(get_user_model().objects.create_user("dave"))
     assert loner.get("/dashboard/api/queue.json").status_code == 403
@@ -139,6 +155,24 @@ def test_bad_parameters_are_400_with_a_message(alice_web: Client) -> None:
         response = alice_web.get(f"/dashboard/api/{name}.json?{query}")
         assert response.status_code == 400, (name, query)
         assert "must be" in response.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("name", "param", "values"),
+    [
+        ("learning", "window", ("300", "600")),
+        ("timeline", "window", ("600", "600")),
+        ("queue", "limit", ("5", "x")),
+    ],
+)
+def test_a_parameter_given_twice_is_400_naming_it(
+    alice_web: Client, name: str, param: str, values: tuple[str, str]
+) -> None:
+    """``?window=300&window=600`` used to be read as 600, silently; equal values too are refused."""
+    response = alice_web.get(f"/dashboard/api/{name}.json?{param}={values[0]}&{param}={values[1]}")
+    assert response.status_code == 400, response.content
+    shown = ", ".join(v if v.isdigit() else repr(v) for v in values)
+    assert response.json() == {"error": f"{param} given 2 times ({shown}); give it once"}
 
 
 def test_page_loads_only_same_origin_scripts_and_styles(alice_web: Client) -> None:

@@ -1,5 +1,6 @@
 """Only runnable jobs are accepted: agents declare their executor in heartbeats, and a job without
-a command is refused (400) where every node that declared runs real processes (cluster.runnable)."""
+a command is refused (400) where every node that declared runs real processes; one accepted
+before that was known waits, never placed where it would fail (cluster.runnable)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from cluster.models import Node
+from cluster.models import Job, Node, Placement
+from cluster.runnable import HELD_WITHOUT_COMMAND as HELD
+from scheduling import service
 from tests.api.conftest import JOBS_URL, job_body
 from tests.service.test_agent_api import HEARTBEAT_URL, agent
 
@@ -72,3 +75,34 @@ def test_a_job_without_a_command_is_accepted_where_something_can_run_it(
     for node, executor in declared.items():
         beat(node, tokens[node], executor)
     assert submit(alice_api).status_code == 201
+
+
+def test_a_job_accepted_before_any_agent_declared_waits_instead_of_failing(
+    alice_api: APIClient,
+    tokens: dict[str, str],
+    sent: list[dict[str, Any]],
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """Accepted while nothing was known; then every agent declares it runs processes. The job used
+    to be placed on one of them, whose agent failed it ("the placement has no command"); now it
+    waits, saying why, until a node that emulates takes jobs."""
+    waiting = submit(alice_api, name="no-command")
+    assert waiting.status_code == 201
+    job_id = waiting.json()["id"]
+    for node, token in tokens.items():
+        assert beat(node, token, "subprocess").status_code == 200
+    ran = submit(alice_api, name="with-command", command="python train.py").json()["id"]
+    with django_capture_on_commit_callbacks(execute=True):
+        service.run_round()
+    assert Job.objects.get(pk=ran).status == Job.Status.RUNNING  # the cluster is not blocked
+    assert Job.objects.get(pk=job_id).status == Job.Status.PENDING
+    assert not Placement.objects.filter(job_id=job_id).exists()
+    assert {m["job_id"] for m in sent} == {ran}
+    shown = alice_api.get(f"{JOBS_URL}{job_id}/").json()
+    assert shown["status"] == "pending" and shown["pending_reason"] == HELD
+    assert submit(alice_api).status_code == 400  # a new one is refused outright, as before
+    for node, token in tokens.items():  # the agents restarted with --emulate
+        beat(node, token, "emulated")
+    with django_capture_on_commit_callbacks(execute=True):
+        service.run_round()
+    assert Job.objects.get(pk=job_id).status == Job.Status.RUNNING

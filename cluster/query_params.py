@@ -1,0 +1,57 @@
+"""One value per query parameter, for the REST API and the dashboard's JSON endpoints alike.
+
+``?window=300&window=600`` used to be read as one of the two, silently (Django's
+``QueryDict.get`` takes the last). Every reader of a query parameter goes through :func:`single`
+(the dashboard, ``frontend/views.py``) or :func:`single_or_400` (the API's views, pagination and
+filters), so a parameter given twice is a 400 naming it, never a guess. A parameter that is a list
+(``?windows=2h,24h``) is one value, comma-separated, there too.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from rest_framework.exceptions import ValidationError
+
+
+class QueryValues(Protocol):
+    """What a query is read through: Django's ``QueryDict`` (``request.GET``, DRF's
+    ``request.query_params``)."""
+
+    def getlist(self, key: str) -> list[str]:
+        """Every value given for ``key``, in order (``[]`` when absent)."""
+        ...
+
+
+class RepeatedParameter(ValueError):
+    """A query parameter given more than once: ``str()`` names it and says what was given
+    (``"window given 2 times (300, 600); give it once"``), :attr:`detail` the same without the
+    name (for DRF's ``{name: [detail]}``)."""
+
+    def __init__(self, name: str, values: list[str]) -> None:
+        shown = ", ".join(v[:40] if v.isdigit() else repr(v[:40]) for v in values[:3])
+        self.name = name
+        self.detail = f"given {len(values)} times ({shown}{', ...' if len(values) > 3 else ''}); give it once"
+        super().__init__(f"{name} {self.detail}")
+
+
+def single(query: QueryValues, name: str) -> str | None:
+    """The one value of query parameter ``name``; ``None`` when absent.
+
+    Raises :class:`RepeatedParameter` (a ``ValueError``) when it is given more than once, whether
+    the values differ or not.
+    """
+    values = query.getlist(name)
+    if len(values) > 1:
+        raise RepeatedParameter(name, values)
+    return values[0] if values else None
+
+
+def single_or_400(query: QueryValues, name: str) -> str | None:
+    """:func:`single` for a DRF view: a repeated parameter raises DRF's ``ValidationError``
+    ``{name: ["given 2 times (300, 600); give it once"]}`` (answered ``400 {"error": "invalid
+    input: name: ...", "fields": ...}``, :mod:`cluster.exceptions`)."""
+    try:
+        return single(query, name)
+    except RepeatedParameter as exc:
+        raise ValidationError({name: [exc.detail]}) from None
