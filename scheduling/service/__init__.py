@@ -83,11 +83,11 @@ from scheduling.service.lease import ROUND_LEASE, RoundLease
 from scheduling.service.over_quota import TenantQuotaUse, quota_use
 from scheduling.service.retention import prune_job_events
 from scheduling.service.rounds import policy_named, run_round
+from scheduling.service.silence import heartbeat_timeout_s
 from scheduling.service.snapshot import (
     ClusterState,
     build_snapshot,
     consistent_view,
-    heartbeat_timeout_s,
     load_state,
     node_takes_jobs,
 )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -28,7 +28,7 @@ from scheduling.service.dispatch import Message, dispatch_after_commit, stop_mes
 from scheduling.service.generations import generation_window, next_generations
 from scheduling.service.health import CACHE_ERRORS
 from scheduling.service.jobs import advance_progress, job_nodes, requeue
-from scheduling.service.snapshot import heartbeat_timeout_s
+from scheduling.service.silence import heartbeat_timeout_s, is_silent, newest_heartbeat
 
 log = logging.getLogger(__name__)
 
@@ -40,37 +40,49 @@ def heartbeat_interval_s() -> float:
 
 
 def check_heartbeats(now: datetime | None = None) -> dict[str, list[int]]:
-    """Mark ``ready`` nodes whose last heartbeat is older than ``SHAREWISE_HEARTBEAT_TIMEOUT_S``
-    as ``unhealthy`` (no new work) and requeue their running jobs, progress kept.
+    """Mark ``ready`` nodes silent for longer than ``SHAREWISE_HEARTBEAT_TIMEOUT_S`` as
+    ``unhealthy`` (no new work) and requeue their running jobs, progress kept.
 
-    A node never heard from gets the same deadline from its registration (``created_at``): an
-    agent that never starts must not hold jobs forever (:func:`~scheduling.service.snapshot.
-    node_takes_jobs` gives it no new ones after that either). Its first heartbeat makes it
-    ``ready`` again. Returns ``{node name: [requeued job ids]}`` for the nodes marked now. Called
-    before each round by :func:`~scheduling.service.tick.tick` (Celery's round task,
-    ``run_scheduler``, the demo) and between rounds by Celery beat (``sharewise.check_heartbeats``).
+    Silence is judged against the newest heartbeat the service has read from any node, not the
+    wall clock (:func:`~scheduling.service.silence.silent_for_s`): a service too busy to read
+    heartbeats blames no node for its own delay, while a node whose agent died among live ones is
+    detected within the timeout (every node silent at once: within two). A node never heard from
+    gets the same deadline from its registration (``created_at``): an agent that never starts
+    must not hold jobs forever (:func:`~scheduling.service.snapshot.node_takes_jobs` gives it no
+    new ones after that either). Its first heartbeat makes it ``ready`` again. Returns ``{node
+    name: [requeued job ids]}`` for the nodes marked now. Called before each round by
+    :func:`~scheduling.service.tick.tick` (Celery's round task, ``run_scheduler``, the demo) and
+    between rounds by Celery beat (``sharewise.check_heartbeats``).
     """
     now = now or timezone.now()
-    cutoff = now - timedelta(seconds=heartbeat_timeout_s())
-    silent_since = Q(last_heartbeat__lt=cutoff) | Q(last_heartbeat__isnull=True, created_at__lt=cutoff)
+    timeout_s = heartbeat_timeout_s()
+    newest = newest_heartbeat()
     marked: dict[str, list[int]] = {}
-    for node in Node.objects.filter(silent_since, status=Node.Status.READY):
+    ready = Node.objects.filter(status=Node.Status.READY).values_list(
+        "pk", "name", "last_heartbeat", "created_at"
+    )
+    for pk, name, heard, registered in ready:
+        if not is_silent(heard, registered, newest, now, timeout_s):
+            continue
         with transaction.atomic():
-            changed = Node.objects.filter(silent_since, pk=node.pk, status=Node.Status.READY).update(
+            # only if no heartbeat came meanwhile (it would have moved last_heartbeat)
+            unchanged = Q(last_heartbeat__isnull=True) if heard is None else Q(last_heartbeat=heard)
+            changed = Node.objects.filter(unchanged, pk=pk, status=Node.Status.READY).update(
                 status=Node.Status.UNHEALTHY
             )
             if not changed:
                 continue
             forget_cluster_facts()  # its GPUs no longer bound a submission's gang
-            if node.last_heartbeat is None:
-                deadline = heartbeat_timeout_s()
-                why = f"node {node.name} sent no heartbeat within {deadline:.0f} s of its registration"
+            if heard is None:
+                why = f"node {name} sent no heartbeat within {timeout_s:.0f} s of its registration"
             else:
-                silent = (now - node.last_heartbeat).total_seconds()
-                why = f"node {node.name} silent for {silent:.0f} s (heartbeat timeout)"
-            jobs = set(Placement.objects.filter(active=True, gpu__node=node).values_list("job_id", flat=True))
-            marked[node.name] = requeue(sorted(jobs), now, why)
-        log.warning("%s: marked unhealthy; requeued jobs %s", why, marked[node.name])
+                silent = (now - heard).total_seconds()  # the wall clock's, what an operator checks
+                why = f"node {name} silent for {silent:.0f} s (heartbeat timeout)"
+            jobs = set(
+                Placement.objects.filter(active=True, gpu__node_id=pk).values_list("job_id", flat=True)
+            )
+            marked[name] = requeue(sorted(jobs), now, why)
+        log.warning("%s: marked unhealthy; requeued jobs %s", why, marked[name])
     return marked
 
 
