@@ -13,6 +13,7 @@ Units: seconds (s), MB, iterations.
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -25,9 +26,9 @@ from django.utils import timezone
 
 from cluster.models import GPU, Job, Node, Placement
 from scheduling.service.dispatch import Message, dispatch_after_commit, stop_messages
-from scheduling.service.generations import generation_window, next_generations
+from scheduling.service.generations import generation_windows, next_generations
 from scheduling.service.health import CACHE_ERRORS
-from scheduling.service.jobs import advance_progress, job_nodes, requeue
+from scheduling.service.jobs import advance_progress, requeue
 from scheduling.service.silence import heartbeat_timeout_s, is_silent, newest_heartbeat
 
 log = logging.getLogger(__name__)
@@ -123,12 +124,8 @@ def record_heartbeat(
             now,
         )
         requeued = requeue(missing, now, f"node {node.name} no longer runs it (agent restarted or lost it)")
-        unexpected: dict[int, int] = {}
-        for job_id, row in reported.items():
-            if job_id in expected:
-                _heartbeat_progress(job_id, row)
-            else:
-                unexpected[job_id] = int(row.get("generation", 0))
+        _heartbeat_progress({j: row for j, row in reported.items() if j in expected})
+        unexpected = {j: int(row.get("generation", 0)) for j, row in reported.items() if j not in expected}
         stops = _stop_messages(node, unexpected)
         dispatch_after_commit(stops)
     return {"stopped": [m["job_id"] for m in stops], "requeued": requeued}
@@ -192,15 +189,29 @@ def _missing_twice(node: Node, job_ids: list[int], now: datetime) -> list[int]:
     return [j for j in job_ids if j in before and now_s - first[j] >= interval]
 
 
-def _heartbeat_progress(job_id: int, row: dict[str, Any]) -> None:
-    window = generation_window(job_id)
-    if window is None or int(row.get("generation", -1)) < window[0] or len(job_nodes(job_id)) > 1:
-        return  # an old run's count, or a gang (its progress comes from events, per node)
-    done = float(row.get("iterations_done") or 0.0)
-    job = Job.objects.get(pk=job_id)
-    if done > job.iterations_done:
-        advance_progress(job, done)
-        job.save(update_fields=["iterations_done"])
+def _heartbeat_progress(rows: dict[int, dict[str, Any]]) -> None:
+    """Advance each job's progress to what the heartbeat reports (``{job id: running row}``, jobs
+    placed on the node), keeping the maximum; a row of an old run (generation below the floor)
+    or of a gang (its progress comes from events, per node) changes nothing. A fixed number of
+    queries for all of them, plus one update per job that advanced: a heartbeat lists every
+    job of its node, every interval."""
+    if not rows:
+        return
+    windows = generation_windows(rows)
+    nodes: dict[int, set[str]] = defaultdict(set)
+    active = Placement.objects.filter(job_id__in=list(rows), active=True)
+    for job_id, name in active.values_list("job_id", "gpu__node__name"):
+        nodes[job_id].add(name)
+    current = [
+        j
+        for j, row in rows.items()
+        if (w := windows.get(j)) is not None and int(row.get("generation", -1)) >= w[0] and len(nodes[j]) <= 1
+    ]
+    for job in Job.objects.filter(pk__in=current):
+        done = float(rows[job.pk].get("iterations_done") or 0.0)
+        if done > job.iterations_done:
+            advance_progress(job, done)
+            job.save(update_fields=["iterations_done"])
 
 
 def _stop_messages(node: Node, reported: dict[int, int]) -> list[Message]:
