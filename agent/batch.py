@@ -78,11 +78,18 @@ class Report:
 
 class BatchSender:
     """The batch reports of node ``node`` over ``transport`` (see the module docstring).
-    ``enabled`` turns False for good when the server has no batch endpoint."""
+    ``every_s``: fewest seconds between two reports of a tick that carries no heartbeat (0: every
+    tick), so that a node whose jobs start and end in quick succession gathers them in one
+    request; ``enabled`` turns False for good when the server has no batch endpoint. Raises
+    ``ValueError`` for a negative ``every_s``."""
 
-    def __init__(self, transport: AnsweringTransport, node: str) -> None:
+    def __init__(self, transport: AnsweringTransport, node: str, every_s: float = 0.0) -> None:
+        if every_s < 0:
+            raise ValueError(f"every_s must be >= 0, got {every_s}")
         self._transport = transport
         self._node = node
+        self._every_s = every_s
+        self._last_s = float("-inf")
         self.enabled = True
 
     def fill(self, reporter: Reporter, book: LogBook | None, heartbeat: Heartbeat | None) -> Report:
@@ -121,8 +128,9 @@ class BatchSender:
         Waits out the reporter's backoff unless a heartbeat is due (it probes the server)."""
         if not self.enabled:
             return False
-        if heartbeat is None and now < reporter.retry_at:
+        if heartbeat is None and (now < reporter.retry_at or now - self._last_s < self._every_s):
             return True
+        self._last_s = now
         for _ in range(MAX_REPORTS_PER_TICK):
             report = self.fill(reporter, book, heartbeat)
             if report.empty:

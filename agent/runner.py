@@ -33,7 +33,9 @@ class Runner:
     ``batch``: send each node's output, events and heartbeat of a tick in one request
     (:class:`~agent.batch.BatchSender`, docs/AGENT.md §2b) when its reporter's transport can
     (``post_json``); the single endpoints otherwise, and after a server said it has no batch
-    endpoint. Raises ``ValueError`` when the two sequences differ in length.
+    endpoint; ``report_every_s``: fewest seconds between two such reports without a heartbeat
+    (:class:`~agent.batch.BatchSender`'s ``every_s``). Raises ``ValueError`` when the two
+    sequences differ in length.
     """
 
     def __init__(
@@ -46,6 +48,7 @@ class Runner:
         gpu_probe: Callable[[], tuple[GpuInfo, ...] | None] | None = None,
         ship_logs: bool = True,
         batch: bool = True,
+        report_every_s: float = 0.0,
     ) -> None:
         if len(agents) != len(reporters):
             raise ValueError(f"{len(agents)} agents but {len(reporters)} reporters")
@@ -53,7 +56,9 @@ class Runner:
         self._shippers = [LogShipper(r.transport) if ship_logs else None for r in reporters]
         self._ship_logs = ship_logs
         self._senders = [
-            BatchSender(r.transport, a.node) if batch and hasattr(r.transport, "post_json") else None  # type: ignore[arg-type]
+            BatchSender(r.transport, a.node, report_every_s)
+            if batch and hasattr(r.transport, "post_json")
+            else None  # type: ignore[arg-type]
             for a, r in self._pairs
         ]
         self._clock = clock

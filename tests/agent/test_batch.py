@@ -137,3 +137,16 @@ def test_a_backlog_is_split_into_reports_within_the_bounds() -> None:
     assert all(len(json.dumps(r)) <= BUDGET_BYTES for r in server.reports)
     assert [p["job_id"] for r in server.reports for p in r["events"]] == list(range(500))
     assert reporter.pending == 0
+
+
+def test_reports_between_heartbeats_wait_their_interval(agent: Agent, clock: FakeClock) -> None:
+    """``report_every_s=1``, ticks every 0.25 s, heartbeats every 5 s: one report at 0 s (with the
+    heartbeat), then at most one a second, each with what the ticks between gathered."""
+    server = FakeBatchServer()
+    runner = Runner([agent], [Reporter(server)], clock, heartbeat_every_s=5.0, report_every_s=1.0)
+    agent.apply(placement(generation=1), now=0.0)
+    for i in range(25):  # 0 … 6 s: the job (5 s of wall time) starts, progresses, finishes
+        clock.now = i * 0.25
+        runner.tick()
+    assert len(server.reports) <= 7  # 0, 1, 2, 3, 4, 5 (heartbeat), 6 s — against 25 ticks
+    assert [e[1] for e in server.events()] == ["started"] + ["progress"] * 4 + ["finished"]
