@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import generics, serializers, status
 from rest_framework.request import Request
@@ -88,12 +89,14 @@ def apply_report(node: Node, report: dict[str, Any]) -> dict[str, Any]:
     """Apply a validated batch report of ``node`` (the module's order and semantics); the answer
     body: ``{"logs": [...], "events": [...], "heartbeat": {"stopped", "requeued"} | None}``, plus
     ``"orders": {"cursor", "orders"}`` when the report gave ``after``."""
+    beat = report["heartbeat"]
+    if beat is not None:
+        service.mark_heard(node, timezone.now())  # the time it was read, however long the rest takes
     answer: dict[str, Any] = {
         "logs": [apply_chunk(node, chunk) for chunk in report["logs"]],
         "events": [apply_event(node, item) for item in report["events"]],
         "heartbeat": None,
     }
-    beat = report["heartbeat"]
     if beat is not None:
         runnable.record_executor(node, beat.get("executor"))
         answer["heartbeat"] = service.record_heartbeat(node, beat["gpus"], beat["running"])

@@ -70,7 +70,7 @@ from scheduling.service.gpu_hours import (
     usage_windows,
 )
 from scheduling.service.health import CACHE_ERRORS, OUTAGE_ERRORS, outage_message, readiness
-from scheduling.service.heartbeats import check_heartbeats, heartbeat_interval_s, record_heartbeat
+from scheduling.service.heartbeats import check_heartbeats, heartbeat_interval_s, mark_heard, record_heartbeat
 from scheduling.service.jobs import cancel_job, refresh_partners, release, requeue, stop_job
 from scheduling.service.knowledge import (
     SlowdownView,
@@ -142,6 +142,7 @@ __all__ = [
     "learned_profile",
     "load_state",
     "local_dispatch",
+    "mark_heard",
     "next_generations",
     "node_takes_jobs",
     "outage_message",

@@ -87,6 +87,16 @@ def check_heartbeats(now: datetime | None = None) -> dict[str, list[int]]:
     return marked
 
 
+def mark_heard(node: Node, at: datetime) -> None:
+    """Record that ``node``'s agent was heard from at ``at`` (its last heartbeat, never moved
+    back), before the rest of its report is applied: a batch report (docs/AGENT.md §2b) may wait
+    for rows a round holds, and the node must not look silent for the time the server took to
+    apply what it sent. Its status and GPUs change only with the heartbeat itself
+    (:func:`record_heartbeat`)."""
+    earlier = Q(last_heartbeat__isnull=True) | Q(last_heartbeat__lt=at)
+    Node.objects.filter(earlier, pk=node.pk).update(last_heartbeat=at)
+
+
 def record_heartbeat(
     node: Node, gpus: Sequence[dict[str, Any]], running: Sequence[dict[str, Any]], now: datetime | None = None
 ) -> dict[str, Any]:

@@ -209,3 +209,45 @@ def test_the_answer_carries_the_nodes_orders_after_its_cursor(
         "cursor": 2,
         "orders": [],
     }
+
+
+def test_the_node_counts_as_heard_when_its_report_is_read_not_when_it_is_done(
+    fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable, monkeypatch: Any
+) -> None:
+    """A report's events may wait for rows a round holds: while they are applied, its node is
+    already heard from (its last heartbeat is the report's arrival), so the heartbeat check
+    meanwhile does not count the time the server takes against it."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from cluster import agent_batch
+
+    capture = django_capture_on_commit_callbacks
+    job = placed(tenant, capture, 1)["node-00"][0]
+    old = timezone.now() - timedelta(seconds=100)
+    Node.objects.filter(name="node-00").update(last_heartbeat=old)
+    seen = []
+    original = agent_batch.apply_event
+
+    def slow_event(node: Node, item: dict[str, Any]) -> dict[str, Any]:
+        seen.append(Node.objects.get(pk=node.pk).last_heartbeat)
+        return original(node, item)
+
+    monkeypatch.setattr(agent_batch, "apply_event", slow_event)
+    report = {
+        "node": "node-00",
+        "events": [{"job_id": job.pk, "generation": 1, "event": "started", "iterations_done": 0}],
+        "heartbeat": {"gpus": GPUS, "running": [{"job_id": job.pk, "generation": 1}]},
+    }
+    before = timezone.now()
+    with capture(execute=True):
+        assert agent(fleet["node-00"][1]).post(BATCH_URL, report, format="json").status_code == 200
+    assert len(seen) == 1 and seen[0] >= before  # heard before its event was applied
+    # a report without a heartbeat does not count as one
+    Node.objects.filter(name="node-00").update(last_heartbeat=old)
+    with capture(execute=True):
+        agent(fleet["node-00"][1]).post(
+            BATCH_URL, {"node": "node-00", "events": report["events"]}, format="json"
+        )
+    assert seen[-1] == old and Node.objects.get(name="node-00").last_heartbeat == old
