@@ -24,6 +24,7 @@ Units: seconds (s), characters.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from django.utils import timezone
@@ -85,18 +86,44 @@ def apply_event(node: Node, item: dict[str, Any]) -> dict[str, Any]:
     return {"code": 200, **answer}
 
 
+#: Fewest seconds between two notes that a report's node was heard from while its items are
+#: applied **(ours)**: each note is an UPDATE; a second keeps it far inside the heartbeat timeout.
+HEARD_EVERY_S = 1.0
+
+
+class Heard:
+    """Notes that ``node`` is heard from (:func:`scheduling.service.mark_heard`) when its report
+    is read and then at most every :data:`HEARD_EVERY_S` while its items are applied: under load
+    one report took up to 17 s here (docs/PERFORMANCE.md §10), and the node — whose next report
+    waits for this one's answer — must not look silent for the time the server takes."""
+
+    def __init__(self, node: Node) -> None:
+        self._node = node
+        self._last = float("-inf")
+
+    def __call__(self) -> None:
+        """Note it now, unless noted less than :data:`HEARD_EVERY_S` ago."""
+        now = time.monotonic()
+        if now - self._last >= HEARD_EVERY_S:
+            self._last = now
+            service.mark_heard(self._node, timezone.now())
+
+
 def apply_report(node: Node, report: dict[str, Any]) -> dict[str, Any]:
     """Apply a validated batch report of ``node`` (the module's order and semantics); the answer
     body: ``{"logs": [...], "events": [...], "heartbeat": {"stopped", "requeued"} | None}``, plus
-    ``"orders": {"cursor", "orders"}`` when the report gave ``after``."""
+    ``"orders": {"cursor", "orders"}`` when the report gave ``after``. The node counts as heard
+    from while it is applied (:class:`Heard`)."""
+    heard = Heard(node)
+    heard()
+    answer: dict[str, Any] = {"logs": [], "events": [], "heartbeat": None}
+    for chunk in report["logs"]:
+        answer["logs"].append(apply_chunk(node, chunk))
+        heard()
+    for item in report["events"]:
+        answer["events"].append(apply_event(node, item))
+        heard()
     beat = report["heartbeat"]
-    if beat is not None:
-        service.mark_heard(node, timezone.now())  # the time it was read, however long the rest takes
-    answer: dict[str, Any] = {
-        "logs": [apply_chunk(node, chunk) for chunk in report["logs"]],
-        "events": [apply_event(node, item) for item in report["events"]],
-        "heartbeat": None,
-    }
     if beat is not None:
         runnable.record_executor(node, beat.get("executor"))
         answer["heartbeat"] = service.record_heartbeat(node, beat["gpus"], beat["running"])

@@ -89,9 +89,10 @@ def check_heartbeats(now: datetime | None = None) -> dict[str, list[int]]:
 
 def mark_heard(node: Node, at: datetime) -> None:
     """Record that ``node``'s agent was heard from at ``at`` (its last heartbeat, never moved
-    back), before the rest of its report is applied: a batch report (docs/AGENT.md §2b) may wait
-    for rows a round holds, and the node must not look silent for the time the server took to
-    apply what it sent. Its status and GPUs change only with the heartbeat itself
+    back): a batch report (docs/AGENT.md §2b) counts from the moment it is read and while its
+    items are applied, which under load took up to 17 s, and the node, whose next report waits
+    for the answer, must not look silent for the time the server takes. Its status and GPUs
+    change only with the heartbeat itself
     (:func:`record_heartbeat`)."""
     earlier = Q(last_heartbeat__isnull=True) | Q(last_heartbeat__lt=at)
     Node.objects.filter(earlier, pk=node.pk).update(last_heartbeat=at)

@@ -214,9 +214,9 @@ def test_the_answer_carries_the_nodes_orders_after_its_cursor(
 def test_the_node_counts_as_heard_when_its_report_is_read_not_when_it_is_done(
     fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable, monkeypatch: Any
 ) -> None:
-    """A report's events may wait for rows a round holds: while they are applied, its node is
-    already heard from (its last heartbeat is the report's arrival), so the heartbeat check
-    meanwhile does not count the time the server takes against it."""
+    """A report's items may take long under load (up to 17 s in bench_kueue.py): while they are
+    applied, its node is already heard from (from the report's arrival on, then every second),
+    so the heartbeat check meanwhile does not count the time the server takes against it."""
     from datetime import timedelta
 
     from django.utils import timezone
@@ -244,10 +244,12 @@ def test_the_node_counts_as_heard_when_its_report_is_read_not_when_it_is_done(
     with capture(execute=True):
         assert agent(fleet["node-00"][1]).post(BATCH_URL, report, format="json").status_code == 200
     assert len(seen) == 1 and seen[0] >= before  # heard before its event was applied
-    # a report without a heartbeat does not count as one
-    Node.objects.filter(name="node-00").update(last_heartbeat=old)
+    # a report without a heartbeat is a sign of life too (its status and GPUs do not change)
+    Node.objects.filter(name="node-00").update(last_heartbeat=old, status=Node.Status.UNHEALTHY)
+    before = timezone.now()
     with capture(execute=True):
         agent(fleet["node-00"][1]).post(
             BATCH_URL, {"node": "node-00", "events": report["events"]}, format="json"
         )
-    assert seen[-1] == old and Node.objects.get(name="node-00").last_heartbeat == old
+    node = Node.objects.get(name="node-00")
+    assert seen[-1] >= before and node.last_heartbeat >= before and node.status == Node.Status.UNHEALTHY
