@@ -12,8 +12,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import cast
 
-from agent.batch import BatchSender
+from agent.batch import AnsweringTransport, BatchSender
 from agent.core import Agent, Clock
 from agent.gpus import GpuInfo
 from agent.joblogs import LogShipper
@@ -56,9 +57,9 @@ class Runner:
         self._shippers = [LogShipper(r.transport) if ship_logs else None for r in reporters]
         self._ship_logs = ship_logs
         self._senders = [
-            BatchSender(r.transport, a.node, report_every_s)
+            BatchSender(cast(AnsweringTransport, r.transport), a.node, report_every_s)
             if batch and hasattr(r.transport, "post_json")
-            else None  # type: ignore[arg-type]
+            else None
             for a, r in self._pairs
         ]
         self._clock = clock
