@@ -21,6 +21,8 @@ TASK_NAME = "sharewise.apply_placement"
 #: The agent's long poll of its orders (the pull transport), and the longest wait it may ask (s).
 ORDERS_PATH = "/api/v1/agent/orders/"
 ORDERS_MAX_WAIT_S = 30.0
+#: One report per node and tick: its output, events and heartbeat together (docs/AGENT.md §2b).
+BATCH_PATH = "/api/v1/agent/batch/"
 ACTIONS = ("start", "stop", "update")
 EVENTS = ("started", "progress", "finished", "failed", "stopped")
 #: What a ``failed`` event says of its cause: ``"oom"`` (the job ran out of GPU memory, from its

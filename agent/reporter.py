@@ -79,6 +79,16 @@ class HttpTransport:
         """One POST; 2xx is success, see the module docstring for the rest."""
         self._send(path, data=json.dumps(payload).encode(), method="POST", timeout_s=self._timeout_s)
 
+    def post_json(self, path: str, payload: dict[str, Any]) -> Any:
+        """One POST whose JSON answer is wanted (the batch report, ``agent.batch``); returns the
+        parsed body. Raises :class:`TransportError` as :meth:`post` does, also (not retryable) for
+        a body that is not JSON."""
+        body = self._send(path, data=json.dumps(payload).encode(), method="POST", timeout_s=self._timeout_s)
+        try:
+            return json.loads(body)
+        except ValueError:
+            raise TransportError(f"{path}: the answer is not JSON: {body[:200]!r}", retryable=False) from None
+
     def get(self, path: str, query: dict[str, Any], timeout_s: float | None = None) -> Any:
         """One GET of ``path?query`` (the orders' long poll: give a ``timeout_s`` longer than its
         wait); returns the JSON body. Raises :class:`TransportError` as :meth:`post` does, also
@@ -212,6 +222,36 @@ class Reporter:
                 self._succeed()
             self._outbox.popleft()
         return sent
+
+    def head(self, limit: int) -> list[JobEventReport]:
+        """The ``limit`` oldest waiting events, left in the outbox (a batch report takes them,
+        ``agent.batch``, then :meth:`settle` removes those the server answered)."""
+        return [event for _, event in zip(range(limit), self._outbox, strict=False)]
+
+    def settle(self, count: int, refused: dict[int, str]) -> None:
+        """The server answered the ``count`` oldest events (those from :meth:`head`): remove
+        them; ``refused`` maps the position of each one it refused for good (a 4xx) to its
+        message, logged and counted as :meth:`flush` does."""
+        for i in range(count):
+            event = self._outbox.popleft()
+            if i in refused:
+                self.rejected += 1
+                log.warning(
+                    "server refused %s of job %d (generation %d): %s; dropped",
+                    event.event,
+                    event.job_id,
+                    event.generation,
+                    refused[i],
+                )
+
+    def landed(self, now: float) -> None:
+        """A report reached the server at ``now``: the backoff ends (as a heartbeat's does)."""
+        self._succeed()
+        self._retry_at = now
+
+    def failed(self, now: float, exc: TransportError) -> None:
+        """A report did not reach the server (retryable ``exc``): back off as :meth:`flush` does."""
+        self._fail(now, exc)
 
     def heartbeat(self, heartbeat: Heartbeat, now: float) -> bool:
         """Send one heartbeat now (never queued: only the latest one matters).

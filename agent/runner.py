@@ -12,7 +12,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import cast
 
+from agent.batch import AnsweringTransport, BatchSender
 from agent.core import Agent, Clock
 from agent.gpus import GpuInfo
 from agent.joblogs import LogShipper
@@ -29,7 +31,12 @@ class Runner:
     node's known GPUs are reported unhealthy), ``None`` for declared GPUs. ``ship_logs``: send
     each agent's job output (:class:`~agent.joblogs.LogShipper`, over its reporter's transport)
     before its events, so a job's last lines reach the server before its ``finished``.
-    Raises ``ValueError`` when the two sequences differ in length.
+    ``batch``: send each node's output, events and heartbeat of a tick in one request
+    (:class:`~agent.batch.BatchSender`, docs/AGENT.md §2b) when its reporter's transport can
+    (``post_json``); the single endpoints otherwise, and after a server said it has no batch
+    endpoint; ``report_every_s``: fewest seconds between two such reports without a heartbeat
+    (:class:`~agent.batch.BatchSender`'s ``every_s``). Raises ``ValueError`` when the two
+    sequences differ in length.
     """
 
     def __init__(
@@ -41,11 +48,20 @@ class Runner:
         tick_s: float = 0.5,
         gpu_probe: Callable[[], tuple[GpuInfo, ...] | None] | None = None,
         ship_logs: bool = True,
+        batch: bool = True,
+        report_every_s: float = 0.0,
     ) -> None:
         if len(agents) != len(reporters):
             raise ValueError(f"{len(agents)} agents but {len(reporters)} reporters")
         self._pairs = list(zip(agents, reporters, strict=True))
         self._shippers = [LogShipper(r.transport) if ship_logs else None for r in reporters]
+        self._ship_logs = ship_logs
+        self._senders = [
+            BatchSender(cast(AnsweringTransport, r.transport), a.node, report_every_s)
+            if batch and hasattr(r.transport, "post_json")
+            else None
+            for a, r in self._pairs
+        ]
         self._clock = clock
         self._heartbeat_every_s = heartbeat_every_s
         self._tick_s = tick_s
@@ -70,15 +86,22 @@ class Runner:
         if heartbeat_due:
             self._next_heartbeat = now + self._heartbeat_every_s
         probed = self._gpu_probe() if probe and self._gpu_probe is not None else None
-        for (agent, reporter), shipper in zip(self._pairs, self._shippers, strict=True):
+        for (agent, reporter), shipper, sender in zip(
+            self._pairs, self._shippers, self._senders, strict=True
+        ):
             reporter.submit(agent.step(now))
             try:
+                if heartbeat_due and probe:
+                    # NVML stopped answering altogether: every GPU is suspect, none is hidden.
+                    agent.set_gpus(probed or tuple(replace(g, healthy=False) for g in agent.gpus))
+                book = agent.logs if self._ship_logs else None
+                if sender is not None and sender.send(
+                    reporter, book, agent.heartbeat() if heartbeat_due else None, now
+                ):
+                    continue
                 if shipper is not None:
                     shipper.ship([agent.logs], now)
                 if heartbeat_due:
-                    if probe:
-                        # NVML stopped answering altogether: every GPU is suspect, none is hidden.
-                        agent.set_gpus(probed or tuple(replace(g, healthy=False) for g in agent.gpus))
                     reporter.heartbeat(agent.heartbeat(), now)
                 reporter.flush(now)
             except TokenRefused as exc:

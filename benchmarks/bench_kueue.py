@@ -48,6 +48,7 @@ import kueue_shape as shape  # noqa: E402  # benchmarks/kueue_shape.py
 from cli_args import database_url, policy_name, positive_float, positive_int  # noqa: E402
 from machine import machine  # noqa: E402  # benchmarks/machine.py
 from sampler import Sampler  # noqa: E402  # benchmarks/sampler.py
+from thread_cpu import postgres_cpu_s, thread_cpu_s  # noqa: E402  # benchmarks/thread_cpu.py
 
 
 def setup_django(database_url: str) -> None:
@@ -129,8 +130,11 @@ def run(args: argparse.Namespace) -> bool:
     cpu0, wall0 = time.process_time(), time.monotonic()
     for thread in threads:
         thread.start()
+    by_thread: dict[str, float] = {}
+    postgres: float | None = None
     try:
         finished = wait_for_jobs(live, threads[0])
+        by_thread, postgres = thread_cpu_s(), postgres_cpu_s()  # before the threads end
     finally:
         live.stop.set()
         if sampler is not None:
@@ -171,6 +175,13 @@ def run(args: argparse.Namespace) -> bool:
     print(
         f"wall {wall:.1f} s, this process's CPU {cpu:.1f} s ({cpu / wall:.0%} of one core); "
         f"{live.rounds} rounds; load average after {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+    )
+    parts = sorted(by_thread.items(), key=lambda kv: -kv[1])
+    n = max(done, 1)
+    print(
+        "CPU per finished job by thread: "
+        + ", ".join(f"{name} {1000 * cpu / n:.1f} ms" for name, cpu in parts if cpu >= 0.05 * n / 1000)
+        + (f"; PostgreSQL backends {1000 * postgres / n:.1f} ms" if postgres is not None else "")
     )
     if sampler is not None:
         print(sampler.report(args.profile_top))

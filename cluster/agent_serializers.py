@@ -14,6 +14,7 @@ from cluster.fields import (
     StrictFloatField,
     StrictIntegerField,
 )
+from cluster.job_serializers import AgentLogSerializer
 from common.shapes import MAX_GPUS_PER_NODE
 
 
@@ -70,3 +71,46 @@ class HeartbeatSerializer(serializers.Serializer):
     # a node runs at most two jobs per GPU (the paper's pairs): a longer list is no real node's
     running = AgentRunningSerializer(many=True, max_length=MAX_RUNNING_PER_HEARTBEAT)
     executor = serializers.ChoiceField(choices=list(runnable.EXECUTORS), required=False)
+
+
+#: Most job events in one batch report (AGENT.md §2b) **(ours)**: the body limit
+#: (``DATA_UPLOAD_MAX_MEMORY_SIZE``, 64 KiB by default: about 400 events of 160 bytes) binds first.
+MAX_BATCH_EVENTS = 500
+#: Most output chunks in one batch report: the agent's shipper sends at most 50 a pass.
+MAX_BATCH_CHUNKS = 50
+
+
+class BatchEventSerializer(AgentEventSerializer):
+    """One job event of a batch report: an event of AGENT.md §2 and its ``job_id``."""
+
+    job_id = StrictIntegerField(min_value=0, max_value=models.MAX_ID)
+
+
+class BatchChunkSerializer(AgentLogSerializer):
+    """One output chunk of a batch report: a chunk of AGENT.md §2a and its ``job_id``."""
+
+    job_id = StrictIntegerField(min_value=0, max_value=models.MAX_ID)
+
+
+class BatchHeartbeatSerializer(serializers.Serializer):
+    """The heartbeat of a batch report: a heartbeat of AGENT.md §3 without its ``node`` (the
+    report's)."""
+
+    gpus = AgentGPUSerializer(many=True, max_length=MAX_GPUS_PER_NODE)
+    running = AgentRunningSerializer(many=True, max_length=MAX_RUNNING_PER_HEARTBEAT)
+    executor = serializers.ChoiceField(choices=list(runnable.EXECUTORS), required=False)
+
+
+class BatchReportSerializer(serializers.Serializer):
+    """One node's report of a tick (AGENT.md §2b): ``node`` (the token's), optional output
+    ``logs`` (≤ :data:`MAX_BATCH_CHUNKS`), job ``events`` in the order they happened
+    (≤ :data:`MAX_BATCH_EVENTS`), a ``heartbeat`` and ``after``, the pull transport's cursor
+    (0 … 2⁶³ − 1; the answer then carries the orders after it)."""
+
+    node = StrictCharField(max_length=64)
+    logs = BatchChunkSerializer(many=True, max_length=MAX_BATCH_CHUNKS, required=False, default=list)
+    events = BatchEventSerializer(many=True, max_length=MAX_BATCH_EVENTS, required=False, default=list)
+    heartbeat = BatchHeartbeatSerializer(required=False, allow_null=True, default=None)
+    after = StrictIntegerField(
+        min_value=0, max_value=2**63 - 1, required=False, allow_null=True, default=None
+    )

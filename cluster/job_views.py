@@ -23,8 +23,8 @@ from rest_framework.response import Response
 
 from cluster.authentication import NodeTokenAuthentication
 from cluster.job_serializers import AgentLogSerializer, JobEventSerializer, LogPieceSerializer
-from cluster.joblogs import append_output, read_output
-from cluster.models import Job, JobEvent, Placement
+from cluster.joblogs import append_output, output_refusal, read_output
+from cluster.models import Job, JobEvent
 from cluster.permissions import IsNodeAgent, IsTenantMember, tenant_of
 from cluster.query_params import single_or_400
 from cluster.visibility import JobNames, Viewer
@@ -158,9 +158,8 @@ class AgentJobLogView(generics.GenericAPIView):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         node = request.auth
-        if not Job.objects.filter(pk=job_pk).exists():
-            return Response({"error": f"job {job_pk} does not exist"}, status=404)
-        if not Placement.objects.filter(job_id=job_pk, gpu__node=node).exists():
-            return Response({"error": f"job {job_pk} was never placed on node {node.name}"}, status=403)
+        refusal = output_refusal(node, job_pk)
+        if refusal is not None:
+            return Response({"error": refusal[1]}, status=refusal[0])
         received = append_output(job_pk, node, data["run"], data["offset"], data["data"], data["eof"])
         return Response({"received": received})

@@ -23,7 +23,7 @@ from django.db.models.functions import Length
 from django.utils import timezone
 
 from cluster.joblog_models import JobLogChunk, JobLogRun
-from cluster.models import Job, Node
+from cluster.models import Job, Node, Placement
 
 #: Most characters one read returns; a reader asks again from ``next_offset`` for more.
 MAX_READ_CHARS = 262_144
@@ -85,6 +85,16 @@ def append_output(
         run.updated_at = now
         run.save(update_fields=["received", "eof", "updated_at"])
     return run.received
+
+
+def output_refusal(node: Node, job_id: int) -> tuple[int, str] | None:
+    """Why ``node`` may not send output of job ``job_id``, as ``(HTTP status, message)``: 404 the
+    job does not exist, 403 it was never placed on ``node``; ``None`` when it may (AGENT.md §2a)."""
+    if not Job.objects.filter(pk=job_id).exists():
+        return 404, f"job {job_id} does not exist"
+    if not Placement.objects.filter(job_id=job_id, gpu__node=node).exists():
+        return 403, f"job {job_id} was never placed on node {node.name}"
+    return None
 
 
 def _store(job_id: int, run: JobLogRun, text: str) -> None:

@@ -9,7 +9,16 @@ itself finds nowhere under ``/api/`` gets the same JSON (``config.urls.handler40
 from django.urls import path, re_path
 from rest_framework.routers import DefaultRouter
 
-from cluster import bulk_submit, exceptions, fast_submit, job_views, order_views, usage_views, views
+from cluster import (
+    agent_batch,
+    bulk_submit,
+    exceptions,
+    fast_submit,
+    job_views,
+    order_views,
+    usage_views,
+    views,
+)
 
 router = DefaultRouter(trailing_slash=True)
 router.include_root_view = False
@@ -32,6 +41,7 @@ urlpatterns = [
     path("admin/incompatible-pairs/", views.AdminIncompatiblePairView.as_view(), name="admin-incompatible"),
     path("agent/heartbeat/", views.AgentHeartbeatView.as_view(), name="agent-heartbeat"),
     path("agent/orders/", order_views.AgentOrdersView.as_view(), name="agent-orders"),
+    path("agent/batch/", agent_batch.AgentBatchView.as_view(), name="agent-batch"),
     re_path(
         rf"^agent/jobs/(?P<job_id>{views.ID_PATTERN})/events/$",
         views.AgentJobEventView.as_view(),

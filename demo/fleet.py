@@ -25,6 +25,11 @@ AGENT_TICK_S = 0.05
 #: high speedup or short rounds would be several a second per node, each a request the web
 #: service serves, for progress no round reads sooner.
 MIN_HEARTBEAT_S = 1.0
+#: Fewest wall seconds between two reports of an emulated node (its events and output, one
+#: request: docs/AGENT.md §2b) between heartbeats **(ours)**: short jobs start and end several
+#: times a second per node, and a report every agent tick would be a request each; a quarter of a
+#: second is half a round at the 0.5 s interval of bench_kueue.py, so a report waits at most that.
+REPORT_EVERY_S = 0.25
 
 
 def start_agents(run: LiveRun) -> tuple[threading.Thread, Callable[[dict[str, Any]], None]]:
@@ -57,6 +62,7 @@ def start_agents(run: LiveRun) -> tuple[threading.Thread, Callable[[dict[str, An
             [Reporter(HttpTransport(run.base_url, run.setup.node_tokens[name], timeout_s=30.0))],
             heartbeat_every_s=heartbeat_s,
             tick_s=AGENT_TICK_S,
+            report_every_s=REPORT_EVERY_S,
         )
         for name, agent in agents.items()
     ]

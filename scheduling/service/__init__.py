@@ -70,7 +70,7 @@ from scheduling.service.gpu_hours import (
     usage_windows,
 )
 from scheduling.service.health import CACHE_ERRORS, OUTAGE_ERRORS, outage_message, readiness
-from scheduling.service.heartbeats import check_heartbeats, heartbeat_interval_s, record_heartbeat
+from scheduling.service.heartbeats import check_heartbeats, heartbeat_interval_s, mark_heard, record_heartbeat
 from scheduling.service.jobs import cancel_job, refresh_partners, release, requeue, stop_job
 from scheduling.service.knowledge import (
     SlowdownView,
@@ -83,11 +83,11 @@ from scheduling.service.lease import ROUND_LEASE, RoundLease
 from scheduling.service.over_quota import TenantQuotaUse, quota_use
 from scheduling.service.retention import prune_job_events
 from scheduling.service.rounds import policy_named, run_round
+from scheduling.service.silence import heartbeat_timeout_s
 from scheduling.service.snapshot import (
     ClusterState,
     build_snapshot,
     consistent_view,
-    heartbeat_timeout_s,
     load_state,
     node_takes_jobs,
 )
@@ -142,6 +142,7 @@ __all__ = [
     "learned_profile",
     "load_state",
     "local_dispatch",
+    "mark_heard",
     "next_generations",
     "node_takes_jobs",
     "outage_message",

@@ -13,8 +13,9 @@ Units: seconds (s), MB, iterations.
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -25,10 +26,10 @@ from django.utils import timezone
 
 from cluster.models import GPU, Job, Node, Placement
 from scheduling.service.dispatch import Message, dispatch_after_commit, stop_messages
-from scheduling.service.generations import generation_window, next_generations
+from scheduling.service.generations import generation_windows, next_generations
 from scheduling.service.health import CACHE_ERRORS
-from scheduling.service.jobs import advance_progress, job_nodes, requeue
-from scheduling.service.snapshot import heartbeat_timeout_s
+from scheduling.service.jobs import advance_progress, requeue
+from scheduling.service.silence import heartbeat_timeout_s, is_silent, newest_heartbeat
 
 log = logging.getLogger(__name__)
 
@@ -40,38 +41,61 @@ def heartbeat_interval_s() -> float:
 
 
 def check_heartbeats(now: datetime | None = None) -> dict[str, list[int]]:
-    """Mark ``ready`` nodes whose last heartbeat is older than ``SHAREWISE_HEARTBEAT_TIMEOUT_S``
-    as ``unhealthy`` (no new work) and requeue their running jobs, progress kept.
+    """Mark ``ready`` nodes silent for longer than ``SHAREWISE_HEARTBEAT_TIMEOUT_S`` as
+    ``unhealthy`` (no new work) and requeue their running jobs, progress kept.
 
-    A node never heard from gets the same deadline from its registration (``created_at``): an
-    agent that never starts must not hold jobs forever (:func:`~scheduling.service.snapshot.
-    node_takes_jobs` gives it no new ones after that either). Its first heartbeat makes it
-    ``ready`` again. Returns ``{node name: [requeued job ids]}`` for the nodes marked now. Called
-    before each round by :func:`~scheduling.service.tick.tick` (Celery's round task,
-    ``run_scheduler``, the demo) and between rounds by Celery beat (``sharewise.check_heartbeats``).
+    Silence is judged against the newest heartbeat the service has read from any node, not the
+    wall clock (:func:`~scheduling.service.silence.silent_for_s`): a service too busy to read
+    heartbeats blames no node for its own delay, while a node whose agent died among live ones is
+    detected within the timeout (every node silent at once: within two). A node never heard from
+    gets the same deadline from its registration (``created_at``): an agent that never starts
+    must not hold jobs forever (:func:`~scheduling.service.snapshot.node_takes_jobs` gives it no
+    new ones after that either). Its first heartbeat makes it ``ready`` again. Returns ``{node
+    name: [requeued job ids]}`` for the nodes marked now. Called before each round by
+    :func:`~scheduling.service.tick.tick` (Celery's round task, ``run_scheduler``, the demo) and
+    between rounds by Celery beat (``sharewise.check_heartbeats``).
     """
     now = now or timezone.now()
-    cutoff = now - timedelta(seconds=heartbeat_timeout_s())
-    silent_since = Q(last_heartbeat__lt=cutoff) | Q(last_heartbeat__isnull=True, created_at__lt=cutoff)
+    timeout_s = heartbeat_timeout_s()
+    newest = newest_heartbeat()
     marked: dict[str, list[int]] = {}
-    for node in Node.objects.filter(silent_since, status=Node.Status.READY):
+    ready = Node.objects.filter(status=Node.Status.READY).values_list(
+        "pk", "name", "last_heartbeat", "created_at"
+    )
+    for pk, name, heard, registered in ready:
+        if not is_silent(heard, registered, newest, now, timeout_s):
+            continue
         with transaction.atomic():
-            changed = Node.objects.filter(silent_since, pk=node.pk, status=Node.Status.READY).update(
+            # only if no heartbeat came meanwhile (it would have moved last_heartbeat)
+            unchanged = Q(last_heartbeat__isnull=True) if heard is None else Q(last_heartbeat=heard)
+            changed = Node.objects.filter(unchanged, pk=pk, status=Node.Status.READY).update(
                 status=Node.Status.UNHEALTHY
             )
             if not changed:
                 continue
             forget_cluster_facts()  # its GPUs no longer bound a submission's gang
-            if node.last_heartbeat is None:
-                deadline = heartbeat_timeout_s()
-                why = f"node {node.name} sent no heartbeat within {deadline:.0f} s of its registration"
+            if heard is None:
+                why = f"node {name} sent no heartbeat within {timeout_s:.0f} s of its registration"
             else:
-                silent = (now - node.last_heartbeat).total_seconds()
-                why = f"node {node.name} silent for {silent:.0f} s (heartbeat timeout)"
-            jobs = set(Placement.objects.filter(active=True, gpu__node=node).values_list("job_id", flat=True))
-            marked[node.name] = requeue(sorted(jobs), now, why)
-        log.warning("%s: marked unhealthy; requeued jobs %s", why, marked[node.name])
+                silent = (now - heard).total_seconds()  # the wall clock's, what an operator checks
+                why = f"node {name} silent for {silent:.0f} s (heartbeat timeout)"
+            jobs = set(
+                Placement.objects.filter(active=True, gpu__node_id=pk).values_list("job_id", flat=True)
+            )
+            marked[name] = requeue(sorted(jobs), now, why)
+        log.warning("%s: marked unhealthy; requeued jobs %s", why, marked[name])
     return marked
+
+
+def mark_heard(node: Node, at: datetime) -> None:
+    """Record that ``node``'s agent was heard from at ``at`` (its last heartbeat, never moved
+    back): a batch report (docs/AGENT.md §2b) counts from the moment it is read and while its
+    items are applied, which under load took up to 17 s, and the node, whose next report waits
+    for the answer, must not look silent for the time the server takes. Its status and GPUs
+    change only with the heartbeat itself
+    (:func:`record_heartbeat`)."""
+    earlier = Q(last_heartbeat__isnull=True) | Q(last_heartbeat__lt=at)
+    Node.objects.filter(earlier, pk=node.pk).update(last_heartbeat=at)
 
 
 def record_heartbeat(
@@ -111,12 +135,8 @@ def record_heartbeat(
             now,
         )
         requeued = requeue(missing, now, f"node {node.name} no longer runs it (agent restarted or lost it)")
-        unexpected: dict[int, int] = {}
-        for job_id, row in reported.items():
-            if job_id in expected:
-                _heartbeat_progress(job_id, row)
-            else:
-                unexpected[job_id] = int(row.get("generation", 0))
+        _heartbeat_progress({j: row for j, row in reported.items() if j in expected})
+        unexpected = {j: int(row.get("generation", 0)) for j, row in reported.items() if j not in expected}
         stops = _stop_messages(node, unexpected)
         dispatch_after_commit(stops)
     return {"stopped": [m["job_id"] for m in stops], "requeued": requeued}
@@ -180,15 +200,29 @@ def _missing_twice(node: Node, job_ids: list[int], now: datetime) -> list[int]:
     return [j for j in job_ids if j in before and now_s - first[j] >= interval]
 
 
-def _heartbeat_progress(job_id: int, row: dict[str, Any]) -> None:
-    window = generation_window(job_id)
-    if window is None or int(row.get("generation", -1)) < window[0] or len(job_nodes(job_id)) > 1:
-        return  # an old run's count, or a gang (its progress comes from events, per node)
-    done = float(row.get("iterations_done") or 0.0)
-    job = Job.objects.get(pk=job_id)
-    if done > job.iterations_done:
-        advance_progress(job, done)
-        job.save(update_fields=["iterations_done"])
+def _heartbeat_progress(rows: dict[int, dict[str, Any]]) -> None:
+    """Advance each job's progress to what the heartbeat reports (``{job id: running row}``, jobs
+    placed on the node), keeping the maximum; a row of an old run (generation below the floor)
+    or of a gang (its progress comes from events, per node) changes nothing. A fixed number of
+    queries for all of them, plus one update per job that advanced: a heartbeat lists every
+    job of its node, every interval."""
+    if not rows:
+        return
+    windows = generation_windows(rows)
+    nodes: dict[int, set[str]] = defaultdict(set)
+    active = Placement.objects.filter(job_id__in=list(rows), active=True)
+    for job_id, name in active.values_list("job_id", "gpu__node__name"):
+        nodes[job_id].add(name)
+    current = [
+        j
+        for j, row in rows.items()
+        if (w := windows.get(j)) is not None and int(row.get("generation", -1)) >= w[0] and len(nodes[j]) <= 1
+    ]
+    for job in Job.objects.filter(pk__in=current):
+        done = float(rows[job.pk].get("iterations_done") or 0.0)
+        if done > job.iterations_done:
+            advance_progress(job, done)
+            job.save(update_fields=["iterations_done"])
 
 
 def _stop_messages(node: Node, reported: dict[int, int]) -> list[Message]:

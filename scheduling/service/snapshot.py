@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F, Max
 from django.utils import timezone
@@ -39,6 +38,7 @@ from scheduling.service.knowledge import (
     memory_estimate,
     table_of,
 )
+from scheduling.service.silence import heartbeat_timeout_s, is_silent, newest_heartbeat
 
 #: A kept core job: ``(inputs, fields, job)``, ``inputs`` being what a pending job's fields are
 #: worked out from (its row, its class's record, its own samples, its requeue time; ``None`` for a
@@ -53,12 +53,6 @@ def forget_kept_jobs() -> None:
     """Drop the core jobs kept from the last snapshot: the next one works every job out from
     its row (what a process's first snapshot does; tests compare the two)."""
     _last.clear()
-
-
-def heartbeat_timeout_s() -> float:
-    """Seconds of silence after which a node is unreachable: its GPUs take no new job (setting
-    ``SHAREWISE_HEARTBEAT_TIMEOUT_S``; AGENT.md §3 suggests three heartbeat intervals)."""
-    return float(settings.SHAREWISE_HEARTBEAT_TIMEOUT_S)
 
 
 @dataclass(slots=True)
@@ -119,16 +113,22 @@ def consistent_view() -> Iterator[None]:
 
 
 def node_takes_jobs(
-    status: str, last_heartbeat: datetime | None, now: datetime, timeout_s: float, registered_at: datetime
+    status: str,
+    last_heartbeat: datetime | None,
+    now: datetime,
+    timeout_s: float,
+    registered_at: datetime,
+    newest: datetime | None,
 ) -> bool:
-    """Whether a node takes new jobs: ``ready``, and heard from within ``timeout_s`` seconds of
-    ``now``. A node never heard from is given the same deadline from its registration
+    """Whether a node takes new jobs: ``ready``, and not silent past ``timeout_s`` seconds, its
+    silence judged against ``newest``, the newest heartbeat read from any node
+    (:func:`~scheduling.service.silence.is_silent`: a service that fell behind blames no node).
+    A node never heard from is given the same deadline from its registration
     (``registered_at``, ``Node.created_at``): its agent must send a first heartbeat within one
     timeout, or the node takes nothing (an agent that never starts must not be handed jobs)."""
     if status != Node.Status.READY:
         return False
-    heard = last_heartbeat if last_heartbeat is not None else registered_at
-    return (now - heard).total_seconds() <= timeout_s
+    return not is_silent(last_heartbeat, registered_at, newest, now, timeout_s)
 
 
 def load_state(now: datetime | None = None, profile: core.Profile | None = None) -> ClusterState:
@@ -161,12 +161,13 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
     now = now or timezone.now()
     table = table_of(profile or learned_profile())
     timeout_s = heartbeat_timeout_s()
+    newest = newest_heartbeat()
     # Nodes apart from their GPUs: 128 rows instead of a node's two timestamps parsed per GPU.
     nodes = Node.objects.order_by().values_list("pk", "status", "last_heartbeat", "created_at", "executor")
     takes_jobs: dict[int, bool] = {}
     executors: set[str] = set()  # of the nodes that take jobs
     for pk, status, heartbeat, registered, executor in nodes:
-        takes_jobs[pk] = node_takes_jobs(status, heartbeat, now, timeout_s, registered)
+        takes_jobs[pk] = node_takes_jobs(status, heartbeat, now, timeout_s, registered, newest)
         if takes_jobs[pk]:
             executors.add(executor)
     gpu_rows = GPU.objects.order_by("node__name", "index").values_list(

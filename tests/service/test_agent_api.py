@@ -324,8 +324,9 @@ def test_heartbeat_timeout_requeues_with_progress_kept(
     beat(token, "node-00", capture, running=[{"job_id": job.pk, "generation": 1, "iterations_done": 340}])
     node.refresh_from_db()
     t0 = node.last_heartbeat
-    # node-01 is alive: heard from 10 s later (a node never heard from has a deadline too)
-    Node.objects.filter(name="node-01").update(last_heartbeat=t0 + timedelta(seconds=10))
+    # node-01 is alive: heard from up to the last check (a node never heard from has a deadline
+    # too; silence is judged against the newest heartbeat read, scheduling/service/silence.py)
+    Node.objects.filter(name="node-01").update(last_heartbeat=t0 + timedelta(seconds=16))
     sent.clear()
     with override_settings(SHAREWISE_HEARTBEAT_TIMEOUT_S=15.0):
         with capture(execute=True):
@@ -443,7 +444,7 @@ def test_a_run_requeued_while_its_node_was_silent_that_finished_meanwhile_succee
     node, token = fleet["node-00"]
     beat(token, "node-00", capture, running=[{"job_id": job.pk, "generation": 1, "iterations_done": 340}])
     node.refresh_from_db()
-    Node.objects.filter(name="node-01").update(last_heartbeat=node.last_heartbeat + timedelta(seconds=10))
+    Node.objects.filter(name="node-01").update(last_heartbeat=node.last_heartbeat + timedelta(seconds=16))
     with override_settings(SHAREWISE_HEARTBEAT_TIMEOUT_S=15.0):
         with capture(execute=True):
             service.check_heartbeats(node.last_heartbeat + timedelta(seconds=16))

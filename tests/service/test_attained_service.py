@@ -106,6 +106,7 @@ def test_heartbeat_timeout_requeue_adds_the_run(
     start(capture, job, (0, 1), 0)
     assert snapshot_job(30, job).attained_gpu_s == pytest.approx(200.0 + 2 * 30)
     Node.objects.filter(pk=node0.pk).update(last_heartbeat=at(20))
+    Node.objects.exclude(pk=node0.pk).update(last_heartbeat=at(40))  # the others' agents go on
     with override_settings(SHAREWISE_HEARTBEAT_TIMEOUT_S=15.0), capture(execute=True):
         # silent 40 − 20 = 20 s > 15 s: requeued at T0+40
         assert service.check_heartbeats(at(40)) == {"node-00": [job.pk]}
