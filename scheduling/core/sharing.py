@@ -9,7 +9,7 @@ MODEL.md §2 (shared docs). Times in seconds (s), memory in MB, slowdowns ``ξ``
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from scheduling.core.types import Job, Profile, Share
@@ -156,14 +156,42 @@ PreparedOption = tuple[int, float, float, float, float, float]
 ``B``: ``(sub_batch, A/2, ξ_a·A, ξ_b, (1 − 1/(2ξ_a))·ξ_b, (1 − 1/(2ξ_b))·ξ_a·A)``."""
 
 
+OptionParts = tuple[int, float, float, float, float]
+"""The parts of a :data:`PreparedOption` that do not depend on ``A``: ``(sub_batch, ξ_a, ξ_b,
+(1 − 1/(2ξ_a))·ξ_b, (1 − 1/(2ξ_b))·ξ_a)`` (:func:`option_parts`)."""
+
+
+def option_parts(sub_batch: int, xi_a: float, xi_b: float) -> OptionParts:
+    """One option's :data:`OptionParts`, in :func:`_pair_times`' own operation order: its
+    ``(1 − 1/(2ξ_b))·ξ_a·A`` is ``((1 − 1/(2ξ_b))·ξ_a)·A`` (left to right), so multiplying the last
+    part by ``A`` later (:func:`prepare_at`) gives the same bits."""
+    return (sub_batch, xi_a, xi_b, (1 - 1 / (2 * xi_a)) * xi_b, (1 - 1 / (2 * xi_b)) * xi_a)
+
+
+def prepare_at(parts: Sequence[OptionParts], a_of: Mapping[int, float]) -> tuple[PreparedOption, ...]:
+    """The options of ``parts`` as :data:`PreparedOption` for a job whose ``A`` (s) at each
+    sub-batch is ``a_of[sub_batch]``: what :func:`prepare_options` gives for the same ``ξ`` and
+    ``A``, to the bit (a test checks it), with the parts that do not depend on ``A`` computed once
+    (the SJF-BSBF policy keeps them per job shape and resident group). Raises ``KeyError`` when
+    ``a_of`` lacks a sub-batch of ``parts``."""
+    return tuple(
+        [
+            (sub, a_s / 2, xi_a * a_s, xi_b, kappa, mu * a_s)
+            for sub, xi_a, xi_b, kappa, mu in parts
+            for a_s in (a_of[sub],)
+        ]
+    )
+
+
 def prepare_options(options: Sequence[SubBatchOption]) -> tuple[PreparedOption, ...]:
     """The options as :data:`PreparedOption`, each part computed in :func:`_pair_times`' own
     operation order (left to right), so :func:`best_prepared` gives its numbers to the bit (a
     test checks it)."""
     return tuple(
         [
-            (sub, a_s / 2, xi_a * a_s, xi_b, (1 - 1 / (2 * xi_a)) * xi_b, (1 - 1 / (2 * xi_b)) * xi_a * a_s)
+            (sub, a_s / 2, xi_a * a_s, xi_b, kappa, mu * a_s)
             for sub, xi_a, xi_b, a_s in options
+            for _, _, _, kappa, mu in (option_parts(sub, xi_a, xi_b),)
         ]
     )
 

@@ -13,8 +13,10 @@ from scheduling.core.sharing import (
     best_prepared,
     gang_shares,
     losing_gaps,
+    option_parts,
     pairwise_benefit,
     plan_pair,
+    prepare_at,
     prepare_options,
     shares,
     shares_when_equal,
@@ -202,6 +204,30 @@ def test_prepared_options_give_the_pairwise_rule_to_the_bit() -> None:
         t_con = min(t for _, t in times)
         index = next(i for i, (_, t) in enumerate(times) if t == t_con)  # the first of least T_con
         assert got == (t_con, times[index][0], index)
+
+
+def test_options_prepared_from_parts_are_those_prepared_at_once_to_the_bit() -> None:
+    # the policy keeps each (job shape, resident group) option's A-free parts and multiplies in A
+    # per waiting job (prepare_at); the numbers must be prepare_options' own bits, and those are
+    # _pair_times' formulas: (1 − 1/(2ξ_a))·ξ_b and ((1 − 1/(2ξ_b))·ξ_a)·A, left to right
+    rng = random.Random(11)
+    for _ in range(2_000):
+        options = [
+            (32 >> i, rng.uniform(0.5, 3.0), rng.uniform(0.5, 3.0), rng.uniform(0.0, 5_000.0))
+            for i in range(rng.randint(1, 4))
+        ]
+        parts = [option_parts(sub, xi_a, xi_b) for sub, xi_a, xi_b, _ in options]
+        a_of = {sub: a_s for sub, _, _, a_s in options}
+        expected = tuple(
+            (sub, a_s / 2, xi_a * a_s, xi_b, (1 - 1 / (2 * xi_a)) * xi_b, (1 - 1 / (2 * xi_b)) * xi_a * a_s)
+            for sub, xi_a, xi_b, a_s in options
+        )
+        assert prepare_at(parts, a_of) == expected
+        assert prepare_options(options) == expected
+    # by hand: ξ_a = 2, ξ_b = 1.25, A = 100 s → (32, 50, 200, 1.25, 0.75·1.25, 0.6·2·100)
+    assert prepare_at([option_parts(32, 2.0, 1.25)], {32: 100.0}) == ((32, 50.0, 200.0, 1.25, 0.9375, 120.0),)
+    with pytest.raises(KeyError):
+        prepare_at([option_parts(16, 2.0, 1.25)], {32: 100.0})
 
 
 def in_gap(los: list[float], his: list[float], b_s: float) -> bool:
