@@ -213,6 +213,9 @@ def gang_shares(
     sub_batch: int,
     partners: Sequence[tuple[Job, int, tuple[int, ...]]],
     remaining_s: Sequence[float] | None = None,
+    *,
+    a_s: float | None = None,
+    slowdowns: Sequence[tuple[float, float] | None] | None = None,
 ) -> tuple[Share, ...]:
     """The :class:`Share` explanations of ``job`` starting at ``sub_batch`` next to ``partners``.
 
@@ -222,13 +225,21 @@ def gang_shares(
     pairwise ``ξ``. ``T_seq``/``T_con`` come from :func:`pairwise_benefit` with
     ``A = R_a · t_a(sub_batch)`` and ``B = R_b · t_b(b_b)``; ``remaining_s``: each partner's ``B``
     when the caller has it (:func:`resident_remaining_s` of the same profile), so it is not
-    computed again.
+    computed again; likewise ``a_s``, the job's ``A`` (s) at ``sub_batch`` (``R_a · t_a(sub_batch)``
+    of the same profile), and ``slowdowns``, per partner the pair's ``(ξ_a, ξ_b)`` at these
+    sub-batches as the same profile gives them, or ``None`` where it must be asked.
     """
     if not partners:
         return ()
-    pairs = [profile.slowdown(job, sub_batch, partner, sub) for partner, sub, _ in partners]
+    if slowdowns is None:
+        slowdowns = [None] * len(partners)
+    pairs = [
+        profile.slowdown(job, sub_batch, partner, sub) if known is None else known
+        for (partner, sub, _), known in zip(partners, slowdowns, strict=True)
+    ]
     xi_self = max([xi_a for xi_a, _ in pairs])
-    a_s = job.remaining_iterations * profile.iter_time_s(job, sub_batch)
+    if a_s is None:
+        a_s = job.remaining_iterations * profile.iter_time_s(job, sub_batch)
     shares: list[Share] = []
     if remaining_s is None:
         remaining_s = [resident_remaining_s(profile, partner, sub) for partner, sub, _ in partners]

@@ -189,6 +189,23 @@ def test_gang_shares_use_the_slowest_gpu() -> None:
     assert gang_shares(profile, INCOMING, 32, []) == ()
 
 
+def test_gang_shares_take_known_slowdowns_and_a_instead_of_asking() -> None:
+    # the policy hands over the ξ and A it already has; a partner given None is asked about, and
+    # the answers given are the ones used (here on purpose not the profile's: ξ 2.0 / 1.0 for "b")
+    profile = FakeProfile(slowdowns={("a", "b"): (1.2, 1.2), ("a", "c"): (1.5, 1.1)})
+    other = job(3, model="c", batch=32, iterations=50, iter_time_s=1.0)
+    partners = [(RESIDENT, 32, (0,)), (other, 32, (1,))]
+    asked = gang_shares(profile, INCOMING, 32, partners)
+    assert gang_shares(profile, INCOMING, 32, partners, a_s=100.0, slowdowns=[(1.2, 1.2), None]) == asked
+    told = gang_shares(profile, INCOMING, 32, partners, a_s=40.0, slowdowns=[(2.0, 1.0), None])
+    # ξ_self = max(2.0, 1.5) = 2.0; pair with b: A = 40, B = 100: 80 < 100 → a ends first:
+    # T_con = 50 + (1 − 1/2)·2·40 = 90, T_seq = 100 + 20 = 120
+    assert [s.xi_self for s in told] == [2.0, 2.0]
+    assert [s.xi_partner for s in told] == [1.0, 1.1]
+    assert told[0].t_con_s == pytest.approx(90)
+    assert told[0].t_seq_s == pytest.approx(120)
+
+
 def test_prepared_options_give_the_pairwise_rule_to_the_bit() -> None:
     # best_prepared evaluates pairwise_benefit's formulas on parts computed once per option; the
     # numbers must be those of _pair_times exactly (the hot loop and the explanations agree)

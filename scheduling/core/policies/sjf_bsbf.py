@@ -34,7 +34,9 @@ _Gaps = tuple[list[float], list[float]]
 """Open intervals of a resident's ``B`` (s) on which sharing provably does not pay
 (:func:`~scheduling.core.sharing.losing_gaps`): their lower and upper ends."""
 _NO_GAPS: _Gaps = ([], [])
-_Pair = list  # [smallest threshold (s), prepared options, _Gaps or None while not yet computed]
+# [smallest threshold (s), prepared options, _Gaps or None while not yet computed, the options'
+# OptionParts in the same order]
+_Pair = list
 # the gaps cost O(k²) in the number k of a pair's options: beyond this many, residents are judged
 # one by one as before
 _GAP_OPTIONS = 6
@@ -343,7 +345,7 @@ class BestBenefitFinder:
                 with_a = prepare_at(parts, a_of)
                 # the gaps are computed once a scan of this pair has judged in vain (_push_next)
                 gaps = None if self._memo.gaps and len(with_a) <= _GAP_OPTIONS else _NO_GAPS
-                pair = pairs[number] = [threshold, with_a, gaps]
+                pair = pairs[number] = [threshold, with_a, gaps, parts]
                 self._memo.pair_count += 1
             threshold, with_a = pair[0], pair[1]
             if not with_a or threshold >= entries[-1][0]:
@@ -356,7 +358,7 @@ class BestBenefitFinder:
             visit(group)
         by_head = self._by_head
         partners: list[tuple[Resident, tuple[int, ...]]] = []
-        subs_chosen: list[int] = []
+        chosen: list[OptionParts] = []  # the option each pair chose (its sub-batch and ξ)
         remaining: list[float] = []  # the partners' B (s)
         got = 0
         position = 0
@@ -390,12 +392,12 @@ class BestBenefitFinder:
                 best = heap[0][0] if heap else math.inf
             if not heap:
                 break
-            _, _, job_id, index, group, pair, sub = heapq.heappop(heap)
+            _, _, job_id, index, group, pair, option = heapq.heappop(heap)
             resident, _, b_s = self._where[job_id]
             take = resident.gpu_ids[: need - got]
             partners.append((resident, take))
             remaining.append(b_s)
-            subs_chosen.append(sub)
+            chosen.append(pair[3][option])
             got += len(take)
             _push_next(heap, group, pair, index + 1, gaps_after)
         if got < need:
@@ -408,7 +410,8 @@ class BestBenefitFinder:
                 f"needs {need} more GPUs than the idle ones; sharing pays (T_con < T_seq) on only "
                 f"{got} resident GPUs ({fitting} resident jobs have memory room for it)"
             )
-        return self._plan(job, partners, min(subs_chosen), remaining)
+        sub = min([o[0] for o in chosen])
+        return self._plan(job, partners, sub, remaining, chosen, a_of[sub])
 
     def _plan(
         self,
@@ -416,24 +419,44 @@ class BestBenefitFinder:
         partners: list[tuple[Resident, tuple[int, ...]]],
         sub: int,
         remaining: list[float] | None = None,
+        chosen: list[OptionParts] | None = None,
+        a_s: float | None = None,
     ) -> SharePlan | str:
         """Settle one sub-batch for the whole gang (the smallest the pairs chose, so memory fits every
         partner) and re-judge every pair at it with the gang's slowest-GPU pace (ours);
-        ``remaining``: the partners' ``B`` (s) as indexed (computed again when ``None``)."""
+        ``remaining``: the partners' ``B`` (s) as indexed (computed again when ``None``);
+        ``chosen``: the option each pair chose, from the group's options (:meth:`_fits`) — a
+        partner whose own sub-batch is the common one was found to fit its memory and to be
+        allowed, with these ``ξ``, by the same profile answers, so neither is asked again;
+        ``a_s``: the job's ``A`` (s) at ``sub`` (:meth:`_numbers`' product, else computed)."""
         p = self._profile
         memory = p.memory_mb(job, sub)
-        for resident, _ in partners:
-            if memory > resident.room_mb:
+        same = [False] * len(partners) if chosen is None else [o[0] == sub for o in chosen]
+        for (resident, _), known in zip(partners, same, strict=True):
+            if not known and memory > resident.room_mb:
                 return f"no common sub-batch fits the memory of all {len(partners)} partners"
         # each pair was found allowed at its own sub-batch; the common one may be another pair
         # (incompatible, or of unknown slowdown): LearnedProfile.pair_allowed, docs/LEARNING.md
-        for resident, _ in partners:
-            if not p.pair_allowed(job, sub, resident.job, resident.sub_batch, self._unknown_ok):
+        for (resident, _), known in zip(partners, same, strict=True):
+            if not known and not p.pair_allowed(job, sub, resident.job, resident.sub_batch, self._unknown_ok):
                 return (
                     f"at the common sub-batch {sub} not every one of its {len(partners)} partners may "
                     f"share with it (incompatible, or a slowdown nobody knows)"
                 )
-        explained = gang_shares(p, job, sub, [(r.job, r.sub_batch, ids) for r, ids in partners], remaining)
+        slowdowns = (
+            None
+            if chosen is None
+            else [(o[1], o[2]) if known else None for o, known in zip(chosen, same, strict=True)]
+        )
+        explained = gang_shares(
+            p,
+            job,
+            sub,
+            [(r.job, r.sub_batch, ids) for r, ids in partners],
+            remaining,
+            a_s=a_s,
+            slowdowns=slowdowns,
+        )
         for share in explained:
             if not shares(share.t_seq_s, share.t_con_s):
                 return (
@@ -504,10 +527,11 @@ class SjfBsbfPolicy:
 
 def _push_next(heap: list, group: _Group, pair: _Pair, index: int, gaps_after: int) -> None:
     """Push the group's first resident at or after ``index`` with whom sharing pays, as
-    ``(T_con, submit_time, id, index, group, pair, sub_batch)``. Residents whose ``B`` lies in one
-    of the pair's gaps (:func:`~scheduling.core.sharing.losing_gaps`: sharing provably does not
-    pay there) are skipped by bisection; every other one is judged exactly. A pair's gaps are
-    computed the first time a scan judged more than ``gaps_after`` residents in vain."""
+    ``(T_con, submit_time, id, index, group, pair, k)`` with ``k`` the index of the best option in
+    the pair. Residents whose ``B`` lies in one of the pair's gaps
+    (:func:`~scheduling.core.sharing.losing_gaps`: sharing provably does not pay there) are
+    skipped by bisection; every other one is judged exactly. A pair's gaps are computed the first
+    time a scan judged more than ``gaps_after`` residents in vain."""
     entries = group.entries
     options = pair[1]
     gaps = pair[2]
@@ -524,7 +548,7 @@ def _push_next(heap: list, group: _Group, pair: _Pair, index: int, gaps_after: i
                 continue
         best = best_prepared(options, b_s)
         if best is not None and best[0] < best[1]:
-            heapq.heappush(heap, (best[0], submit, job_id, i, group, pair, options[best[2]][0]))
+            heapq.heappush(heap, (best[0], submit, job_id, i, group, pair, best[2]))
             return
         i += 1
         vain += 1
