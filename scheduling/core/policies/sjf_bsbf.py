@@ -501,7 +501,7 @@ class SjfBsbfPolicy:
         # the SJF order and the memo kept between rounds (caches: incremental=False sorts from
         # scratch and starts every round with an empty memo)
         self.incremental = incremental
-        self._ranking = PendingRanking(lambda job, now: sjf_key(job))
+        self._ranking = PendingRanking.timeless(sjf_key)
 
     def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:
         """Decisions for this round; deterministic, mutates none of its inputs (it keeps pure caches
