@@ -9,7 +9,7 @@ MODEL.md §2 (shared docs). Times in seconds (s), memory in MB, slowdowns ``ξ``
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from scheduling.core.types import Job, Profile, Share
@@ -156,42 +156,14 @@ PreparedOption = tuple[int, float, float, float, float, float]
 ``B``: ``(sub_batch, A/2, ξ_a·A, ξ_b, (1 − 1/(2ξ_a))·ξ_b, (1 − 1/(2ξ_b))·ξ_a·A)``."""
 
 
-OptionParts = tuple[int, float, float, float, float]
-"""The parts of a :data:`PreparedOption` that do not depend on ``A``: ``(sub_batch, ξ_a, ξ_b,
-(1 − 1/(2ξ_a))·ξ_b, (1 − 1/(2ξ_b))·ξ_a)`` (:func:`option_parts`)."""
-
-
-def option_parts(sub_batch: int, xi_a: float, xi_b: float) -> OptionParts:
-    """One option's :data:`OptionParts`, in :func:`_pair_times`' own operation order: its
-    ``(1 − 1/(2ξ_b))·ξ_a·A`` is ``((1 − 1/(2ξ_b))·ξ_a)·A`` (left to right), so multiplying the last
-    part by ``A`` later (:func:`prepare_at`) gives the same bits."""
-    return (sub_batch, xi_a, xi_b, (1 - 1 / (2 * xi_a)) * xi_b, (1 - 1 / (2 * xi_b)) * xi_a)
-
-
-def prepare_at(parts: Sequence[OptionParts], a_of: Mapping[int, float]) -> tuple[PreparedOption, ...]:
-    """The options of ``parts`` as :data:`PreparedOption` for a job whose ``A`` (s) at each
-    sub-batch is ``a_of[sub_batch]``: what :func:`prepare_options` gives for the same ``ξ`` and
-    ``A``, to the bit (a test checks it), with the parts that do not depend on ``A`` computed once
-    (the SJF-BSBF policy keeps them per job shape and resident group). Raises ``KeyError`` when
-    ``a_of`` lacks a sub-batch of ``parts``."""
-    return tuple(
-        [
-            (sub, a_s / 2, xi_a * a_s, xi_b, kappa, mu * a_s)
-            for sub, xi_a, xi_b, kappa, mu in parts
-            for a_s in (a_of[sub],)
-        ]
-    )
-
-
 def prepare_options(options: Sequence[SubBatchOption]) -> tuple[PreparedOption, ...]:
     """The options as :data:`PreparedOption`, each part computed in :func:`_pair_times`' own
     operation order (left to right), so :func:`best_prepared` gives its numbers to the bit (a
     test checks it)."""
     return tuple(
         [
-            (sub, a_s / 2, xi_a * a_s, xi_b, kappa, mu * a_s)
+            (sub, a_s / 2, xi_a * a_s, xi_b, (1 - 1 / (2 * xi_a)) * xi_b, (1 - 1 / (2 * xi_b)) * xi_a * a_s)
             for sub, xi_a, xi_b, a_s in options
-            for _, _, _, kappa, mu in (option_parts(sub, xi_a, xi_b),)
         ]
     )
 
@@ -213,9 +185,6 @@ def gang_shares(
     sub_batch: int,
     partners: Sequence[tuple[Job, int, tuple[int, ...]]],
     remaining_s: Sequence[float] | None = None,
-    *,
-    a_s: float | None = None,
-    slowdowns: Sequence[tuple[float, float] | None] | None = None,
 ) -> tuple[Share, ...]:
     """The :class:`Share` explanations of ``job`` starting at ``sub_batch`` next to ``partners``.
 
@@ -225,21 +194,13 @@ def gang_shares(
     pairwise ``ξ``. ``T_seq``/``T_con`` come from :func:`pairwise_benefit` with
     ``A = R_a · t_a(sub_batch)`` and ``B = R_b · t_b(b_b)``; ``remaining_s``: each partner's ``B``
     when the caller has it (:func:`resident_remaining_s` of the same profile), so it is not
-    computed again; likewise ``a_s``, the job's ``A`` (s) at ``sub_batch`` (``R_a · t_a(sub_batch)``
-    of the same profile), and ``slowdowns``, per partner the pair's ``(ξ_a, ξ_b)`` at these
-    sub-batches as the same profile gives them, or ``None`` where it must be asked.
+    computed again.
     """
     if not partners:
         return ()
-    if slowdowns is None:
-        slowdowns = [None] * len(partners)
-    pairs = [
-        profile.slowdown(job, sub_batch, partner, sub) if known is None else known
-        for (partner, sub, _), known in zip(partners, slowdowns, strict=True)
-    ]
+    pairs = [profile.slowdown(job, sub_batch, partner, sub) for partner, sub, _ in partners]
     xi_self = max([xi_a for xi_a, _ in pairs])
-    if a_s is None:
-        a_s = job.remaining_iterations * profile.iter_time_s(job, sub_batch)
+    a_s = job.remaining_iterations * profile.iter_time_s(job, sub_batch)
     shares: list[Share] = []
     if remaining_s is None:
         remaining_s = [resident_remaining_s(profile, partner, sub) for partner, sub, _ in partners]

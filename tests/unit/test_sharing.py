@@ -13,10 +13,8 @@ from scheduling.core.sharing import (
     best_prepared,
     gang_shares,
     losing_gaps,
-    option_parts,
     pairwise_benefit,
     plan_pair,
-    prepare_at,
     prepare_options,
     shares,
     shares_when_equal,
@@ -189,23 +187,6 @@ def test_gang_shares_use_the_slowest_gpu() -> None:
     assert gang_shares(profile, INCOMING, 32, []) == ()
 
 
-def test_gang_shares_take_known_slowdowns_and_a_instead_of_asking() -> None:
-    # the policy hands over the ξ and A it already has; a partner given None is asked about, and
-    # the answers given are the ones used (here on purpose not the profile's: ξ 2.0 / 1.0 for "b")
-    profile = FakeProfile(slowdowns={("a", "b"): (1.2, 1.2), ("a", "c"): (1.5, 1.1)})
-    other = job(3, model="c", batch=32, iterations=50, iter_time_s=1.0)
-    partners = [(RESIDENT, 32, (0,)), (other, 32, (1,))]
-    asked = gang_shares(profile, INCOMING, 32, partners)
-    assert gang_shares(profile, INCOMING, 32, partners, a_s=100.0, slowdowns=[(1.2, 1.2), None]) == asked
-    told = gang_shares(profile, INCOMING, 32, partners, a_s=40.0, slowdowns=[(2.0, 1.0), None])
-    # ξ_self = max(2.0, 1.5) = 2.0; pair with b: A = 40, B = 100: 80 < 100 → a ends first:
-    # T_con = 50 + (1 − 1/2)·2·40 = 90, T_seq = 100 + 20 = 120
-    assert [s.xi_self for s in told] == [2.0, 2.0]
-    assert [s.xi_partner for s in told] == [1.0, 1.1]
-    assert told[0].t_con_s == pytest.approx(90)
-    assert told[0].t_seq_s == pytest.approx(120)
-
-
 def test_prepared_options_give_the_pairwise_rule_to_the_bit() -> None:
     # best_prepared evaluates pairwise_benefit's formulas on parts computed once per option; the
     # numbers must be those of _pair_times exactly (the hot loop and the explanations agree)
@@ -221,30 +202,6 @@ def test_prepared_options_give_the_pairwise_rule_to_the_bit() -> None:
         t_con = min(t for _, t in times)
         index = next(i for i, (_, t) in enumerate(times) if t == t_con)  # the first of least T_con
         assert got == (t_con, times[index][0], index)
-
-
-def test_options_prepared_from_parts_are_those_prepared_at_once_to_the_bit() -> None:
-    # the policy keeps each (job shape, resident group) option's A-free parts and multiplies in A
-    # per waiting job (prepare_at); the numbers must be prepare_options' own bits, and those are
-    # _pair_times' formulas: (1 − 1/(2ξ_a))·ξ_b and ((1 − 1/(2ξ_b))·ξ_a)·A, left to right
-    rng = random.Random(11)
-    for _ in range(2_000):
-        options = [
-            (32 >> i, rng.uniform(0.5, 3.0), rng.uniform(0.5, 3.0), rng.uniform(0.0, 5_000.0))
-            for i in range(rng.randint(1, 4))
-        ]
-        parts = [option_parts(sub, xi_a, xi_b) for sub, xi_a, xi_b, _ in options]
-        a_of = {sub: a_s for sub, _, _, a_s in options}
-        expected = tuple(
-            (sub, a_s / 2, xi_a * a_s, xi_b, (1 - 1 / (2 * xi_a)) * xi_b, (1 - 1 / (2 * xi_b)) * xi_a * a_s)
-            for sub, xi_a, xi_b, a_s in options
-        )
-        assert prepare_at(parts, a_of) == expected
-        assert prepare_options(options) == expected
-    # by hand: ξ_a = 2, ξ_b = 1.25, A = 100 s → (32, 50, 200, 1.25, 0.75·1.25, 0.6·2·100)
-    assert prepare_at([option_parts(32, 2.0, 1.25)], {32: 100.0}) == ((32, 50.0, 200.0, 1.25, 0.9375, 120.0),)
-    with pytest.raises(KeyError):
-        prepare_at([option_parts(16, 2.0, 1.25)], {32: 100.0})
 
 
 def in_gap(los: list[float], his: list[float], b_s: float) -> bool:

@@ -16,13 +16,11 @@ from scheduling.core.ranking import PendingRanking
 from scheduling.core.round_state import Resident, RoundState
 from scheduling.core.rounds import SharePlan, sharing_round, sjf_key
 from scheduling.core.sharing import (
-    OptionParts,
     benefit_threshold_s,
     best_prepared,
     gang_shares,
     losing_gaps,
-    option_parts,
-    prepare_at,
+    prepare_options,
     resident_remaining_s,
     shares,
 )
@@ -34,19 +32,18 @@ _Gaps = tuple[list[float], list[float]]
 """Open intervals of a resident's ``B`` (s) on which sharing provably does not pay
 (:func:`~scheduling.core.sharing.losing_gaps`): their lower and upper ends."""
 _NO_GAPS: _Gaps = ([], [])
-# [smallest threshold (s), prepared options, _Gaps or None while not yet computed, the options'
-# OptionParts in the same order]
-_Pair = list
+_Pair = list  # [smallest threshold (s), prepared options, _Gaps or None while not yet computed]
 # the gaps cost O(k²) in the number k of a pair's options: beyond this many, residents are judged
 # one by one as before
 _GAP_OPTIONS = 6
 
-_Fits = tuple[tuple[OptionParts, ...], tuple[float, ...], bool, float, float]
-"""The :data:`~scheduling.core.sharing.OptionParts` ``(sub_batch, ξ_job, ξ_resident, κ, μ)`` of
-each memory-feasible sub-batch; each one's benefit threshold per second of ``A``
-(:func:`~scheduling.core.sharing.benefit_threshold_s` at ``A = 1``); whether every ``ξ`` is ≥ 1;
-and the smallest branch coefficients ``κ = (1 − 1/(2ξ_a))·ξ_b`` and ``μ = (1 − 1/(2ξ_b))·ξ_a`` over
-the options (with every ``ξ ≥ 1``, ``T_con ≥ min(A/2 + κ·B, B/2 + μ·A)``)."""
+_Options = tuple[tuple[int, float, float, float], ...]
+_Fits = tuple[_Options, bool, float, float]
+"""``((sub_batch, ξ_job, ξ_resident, c), ...)`` per memory-feasible sub-batch, with ``c`` the benefit
+threshold per second of ``A`` (:func:`~scheduling.core.sharing.benefit_threshold_s` at ``A = 1``);
+whether every ``ξ`` is ≥ 1; and the smallest branch coefficients ``κ = ξ_b·(1 − 1/(2ξ_a))`` and
+``μ = ξ_a·(1 − 1/(2ξ_b))`` over the options (with every ``ξ ≥ 1``, ``T_con ≥ min(A/2 + κ·B,
+B/2 + μ·A)``)."""
 
 
 @dataclass(slots=True)
@@ -99,9 +96,6 @@ class BestBenefitMemo:
         self.jobs: dict[JobId, tuple] = {}
         # shape id → the shape's (sub-batch, memory per GPU in MB), largest sub-batch first
         self.memory: dict[int, tuple[tuple[int, float], ...]] = {}
-        # (shape id, prune) → group number → the (κ, μ) of the shape's options against the group
-        # (_Fits' last two: what a search's bound reads of a group it has not visited yet)
-        self.bounds: dict[tuple[int, int], dict[int, tuple[float, float]]] = {}
 
     def fresh(self, profile: Profile) -> BestBenefitMemo:
         """This memo, or a new one for another profile object or when the caches grew too big."""
@@ -111,7 +105,6 @@ class BestBenefitMemo:
             + len(self.group_ids)
             + len(self.times)
             + len(self.memory)
-            + sum(len(b) for b in self.bounds.values())
             + self.profile.size
         )
         if self.pair_count > self.PAIRS_LIMIT or len(self.jobs) > self.LIMIT:  # per job: their own bounds
@@ -160,10 +153,7 @@ class BestBenefitFinder:
         self._by_head: list[tuple[float, int, _Group]] = []  # (smallest B, number, group), sorted
         self._where: dict[JobId, tuple[Resident, _Group, float]] = {}
         self._created = 0  # groups created so far (invalidates the per-shape scans below)
-        # (shape id, prune) → what _scan found, and the group count it found it at
-        self._unbounded: dict[
-            tuple[int, int], tuple[int, list[_Group], float, float, dict[int, tuple[float, float]]]
-        ] = {}
+        self._unbounded: dict[tuple[int, int], tuple[int, list[_Group], float, float]] = {}  # see _scan
         for resident in state.residents.values():
             self.added(resident)
 
@@ -217,26 +207,21 @@ class BestBenefitFinder:
                 (sub, p.memory_mb(job, sub)) for sub in p.sub_batches(job, self._min_sub)
             )
         sample, sample_sub, room, unknown_ok = group.sample, group.sub_batch, group.room_mb, self._unknown_ok
-        every: list[OptionParts] = []
-        every_c: list[float] = []
-        kept: list[OptionParts] = []
-        kept_c: list[float] = []
+        every: list[tuple[int, float, float, float]] = []
+        kept: list[tuple[int, float, float, float]] = []
         for sub, mb in memory:
             if mb > room or not p.pair_allowed(job, sub, sample, sample_sub, unknown_ok):
                 continue
             xi_a, xi_b = p.slowdown(job, sub, sample, sample_sub)
-            parts = option_parts(sub, xi_a, xi_b)
-            c = benefit_threshold_s(1.0, xi_a, xi_b)
-            every.append(parts)
-            every_c.append(c)
+            option = (sub, xi_a, xi_b, benefit_threshold_s(1.0, xi_a, xi_b))
+            every.append(option)
             for k in kept:
                 if k[1] <= xi_a and k[2] <= xi_b:
                     break
             else:
-                kept.append(parts)
-                kept_c.append(c)
-        all_options = _with_bound(every, every_c)
-        return all_options, (all_options if len(kept) == len(every) else _with_bound(kept, kept_c))
+                kept.append(option)
+        all_options = _with_bound(every)
+        return all_options, (all_options if len(kept) == len(every) else _with_bound(kept))
 
     def _options(self, job: Job, shape_id: int, group: _Group, prune: int) -> _Fits:
         """The job's options against ``group`` (memoised across rounds)."""
@@ -248,34 +233,24 @@ class BestBenefitFinder:
             both = fits_of[group.number] = self._fits(job, shape_id, group)
         return both[prune]
 
-    def _scan(
-        self, job: Job, shape_id: int, prune: int
-    ) -> tuple[list[_Group], float, float, dict[int, tuple[float, float]]]:
+    def _scan(self, job: Job, shape_id: int, prune: int) -> tuple[list[_Group], float, float]:
         """For the job's shape: the groups against which some option has ``ξ < 1`` (always
-        visited: no bound applies), over all other groups' options the smallest
-        ``κ = (1 − 1/(2ξ_a))·ξ_b`` and ``μ = (1 − 1/(2ξ_b))·ξ_a`` (both ≥ 1/2), the coefficients of
-        ``B`` and ``A`` in the two branches of ``T_con``, and each group's own ``(κ, μ)`` by group
-        number (:attr:`BestBenefitMemo.bounds`, every current group in it). Rescanned only when
-        groups were created since the last scan for this shape."""
+        visited: no bound applies), and over all other groups' options the smallest
+        ``κ = ξ_b·(1 − 1/(2ξ_a))`` and ``μ = ξ_a·(1 − 1/(2ξ_b))`` (both ≥ 1/2), the coefficients of
+        ``B`` and ``A`` in the two branches of ``T_con``. Rescanned only when groups were created
+        since the last scan for this shape."""
         scan = self._unbounded.get((shape_id, prune))
         if scan is None or scan[0] != self._created:
             unbounded: list[_Group] = []
             kappa = mu = math.inf
-            memo = self._memo
-            fits_of = memo.fits.get(shape_id)
+            fits_of = self._memo.fits.get(shape_id)
             if fits_of is None:
-                fits_of = memo.fits[shape_id] = {}
-            bounds = memo.bounds.get((shape_id, prune))
-            if bounds is None:
-                bounds = memo.bounds[(shape_id, prune)] = {}
+                fits_of = self._memo.fits[shape_id] = {}
             for group in self._groups.values():
-                number = group.number
-                both = fits_of.get(number)
+                both = fits_of.get(group.number)
                 if both is None:
-                    both = fits_of[number] = self._fits(job, shape_id, group)
-                _, _, bounded, group_kappa, group_mu = both[prune]
-                if number not in bounds:
-                    bounds[number] = (group_kappa, group_mu)
+                    both = fits_of[group.number] = self._fits(job, shape_id, group)
+                _, bounded, group_kappa, group_mu = both[prune]
                 if not bounded:
                     unbounded.append(group)
                 else:
@@ -283,8 +258,8 @@ class BestBenefitFinder:
                         kappa = group_kappa
                     if group_mu < mu:
                         mu = group_mu
-            scan = self._unbounded[(shape_id, prune)] = (self._created, unbounded, kappa, mu, bounds)
-        return scan[1], scan[2], scan[3], scan[4]
+            scan = self._unbounded[(shape_id, prune)] = (self._created, unbounded, kappa, mu)
+        return scan[1], scan[2], scan[3]
 
     def _numbers(self, job: Job) -> tuple[int, dict[int, float], int, float, dict[int, _Pair]]:
         """The job's shape id, its ``A`` (s) per sub-batch, whether dominated sub-batches may be
@@ -336,16 +311,20 @@ class BestBenefitFinder:
                 return
             pair = pairs.get(number)
             if pair is None:  # the same job (A) against the same group: the same numbers
-                parts, per_a = self._options(job, shape_id, group, prune)[:2]
-                # residents with B at or below every option's threshold (s) cannot pay (the relative
+                options = self._options(job, shape_id, group, prune)[0]
+                # residents with B at or below every option's threshold cannot pay (the relative
                 # margin keeps rounding from skipping one that does: each is then judged exactly)
-                threshold = min(
-                    [c * a_of[o[0]] for o, c in zip(parts, per_a, strict=True)], default=math.inf
-                ) * (1 - 1e-9)
-                with_a = prepare_at(parts, a_of)
+                lows: list[float] = []  # each option's threshold (s)
+                raw: list[tuple[int, float, float, float]] = []
+                for sub, xi_a, xi_b, c in options:
+                    a_s = a_of[sub]
+                    lows.append(c * a_s)
+                    raw.append((sub, xi_a, xi_b, a_s))
+                threshold = min(lows, default=math.inf) * (1 - 1e-9)
+                with_a = prepare_options(raw)
                 # the gaps are computed once a scan of this pair has judged in vain (_push_next)
                 gaps = None if self._memo.gaps and len(with_a) <= _GAP_OPTIONS else _NO_GAPS
-                pair = pairs[number] = [threshold, with_a, gaps, parts]
+                pair = pairs[number] = [threshold, with_a, gaps]
                 self._memo.pair_count += 1
             threshold, with_a = pair[0], pair[1]
             if not with_a or threshold >= entries[-1][0]:
@@ -353,12 +332,15 @@ class BestBenefitFinder:
             start = bisect_right(entries, (threshold, math.inf)) if threshold > 0 else 0
             _push_next(heap, group, pair, start, gaps_after)
 
-        unbounded, kappa, mu, bounds = self._scan(job, shape_id, prune)
+        unbounded, kappa, mu = self._scan(job, shape_id, prune)
+        fits_of = self._memo.fits.get(shape_id)
+        if fits_of is None:  # no group was scanned yet
+            fits_of = self._memo.fits[shape_id] = {}
         for group in unbounded:
             visit(group)
         by_head = self._by_head
         partners: list[tuple[Resident, tuple[int, ...]]] = []
-        chosen: list[OptionParts] = []  # the option each pair chose (its sub-batch and ξ)
+        subs_chosen: list[int] = []
         remaining: list[float] = []  # the partners' B (s)
         got = 0
         position = 0
@@ -379,7 +361,10 @@ class BestBenefitFinder:
                     if number in visited:
                         continue
                     if best < math.inf:
-                        group_kappa, group_mu = bounds[number]  # every current group: _scan
+                        both = fits_of.get(number)
+                        _, _, group_kappa, group_mu = (
+                            both[prune] if both is not None else self._options(job, shape_id, group, prune)
+                        )
                         low, high = a_min * 0.5 + group_kappa * head, head * 0.5 + group_mu * a_min
                         own = high if high < low else low
                         if own > best:
@@ -392,12 +377,12 @@ class BestBenefitFinder:
                 best = heap[0][0] if heap else math.inf
             if not heap:
                 break
-            _, _, job_id, index, group, pair, option = heapq.heappop(heap)
+            _, _, job_id, index, group, pair, sub = heapq.heappop(heap)
             resident, _, b_s = self._where[job_id]
             take = resident.gpu_ids[: need - got]
             partners.append((resident, take))
             remaining.append(b_s)
-            chosen.append(pair[3][option])
+            subs_chosen.append(sub)
             got += len(take)
             _push_next(heap, group, pair, index + 1, gaps_after)
         if got < need:
@@ -410,8 +395,7 @@ class BestBenefitFinder:
                 f"needs {need} more GPUs than the idle ones; sharing pays (T_con < T_seq) on only "
                 f"{got} resident GPUs ({fitting} resident jobs have memory room for it)"
             )
-        sub = min([o[0] for o in chosen])
-        return self._plan(job, partners, sub, remaining, chosen, a_of[sub])
+        return self._plan(job, partners, min(subs_chosen), remaining)
 
     def _plan(
         self,
@@ -419,44 +403,24 @@ class BestBenefitFinder:
         partners: list[tuple[Resident, tuple[int, ...]]],
         sub: int,
         remaining: list[float] | None = None,
-        chosen: list[OptionParts] | None = None,
-        a_s: float | None = None,
     ) -> SharePlan | str:
         """Settle one sub-batch for the whole gang (the smallest the pairs chose, so memory fits every
         partner) and re-judge every pair at it with the gang's slowest-GPU pace (ours);
-        ``remaining``: the partners' ``B`` (s) as indexed (computed again when ``None``);
-        ``chosen``: the option each pair chose, from the group's options (:meth:`_fits`) — a
-        partner whose own sub-batch is the common one was found to fit its memory and to be
-        allowed, with these ``ξ``, by the same profile answers, so neither is asked again;
-        ``a_s``: the job's ``A`` (s) at ``sub`` (:meth:`_numbers`' product, else computed)."""
+        ``remaining``: the partners' ``B`` (s) as indexed (computed again when ``None``)."""
         p = self._profile
         memory = p.memory_mb(job, sub)
-        same = [False] * len(partners) if chosen is None else [o[0] == sub for o in chosen]
-        for (resident, _), known in zip(partners, same, strict=True):
-            if not known and memory > resident.room_mb:
+        for resident, _ in partners:
+            if memory > resident.room_mb:
                 return f"no common sub-batch fits the memory of all {len(partners)} partners"
         # each pair was found allowed at its own sub-batch; the common one may be another pair
         # (incompatible, or of unknown slowdown): LearnedProfile.pair_allowed, docs/LEARNING.md
-        for (resident, _), known in zip(partners, same, strict=True):
-            if not known and not p.pair_allowed(job, sub, resident.job, resident.sub_batch, self._unknown_ok):
+        for resident, _ in partners:
+            if not p.pair_allowed(job, sub, resident.job, resident.sub_batch, self._unknown_ok):
                 return (
                     f"at the common sub-batch {sub} not every one of its {len(partners)} partners may "
                     f"share with it (incompatible, or a slowdown nobody knows)"
                 )
-        slowdowns = (
-            None
-            if chosen is None
-            else [(o[1], o[2]) if known else None for o, known in zip(chosen, same, strict=True)]
-        )
-        explained = gang_shares(
-            p,
-            job,
-            sub,
-            [(r.job, r.sub_batch, ids) for r, ids in partners],
-            remaining,
-            a_s=a_s,
-            slowdowns=slowdowns,
-        )
+        explained = gang_shares(p, job, sub, [(r.job, r.sub_batch, ids) for r, ids in partners], remaining)
         for share in explained:
             if not shares(share.t_seq_s, share.t_con_s):
                 return (
@@ -527,11 +491,10 @@ class SjfBsbfPolicy:
 
 def _push_next(heap: list, group: _Group, pair: _Pair, index: int, gaps_after: int) -> None:
     """Push the group's first resident at or after ``index`` with whom sharing pays, as
-    ``(T_con, submit_time, id, index, group, pair, k)`` with ``k`` the index of the best option in
-    the pair. Residents whose ``B`` lies in one of the pair's gaps
-    (:func:`~scheduling.core.sharing.losing_gaps`: sharing provably does not pay there) are
-    skipped by bisection; every other one is judged exactly. A pair's gaps are computed the first
-    time a scan judged more than ``gaps_after`` residents in vain."""
+    ``(T_con, submit_time, id, index, group, pair, sub_batch)``. Residents whose ``B`` lies in one
+    of the pair's gaps (:func:`~scheduling.core.sharing.losing_gaps`: sharing provably does not
+    pay there) are skipped by bisection; every other one is judged exactly. A pair's gaps are
+    computed the first time a scan judged more than ``gaps_after`` residents in vain."""
     entries = group.entries
     options = pair[1]
     gaps = pair[2]
@@ -548,7 +511,7 @@ def _push_next(heap: list, group: _Group, pair: _Pair, index: int, gaps_after: i
                 continue
         best = best_prepared(options, b_s)
         if best is not None and best[0] < best[1]:
-            heapq.heappush(heap, (best[0], submit, job_id, i, group, pair, best[2]))
+            heapq.heappush(heap, (best[0], submit, job_id, i, group, pair, options[best[2]][0]))
             return
         i += 1
         vain += 1
@@ -557,11 +520,12 @@ def _push_next(heap: list, group: _Group, pair: _Pair, index: int, gaps_after: i
             los, his = gaps
 
 
-def _with_bound(options: list[OptionParts], per_a: list[float]) -> _Fits:
+def _with_bound(options: list[tuple[int, float, float, float]]) -> _Fits:
     kappa = mu = math.inf
     bounded = True
-    for _, xi_a, xi_b, branch_kappa, branch_mu in options:
+    for _, xi_a, xi_b, _ in options:
+        branch_kappa, branch_mu = xi_b * (1 - 1 / (2 * xi_a)), xi_a * (1 - 1 / (2 * xi_b))
         kappa = branch_kappa if branch_kappa < kappa else kappa  # min(kappa, ·), without the call
         mu = branch_mu if branch_mu < mu else mu
         bounded = bounded and xi_a >= 1 and xi_b >= 1
-    return tuple(options), tuple(per_a), bounded, kappa, mu
+    return tuple(options), bounded, kappa, mu
