@@ -24,12 +24,15 @@ import heapq
 import math
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from operator import itemgetter
+from itertools import repeat
+from operator import attrgetter, itemgetter
 
 from scheduling.core.types import Job, JobId, Snapshot
 
 Key = tuple
 _first = itemgetter(0)
+_second = itemgetter(1)
+_job_id = attrgetter("id")
 KeyFn = Callable[[Job, float], Key]
 """``key(job, now)``: the policy's ranking key of a pending job at ``now`` (s), ending with the id."""
 ValidFn = Callable[[Job, float], float]
@@ -77,7 +80,18 @@ class PendingRanking:
     def __init__(self, key: KeyFn, valid_until: ValidFn = forever) -> None:
         self.key = key
         self.valid_until = valid_until
+        # the key as a function of the job alone, when it is one (:meth:`timeless`)
+        self._job_key: Callable[[Job], Key] | None = None
         self.reset()
+
+    @classmethod
+    def timeless(cls, key: Callable[[Job], Key]) -> PendingRanking:
+        """A ranking by ``key(job)``, a key that never changes while the job is pending (SJF's
+        ``P_j``): the same ranking as ``PendingRanking(lambda job, now: key(job))``, with the
+        first sort of a queue computing its keys without a call per job of our own."""
+        ranking = cls(lambda job, now: key(job))
+        ranking._job_key = key
+        return ranking
 
     def reset(self) -> None:
         """Forget everything (the next :meth:`update` sorts from scratch)."""
@@ -127,12 +141,17 @@ class PendingRanking:
 
     def _build(self, pending: Sequence[Job], now: float) -> None:
         """Rank ``pending`` from scratch: one sort, O(n log n), instead of n insertions."""
-        ranked = sorted(((self.key(job, now), job) for job in pending), key=_first)
-        self.keys = [key for key, _ in ranked]
-        self.jobs = [job for _, job in ranked]
+        keys = (
+            [self.key(job, now) for job in pending] if self._job_key is None else map(self._job_key, pending)
+        )
+        # keys are unique (they end with the id): the jobs are never compared
+        ranked = sorted(zip(keys, pending, strict=True), key=_first)
+        self.keys = list(map(_first, ranked))
+        self.jobs = list(map(_second, ranked))
         self._expiry = []
         if self.valid_until is forever:  # no key ever expires: no call per job, no heap
-            self._entries.update({job.id: (job, key, math.inf) for key, job in ranked})
+            values = zip(self.jobs, self.keys, repeat(math.inf), strict=False)  # repeat: as long as needed
+            self._entries.update(zip(map(_job_id, self.jobs), values, strict=True))
         else:
             for key, job in ranked:
                 until = self.valid_until(job, now)

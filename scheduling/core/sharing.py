@@ -171,12 +171,14 @@ def prepare_options(options: Sequence[SubBatchOption]) -> tuple[PreparedOption, 
 def best_prepared(options: Sequence[PreparedOption], b_s: float) -> tuple[float, float, int] | None:
     """:func:`best_option` on prepared options: ``T_seq = B + A/2``; ``T_con = A/2 + κ·B`` when
     ``ξ_a·A ≥ ξ_b·B`` (the resident ends first), else ``B/2 + μ·A`` (MODEL.md §2)."""
-    best: tuple[float, float, int] | None = None
-    for index, (_, half_a, xi_a_a, xi_b, kappa, mu_a) in enumerate(options):
+    # the best so far in locals, one tuple at the end (the policy's hot loop calls this per resident)
+    found, t_best, half_best, index = -1, 0.0, 0.0, 0
+    for _, half_a, xi_a_a, xi_b, kappa, mu_a in options:
         t_con = half_a + kappa * b_s if xi_a_a >= xi_b * b_s else b_s / 2 + mu_a
-        if best is None or t_con < best[0]:
-            best = (t_con, b_s + half_a, index)
-    return best
+        if found < 0 or t_con < t_best:
+            found, t_best, half_best = index, t_con, half_a
+        index += 1
+    return None if found < 0 else (t_best, b_s + half_best, found)
 
 
 def gang_shares(

@@ -277,6 +277,20 @@ def test_bsbf_speed_ups_change_no_decision(case: tuple[Snapshot, FakeProfile]) -
     assert gaps.starts == slow.starts
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=st.one_of(scenarios(), crowded()))
+def test_bsbf_kept_pairs_change_no_decision(case: tuple[Snapshot, FakeProfile]) -> None:
+    # a job searched again in a later round finds its (job, group) thresholds kept, and the search
+    # reads them to bound a group before visiting it: deciding the same snapshot a second time
+    # with the same policy object (everything kept, as the benchmark's warm decision) must still
+    # give the brute-force starts, with and without the losing gaps
+    snapshot, profile = case
+    slow = sharing_round(snapshot, profile, "sjf-bsbf", BruteForceFinder, explain=False)
+    for policy in (SjfBsbfPolicy(), SjfBsbfPolicy(gaps_after=0)):
+        assert policy.decide(snapshot, profile, explain=False).starts == slow.starts
+        assert policy.decide(snapshot, profile, explain=False).starts == slow.starts
+
+
 REUSED = {name: get_policy(name) for name in ("sjf-bsbf", "sjf-ffs")}
 
 

@@ -167,3 +167,35 @@ def test_a_job_said_started_but_pending_again_is_ranked_once_by_its_new_key() ->
     keys, ranked = ranking.update((jobs[1], arrival, jobs[2], back), 60.0)
     assert keys == [(2.0, 0.0, 0), (5.0, 3.0, 3), (20.0, 1.0, 1), (30.0, 2.0, 2)]
     assert ranked[0] is back and [j.id for j in ranked] == [0, 3, 1, 2]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_timeless_ranking_equals_the_sorted_pending_jobs(seed: int) -> None:
+    # PendingRanking.timeless(sjf_key) sorts a new queue with its own key path (no call per job
+    # of ours, the entries built in one pass): every update must still be the from-scratch sort,
+    # and a reset (time going back) sorts again by that path
+    rng = random.Random(seed)
+    ranking = PendingRanking.timeless(sjf_key)
+    pending: list[Job] = []
+    next_id, now = 0, 0.0
+    for step in range(80):
+        now = 0.0 if step == 40 else now + rng.choice([0.0, 1.0, 60.0])
+        started = {j.id for j in rng.sample(pending, min(len(pending), rng.randint(0, 3)))}
+        pending = [j for j in pending if j.id not in started]
+        for _ in range(rng.randint(0, 5)):
+            pending.append(job(next_id, iterations=rng.randint(1, 50), submit=rng.choice([0.0, 1.0, now])))
+            next_id += 1
+        if pending and rng.random() < 0.3:  # new progress in place
+            i = rng.randrange(len(pending))
+            pending[i] = replace(pending[i], iterations_done=pending[i].iterations_done + 1)
+        ranking.started(started)
+        keys, jobs = ranking.update(tuple(pending), now)
+        assert keys == sorted(sjf_key(j) for j in pending)
+        assert [sjf_key(j) for j in jobs] == keys
+    # by hand: P_j = iterations × 1 s; ties on P_j go to the earlier submission, then the id
+    first = PendingRanking.timeless(sjf_key)
+    three = (job(7, iterations=5, submit=2.0), job(3, iterations=5, submit=1.0), job(1, iterations=9))
+    assert first.update(three, 0.0) == (
+        [(5.0, 1.0, 3), (5.0, 2.0, 7), (9.0, 0.0, 1)],
+        [three[1], three[0], three[2]],
+    )

@@ -365,6 +365,11 @@ class BestBenefitFinder:
                         _, _, group_kappa, group_mu = (
                             both[prune] if both is not None else self._options(job, shape_id, group, prune)
                         )
+                        # the job's threshold against the group, when kept from an earlier round:
+                        # every resident it could join there has a larger B, so the bound grows
+                        pair = pairs.get(number)
+                        if pair is not None and pair[0] > head:
+                            head = pair[0]
                         low, high = a_min * 0.5 + group_kappa * head, head * 0.5 + group_mu * a_min
                         own = high if high < low else low
                         if own > best:
@@ -465,7 +470,7 @@ class SjfBsbfPolicy:
         # the SJF order and the memo kept between rounds (caches: incremental=False sorts from
         # scratch and starts every round with an empty memo)
         self.incremental = incremental
-        self._ranking = PendingRanking(lambda job, now: sjf_key(job))
+        self._ranking = PendingRanking.timeless(sjf_key)
 
     def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:
         """Decisions for this round; deterministic, mutates none of its inputs (it keeps pure caches
