@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from operator import itemgetter
 from typing import Any
 
 from django.db import connection
@@ -173,17 +172,29 @@ def _window_placements(
         )
     )
     lo, hi = start.timestamp(), now.timestamp()
+    if sort_here:  # the order of `order`: latest clipped end, latest clipped begin, highest id
+        rows.sort(
+            key=lambda r: (hi if r[9] is None or r[9] > hi else r[9], r[8] if r[8] > lo else lo, r[0]),
+            reverse=True,
+        )
     labels: dict[tuple[str, int], str] = {}
-    keyed = []
-    for pk, node, index, slot, job_id, name, tenant, tenant_name, b, e in rows:
+    out = []
+    for _, node, index, slot, job_id, name, tenant, tenant_name, b, e in rows:
         gpu = labels.get((node, index))
         if gpu is None:
             gpu = labels[(node, index)] = gpu_label(node, index)
-        begin_s, end_s = b if b > lo else lo, hi if e is None or e > hi else e
-        keyed.append(((end_s, begin_s, pk), (gpu, slot, job_id, name, tenant, tenant_name, begin_s, end_s)))
-    if sort_here:  # the order of `order`: latest clipped end, latest clipped begin, highest id
-        keyed.sort(key=itemgetter(0), reverse=True)
-    out = [row for _, row in keyed]
+        out.append(
+            (
+                gpu,
+                slot,
+                job_id,
+                name,
+                tenant,
+                tenant_name,
+                b if b > lo else lo,
+                hi if e is None or e > hi else e,
+            )
+        )
     # counted apart only when cut (a window count in the query costs more than this)
     return out, placements.count() if limit is not None and len(out) == limit else len(out)
 
