@@ -215,3 +215,35 @@ def test_quota_use_of_every_tenant_equals_the_use_narrowed_to_them(busy: dict[st
     assert quota_use(None) == quota_use(ids)
     # a shared GPU: the partner of another tenant is read either way
     assert quota_use(None)[ids[0]] == quota_use([ids[0]])[ids[0]]
+
+
+def test_the_job_figures_and_finished_bins_read_together_equal_the_bins_read_alone(
+    tenant_a: Any, tenant_c: Any
+) -> None:
+    from frontend.payloads.bins import finished_bins
+    from frontend.payloads.common import raw_rows
+    from frontend.payloads.fairness import tenant_jobs_and_bins
+
+    now = NOW
+    for k, (tenant, minutes) in enumerate([(tenant_a, 50), (tenant_a, 20), (tenant_c, 5), (tenant_c, 90)]):
+        make_job(
+            tenant,
+            f"done-{k}",
+            status=Job.Status.SUCCEEDED,
+            submitted_at=now - timedelta(minutes=minutes + 10, seconds=-30),  # mid-bin
+            started_at=now - timedelta(minutes=minutes + 4, seconds=-30),
+            finished_at=now - timedelta(minutes=minutes, seconds=-30),
+        )
+    make_job(tenant_a, "waiting", gpus=2, submitted_at=now - timedelta(minutes=7))
+    make_job(tenant_c, "running", gpus=4, status=Job.Status.RUNNING, submitted_at=now - timedelta(minutes=3))
+    start, width = now - timedelta(hours=1), 120.0
+    jobs, bins = tenant_jobs_and_bins(start, now, width)
+    assert sorted(bins) == sorted(raw_rows(finished_bins(start, now, width)))
+    # by hand: bins of 2 min from the window's start; the job done 90 min ago is outside it
+    assert sorted(bins) == [(tenant_a.pk, 0, 5), (tenant_a.pk, 15, 20), (tenant_c.pk, 22, 27)]
+    a, c = jobs[tenant_a.pk], jobs[tenant_c.pk]
+    assert (a.finished, a.pending, a.in_use, c.finished, c.pending, c.in_use) == (2, 1, None, 2, 0, 4)
+    # counts stay whole numbers through the union (its bins sit in the float columns)
+    assert all(type(v) is int for v in (a.finished, a.pending, c.finished, c.pending, c.in_use))
+    assert a.avg_jct_s == pytest.approx(600.0) and a.avg_queue_s == pytest.approx(360.0)
+    assert a.first_active == pytest.approx((now - timedelta(minutes=7)).timestamp())
