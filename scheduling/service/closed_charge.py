@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -121,8 +121,10 @@ def window_charge(start_s: float, now_s: float, *, use_cache: bool = True) -> Wi
         if any(r[6] is not None and _pair(r) in entry.pairs for r in fresh):
             entry = _built(cutoff, floor)  # a pair charged as closed is sharing again
         rows = sorted(entry.tainted + fresh, key=lambda r: (r[4], r[0]))
-        entry.open_curves = _curves(charge_segments(*intervals_of([r[1:] for r in rows], math.inf)))
-        entry.open_fingerprint, dirty = open_fp, True
+        # a new entry, not the old one changed: another thread of this process may be reading
+        # the old one (its curves and fingerprint must stay a pair)
+        curves = _curves(charge_segments(*intervals_of([r[1:] for r in rows], math.inf)))
+        entry, dirty = replace(entry, open_curves=curves, open_fingerprint=open_fp), True
     if use_cache:
         _local[key] = entry
         if dirty:
