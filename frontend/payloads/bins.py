@@ -107,13 +107,36 @@ def curve_bins(
     return charged
 
 
+def finished_bins(start: datetime, now: datetime, width_s: float) -> Any:
+    """The distinct ``(tenant id, first bin, last bin)`` of the jobs that finished after ``start``
+    and were submitted before ``now`` (a ``values_list`` query; bins of ``width_s`` s from
+    ``start``, numbered from 0 and not clamped): :func:`demand_bins`'s finished jobs."""
+
+    def bin_of(field: str) -> Any:
+        return BinIndex((EpochSeconds(field) - Value(start.timestamp())) / Value(width_s))
+
+    return (
+        Job.objects.filter(finished_at__gt=start, submitted_at__lt=now)
+        .order_by()
+        .annotate(lo=bin_of("submitted_at"), hi=bin_of("finished_at"))
+        .values_list("tenant_id", "lo", "hi")
+        .distinct()
+    )
+
+
 def demand_bins(
-    start: datetime, now: datetime, width_s: float, bins: int, first_active: Mapping[int, float | None]
+    start: datetime,
+    now: datetime,
+    width_s: float,
+    bins: int,
+    first_active: Mapping[int, float | None],
+    finished: Iterable[tuple[int, float, float]] | None = None,
 ) -> dict[int, list[bool]]:
     """``{tenant id: [had a pending or running job during bin k]}`` (a difference array per
     tenant: +1 in the bin where a job's life in the queue or on GPUs begins, −1 after the bin
     where it ends; now for a job still pending or running). ``first_active``: ``{tenant id:
-    submission (epoch s) of its oldest pending or running job, or None}``."""
+    submission (epoch s) of its oldest pending or running job, or None}``; ``finished``: the rows
+    of :func:`finished_bins` when already read (read here otherwise)."""
     start_s = start.timestamp()
     diffs: dict[int, list[int]] = {}
 
@@ -122,21 +145,11 @@ def demand_bins(
         diff[min(bins - 1, max(0, int(lo)))] += 1
         diff[min(bins, max(0, int(hi)) + 1)] -= 1
 
-    def bin_of(field: str) -> Any:
-        return BinIndex((EpochSeconds(field) - Value(start_s)) / Value(width_s))
-
     for tenant_id, first in first_active.items():
         if first is not None:
             mark(tenant_id, (first - start_s) // width_s, bins - 1)
     # finished jobs: only the distinct (tenant, first bin, last bin) triples leave the database
-    ended = (
-        Job.objects.filter(finished_at__gt=start, submitted_at__lt=now)
-        .order_by()
-        .annotate(lo=bin_of("submitted_at"), hi=bin_of("finished_at"))
-        .values_list("tenant_id", "lo", "hi")
-        .distinct()
-    )
-    for tenant_id, lo, hi in raw_rows(ended):
+    for tenant_id, lo, hi in raw_rows(finished_bins(start, now, width_s)) if finished is None else finished:
         mark(tenant_id, lo, hi)
     demand = {}
     for tenant_id, diff in diffs.items():

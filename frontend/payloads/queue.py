@@ -6,9 +6,10 @@ from collections.abc import Container, Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Max
+from django.db.models import F, Max
 from django.utils import timezone
 
+from cluster.expressions import AnyOf
 from cluster.models import Job, JobEvent
 from frontend.payloads.clock import time_scale
 from frontend.payloads.common import JobNames, Viewer, job_label, payload, raw_rows, table
@@ -99,10 +100,15 @@ def _ranked(owners: dict[int, int], latest: RoundView | None) -> list[int]:
     newcomers = [j for j in owners if j not in in_round]
     if len(newcomers) > SQL_SORT_ABOVE:  # sorting in SQL beats shipping the timestamps
         arrivals = list(_pending().order_by("submitted_at", "id").values_list("id", flat=True))
-    else:
+    elif newcomers:
         arrivals = list(
-            _pending().filter(id__in=newcomers).order_by("submitted_at", "id").values_list("id", flat=True)
+            _pending()
+            .filter(AnyOf(F("id"), newcomers))
+            .order_by("submitted_at", "id")
+            .values_list("id", flat=True)
         )
+    else:  # every pending job was ranked: nothing to ask
+        arrivals = []
     return ranked + [j for j in arrivals if j not in in_round]  # = policy_order(owners, latest, arrivals)
 
 
@@ -119,14 +125,17 @@ def _shown_jobs(
     preemption or requeue, at ``now``; times ``speedup`` for trace seconds) and the latest
     round's reason (redacted for ``viewer``)."""
     ids = [j for _, j in shown]
+    # the ids bound as one array on PostgreSQL (AnyOf): 100 placeholders cost more to write
     details = {
         j: rest
-        for j, *rest in Job.objects.filter(id__in=ids).values_list(
+        for j, *rest in Job.objects.filter(AnyOf(F("id"), ids)).values_list(
             "id", "name", "tenant__name", "priority", "gpus", "gpu_types", "submitted_at"
         )
     }
     requeued = dict(
-        JobEvent.objects.filter(job_id__in=ids, kind__in=[JobEvent.Kind.PREEMPTED, JobEvent.Kind.REQUEUED])
+        JobEvent.objects.filter(
+            AnyOf(F("job_id"), ids), kind__in=[JobEvent.Kind.PREEMPTED, JobEvent.Kind.REQUEUED]
+        )
         .values_list("job_id")
         .annotate(last=Max("at"))
     )

@@ -317,8 +317,20 @@ def _job_spans(lo_s: float, hi_s: float) -> list[tuple[str, float, float]]:
         .annotate(begin_s=EpochSeconds("submitted_at"), end_s=EpochSeconds("finished_at"))
         .values_list("tenant_id", "begin_s", "end_s")
     )
-    spans = [(str(t), begin, hi_s) for t, begin in plain_rows(waiting)]
-    return spans + [(str(t), begin, end) for t, begin, end in _merged_runs(finished)]
+    # one statement (one round trip): the waiting jobs' earliest submission per tenant, then the
+    # finished jobs' runs (neither filter can make Django refuse to write SQL: no `__in`)
+    waiting_sql, waiting_params = waiting.query.sql_with_params()
+    finished_sql, finished_params = finished.query.sql_with_params()
+    with connection.cursor() as cursor:
+        runs_sql = _RUNS_SQL.format(spans=finished_sql)
+        cursor.execute(
+            f"SELECT 0, tenant_id, begin_s, NULL FROM ({waiting_sql}) waiting "
+            f"UNION ALL SELECT 1, * FROM ({runs_sql}) runs",
+            (*waiting_params, *finished_params),
+        )
+        rows = cursor.fetchall()
+    spans = [(str(t), begin, hi_s) for kind, t, begin, _ in rows if kind == 0]
+    return spans + [(str(t), begin, end) for kind, t, begin, end in rows if kind == 1]
 
 
 #: Per tenant, the union of the spans ``(tenant_id, begin_s, end_s)`` of a subquery as its
@@ -338,20 +350,6 @@ SELECT tenant_id, MIN(begin_s), MAX(end_s) FROM (
 ) numbered
 GROUP BY tenant_id, run
 """
-
-
-def _merged_runs(query: Any) -> list[tuple]:
-    """The rows ``(tenant_id, begin_s, end_s)`` of a ``values_list`` query merged per tenant into
-    their maximal runs in the database (:data:`_RUNS_SQL`): the 3,000 finished jobs of a busy
-    day are a few rows, not 3,000 sent and merged in Python. No rows for a query that matches
-    nothing (``__in=[]``: Django gives it no SQL)."""
-    try:
-        sql, params = query.query.sql_with_params()
-    except EmptyResultSet:
-        return []
-    with connection.cursor() as cursor:
-        cursor.execute(_RUNS_SQL.format(spans=sql), params)
-        return cursor.fetchall()
 
 
 def plain_rows(query: Any) -> list[tuple]:

@@ -35,8 +35,10 @@ def at(s: float) -> datetime:
 @pytest.fixture(autouse=True)
 def _empty_cache() -> Any:
     cache.clear()
+    closed_charge.forget()
     yield
     cache.clear()
+    closed_charge.forget()
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from frontend.payloads import cluster_map, decisions, memo, timeline
 from frontend.payloads.common import viewer_of
 from scheduling.core.usage import active_tenants
 from scheduling.models import Round
+from scheduling.service import closed_charge
 from scheduling.service.gpu_hours import usage_windows
 from tests.frontend.conftest import gpu, make_job, place
 from tests.frontend.test_endpoints import get, record_round, table
@@ -33,9 +34,11 @@ WINDOWS = (7200, 86400)
 def _fresh() -> Any:
     cache.clear()
     memo.forget()
+    closed_charge.forget()
     yield
     cache.clear()
     memo.forget()
+    closed_charge.forget()
 
 
 def ended(job: Job, on: GPU, begin: timedelta, end: timedelta, **extra: Any) -> Placement:
