@@ -16,6 +16,10 @@ its GPU, and a new round record is written, so the endpoints' caches of what did
 tested against data that did; without it nothing changes between requests (cache hits where
 an endpoint caches).
 
+After writing the data it runs ``ANALYZE`` (as autovacuum would after a bulk load in a
+deployment), so every query is planned with statistics; ``--no-analyze`` leaves them out (the
+behaviour of the earlier passes, and of a server with autovacuum off timed straight after loading).
+
 Not a test: nothing is asserted. Target: p95 < 50 ms per endpoint on this machine.
 
 Python's garbage collector adds pauses of 20-50 ms to a few percent of the requests (full
@@ -23,7 +27,7 @@ collections walk every object of the process); ``--gc-freeze`` measures what hap
 start-up objects are frozen first (``gc.freeze()``, e.g. in gunicorn's ``post_fork``).
 
 Run: ``python benchmarks/bench_dashboard.py [--requests 40] [--gc-freeze] [--churn]
-[--endpoints fairness,timeline] [--database-url postgres://postgres@127.0.0.1:5432/sharewise_bench_dashboard]``
+[--no-analyze] [--endpoints fairness,timeline] [--database-url postgres://postgres@127.0.0.1:5432/sharewise_bench_dashboard]``
 """
 
 from __future__ import annotations
@@ -357,6 +361,12 @@ def main() -> None:
         "a round is recorded): caches miss where the data changed",
     )
     parser.add_argument(
+        "--no-analyze",
+        action="store_true",
+        help="do not ANALYZE after loading (by default the planner gets statistics, as "
+        "autovacuum gives it in a deployment; without them every query is planned blind)",
+    )
+    parser.add_argument(
         "--endpoints", default=",".join(ENDPOINTS), help=f"comma-separated subset of {','.join(ENDPOINTS)}"
     )
     args = parser.parse_args()
@@ -370,6 +380,8 @@ def main() -> None:
         setup_django(url)
         t0 = time.perf_counter()
         users = populate()
+        if not args.no_analyze:
+            fresh_db.analyze()
         from django.db import connection
 
         print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f}")
@@ -380,6 +392,7 @@ def main() -> None:
         if args.gc_freeze:
             gc.collect()
             gc.freeze()
+        print(f"planner statistics: {'none (--no-analyze)' if args.no_analyze else 'ANALYZE after loading'}")
         print(f"garbage collector: {'start-up objects frozen' if args.gc_freeze else 'default'}")
         print("between requests: " + ("a round's changes (--churn)" if args.churn else "nothing changes"))
         measure(users, args.requests, endpoints, Churn() if args.churn else None)

@@ -40,7 +40,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cli_args import database_url, non_negative_int, policy_name, positive_int  # benchmarks/cli_args.py
-from fresh_db import backend_cpu_s, setup_django  # benchmarks/fresh_db.py
+from fresh_db import analyze, backend_cpu_s, setup_django  # benchmarks/fresh_db.py
 from machine import machine  # benchmarks/machine.py
 
 REPO = Path(__file__).resolve().parent.parent
@@ -203,8 +203,7 @@ def measure(count: int, args: argparse.Namespace) -> None:
 
     populate_jobs(count, args.seed)
     if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("ANALYZE")
+        analyze()
     sent: list[int] = []
     if args.dispatch == "celery":
         dispatcher: Any = service.celery_dispatch

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from cluster.models import Tenant
 from frontend.payloads.common import Viewer, payload, rounded, table
-from frontend.payloads.service import DEFAULT_WINDOWS_S, quota_use, usage_windows
+from frontend.payloads.service import DEFAULT_WINDOWS_S, quota_rows, quota_use, summed_quotas, usage_windows
 from scheduling import figures
 
 
@@ -34,10 +34,13 @@ def quota_windows_payload(viewer: Viewer) -> dict[str, Any]:
         return payload(viewer, now, empty="No tenants yet: create one with manage.py create_tenant.")
     windows = DEFAULT_WINDOWS_S
     visible = {t: n for t, n in names.items() if viewer.sees(t)}
-    # an admin sees every tenant: no need to narrow the placements to the visible tenants' GPUs
-    # (a semi-join over every job, the query's dearest part)
-    use = quota_use(None if len(visible) == len(names) else visible)
-    usage = usage_windows(windows, now, visible, cached=True)
+    # the quota rows read once, for the quotas now and the windows' guarantees; an admin sees
+    # every tenant: no need to narrow the placements to the visible tenants' GPUs (a semi-join
+    # over every job, the query's dearest part)
+    quotas = quota_rows()
+    use = quota_use(visible, rows=quotas, every_tenant=len(visible) == len(names))
+    guaranteed = {t: q.guaranteed_gpus for t, q in summed_quotas((t, g, b) for t, _, g, b in quotas).items()}
+    usage = usage_windows(windows, now, visible, cached=True, guaranteed=guaranteed)
     rows: list[list[Any]] = []
     shares: dict[str, dict[str, dict[str, float | None]]] = {window_name(w): {} for w in windows}
     for t, name in visible.items():

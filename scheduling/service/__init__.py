@@ -80,7 +80,7 @@ from scheduling.service.knowledge import (
     slowdown_view,
 )
 from scheduling.service.lease import ROUND_LEASE, RoundLease
-from scheduling.service.over_quota import TenantQuotaUse, quota_use
+from scheduling.service.over_quota import TenantQuotaUse, quota_rows, quota_use
 from scheduling.service.retention import prune_job_events
 from scheduling.service.rounds import policy_named, run_round
 from scheduling.service.silence import heartbeat_timeout_s
@@ -149,6 +149,7 @@ __all__ = [
     "parse_windows",
     "policy_named",
     "prune_job_events",
+    "quota_rows",
     "quota_use",
     "readiness",
     "record_event",

@@ -117,6 +117,7 @@ def usage_windows(
     tenant_ids: Iterable[int] | None = None,
     *,
     cached: bool = False,
+    guaranteed: Mapping[int, int] | None = None,
 ) -> UsageWindows:
     """GPU-hours of each tenant (``None``: every tenant) over each window ending at ``now``, and
     the windowed fairness of each window over all tenants (it names nobody but by id). 4 queries.
@@ -125,21 +126,32 @@ def usage_windows(
     (:func:`scheduling.service.closed_charge.window_charge`: what can no longer change charged once,
     the rest while a one-query fingerprint holds), equal to the charge from scratch up to float
     rounding (1e-12 relative); without it every placement of the longest window is charged afresh.
+    With ``cached`` the spans of the jobs finished in the closed past come merged from
+    :func:`scheduling.service.closed_runs.job_spans` too (the same tenants compared).
+    ``guaranteed``: ``{tenant id: guaranteed GPUs}`` of every tenant (summed over its quota rows,
+    :func:`~scheduling.service.fairness.summed_quotas`) when the caller has read them already;
+    default: read here.
     """
     now_s = now.timestamp()
     longest = max(windows_s)
-    guaranteed = {
-        t: q.guaranteed_gpus
-        for t, q in summed_quotas(
-            Quota.objects.order_by().values_list("tenant_id", "guaranteed_gpus", "borrow_limit")
-        ).items()
-    }
+    if guaranteed is None:
+        guaranteed = {
+            t: q.guaranteed_gpus
+            for t, q in summed_quotas(
+                Quota.objects.order_by().values_list("tenant_id", "guaranteed_gpus", "borrow_limit")
+            ).items()
+        }
     if cached:
+        # imported here: closed_runs builds on this module's RUNS_SQL
+        from scheduling.service.closed_runs import job_spans
+
         hours_in = _cached_hours(now_s - longest, now_s)
+        spans = job_spans(now_s - longest, now_s)
     else:
         segments = charged_segments(now_s - longest, now_s)
         hours_in = partial(gpu_hours_between, segments, hi_s=now_s)
-    actives = active_tenants_over(_job_spans(now_s - longest, now_s), now_s, windows_s)
+        spans = job_spans_afresh(now_s - longest, now_s)
+    actives = active_tenants_over(spans, now_s, windows_s)
     wanted = (
         list(Tenant.objects.order_by("name").values_list("pk", flat=True))
         if tenant_ids is None
@@ -299,7 +311,7 @@ def pair_rule(xi: Mapping[tuple[JobId, JobId], float]) -> Callable[[JobId, JobId
     return pair_slowdown
 
 
-def _job_spans(lo_s: float, hi_s: float) -> list[tuple[str, float, float]]:
+def job_spans_afresh(lo_s: float, hi_s: float) -> list[tuple[str, float, float]]:
     """Spans ``(tenant id as text, begin s, end s)`` whose union per tenant is the time some job
     of the tenant was pending or running in ``[lo_s, hi_s]`` (a job's span: submit →
     ``finished_at``, or ``hi_s`` while still pending or running). The jobs still pending or running
@@ -322,7 +334,7 @@ def _job_spans(lo_s: float, hi_s: float) -> list[tuple[str, float, float]]:
     waiting_sql, waiting_params = waiting.query.sql_with_params()
     finished_sql, finished_params = finished.query.sql_with_params()
     with connection.cursor() as cursor:
-        runs_sql = _RUNS_SQL.format(spans=finished_sql)
+        runs_sql = RUNS_SQL.format(spans=finished_sql)
         cursor.execute(
             f"SELECT 0, tenant_id, begin_s, NULL FROM ({waiting_sql}) waiting "
             f"UNION ALL SELECT 1, * FROM ({runs_sql}) runs",
@@ -338,7 +350,7 @@ def _job_spans(lo_s: float, hi_s: float) -> list[tuple[str, float, float]]:
 #: or before the latest end of the tenant's spans before it (touching spans join, as
 #: :func:`~scheduling.core.usage.active_tenants_over` merges them). Runs are unions of the
 #: same floats (``MIN``/``MAX``), so every covered length is the one the spans give.
-_RUNS_SQL = """
+RUNS_SQL = """
 SELECT tenant_id, MIN(begin_s), MAX(end_s) FROM (
   SELECT tenant_id, begin_s, end_s, SUM(CASE WHEN begin_s <= prev_end THEN 0 ELSE 1 END)
     OVER (PARTITION BY tenant_id ORDER BY begin_s, end_s ROWS UNBOUNDED PRECEDING) AS run

@@ -45,29 +45,56 @@ class TenantQuotaUse:
         return self.total.over_quota or any(s.over_quota for s in self.per_type.values())
 
 
-def quota_use(tenant_ids: Iterable[int] | None = None) -> dict[int, TenantQuotaUse]:
+#: A quota row as :func:`quota_use` reads it: (tenant id, GPU type or "", guaranteed GPUs,
+#: borrow limit or ``None``).
+QuotaRow = tuple[int, str, int, int | None]
+
+
+def quota_rows() -> list[QuotaRow]:
+    """Every tenant's quota rows (:data:`QuotaRow`), one query: for a caller that needs them
+    for :func:`quota_use` and for the guarantees (:func:`~scheduling.service.fairness.summed_quotas`)."""
+    return list(
+        Quota.objects.order_by().values_list("tenant_id", "gpu_type", "guaranteed_gpus", "borrow_limit")
+    )
+
+
+def quota_use(
+    tenant_ids: Iterable[int] | None = None,
+    *,
+    rows: Iterable[QuotaRow] | None = None,
+    every_tenant: bool = False,
+) -> dict[int, TenantQuotaUse]:
     """``{tenant id: TenantQuotaUse}`` of the given tenants (``None``: every tenant), in 3 queries.
 
     A tenant without a quota row has no guarantee and no borrow limit (it may only borrow), so it
-    is never over quota; its ``per_type`` is empty.
+    is never over quota; its ``per_type`` is empty. ``rows``: the quota rows (:func:`quota_rows`,
+    at least the given tenants') when the caller has read them, and then ``tenant_ids`` are
+    taken as existing tenants (not read again): 1 query. ``every_tenant``: ``tenant_ids`` are
+    every tenant, so the active placements need not be narrowed to their GPUs.
     """
     tenants = Tenant.objects.order_by()
-    rows = Quota.objects.order_by()
     placements = Placement.objects.filter(active=True).order_by()
-    if tenant_ids is not None:
-        ids = list(tenant_ids)
-        tenants, rows = tenants.filter(pk__in=ids), rows.filter(tenant_id__in=ids)
-        # every job on the tenants' GPUs: a partner's share of a shared GPU changes theirs
-        mine = Placement.objects.filter(active=True, job__tenant_id__in=ids).values("gpu_id")
-        placements = placements.filter(gpu_id__in=mine)
-    quota_rows = list(rows.values_list("tenant_id", "gpu_type", "guaranteed_gpus", "borrow_limit"))
+    ids = None if tenant_ids is None else list(tenant_ids)
+    if ids is not None:
+        tenants = tenants.filter(pk__in=ids)
+        if not every_tenant:
+            # every job on the tenants' GPUs: a partner's share of a shared GPU changes theirs
+            mine = Placement.objects.filter(active=True, job__tenant_id__in=ids).values("gpu_id")
+            placements = placements.filter(gpu_id__in=mine)
+    if rows is None:
+        read = Quota.objects.order_by()
+        read = read if ids is None else read.filter(tenant_id__in=ids)
+        quota_rows = list(read.values_list("tenant_id", "gpu_type", "guaranteed_gpus", "borrow_limit"))
+    else:
+        wanted = None if ids is None else set(ids)
+        quota_rows = [r for r in rows if wanted is None or r[0] in wanted]
     used = _use_per_type(placements, splits_quota_use(policy_named(), scheduler_config()))
     summed = summed_quotas((t, g, b) for t, _, g, b in quota_rows)
     typed: dict[int, dict[str, TenantQuota]] = defaultdict(dict)
     for tenant_id, gpu_type, g, b in quota_rows:
         typed[tenant_id][gpu_type] = TenantQuota(g, b)
     out = {}
-    for tenant_id in tenants.values_list("pk", flat=True):
+    for tenant_id in tenants.values_list("pk", flat=True) if rows is None or ids is None else ids:
         mine, rows_of = used.get(tenant_id, {}), typed.get(tenant_id, {})
         per_type = {}
         for gpu_type, quota in sorted(rows_of.items()):

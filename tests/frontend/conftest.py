@@ -12,7 +12,18 @@ from django.test import Client
 from django.utils import timezone
 
 from cluster.models import GPU, Job, Node, Placement, Tenant
+from scheduling.service import closed_runs
 from tests.api import conftest as api_fixtures
+
+
+@pytest.fixture(autouse=True)
+def _no_kept_runs() -> Any:
+    """This process's kept runs of finished jobs (``closed_runs``) dropped around each test: a
+    database rolled back may give the next test's jobs the same ids, hence the same fingerprint."""
+    closed_runs.forget()
+    yield
+    closed_runs.forget()
+
 
 # The API tests' fixtures, shared as they are (the same cluster and the same three people).
 cluster, tenant_a, tenant_c = api_fixtures.cluster, api_fixtures.tenant_a, api_fixtures.tenant_c

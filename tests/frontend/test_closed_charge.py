@@ -215,3 +215,53 @@ def test_fairness_payload_is_unchanged(world: dict[str, Any], monkeypatch: pytes
         lambda parts, s, width, n: usage_bins(charged_segments(s, s + width * n), s, width, n),
     )
     assert body() == cached_body
+
+
+def test_two_threads_charging_the_open_part_at_once_keep_curves_and_fingerprint_a_pair(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """gunicorn's gthread workers share this process's copy of the entry between threads. Thread
+    B (open rows of a newer state, fingerprint F2) is stopped between storing its open curves and
+    their fingerprint while thread A (an older read, F1) charges its own: had B changed the shared
+    entry in place (as before commit d77c30e), the kept entry would end with A's curves beside
+    B's fingerprint, and every later poll with F2 would get A's charge. The database is left out
+    (its reads replaced per thread) so that the interleaving is forced, not hoped for."""
+    import threading
+
+    open_fp = {"seed": (0,), "MainThread": (1,), "B": (2,)}
+    # (id, job, tenant, gpu, begin s, end s | None, partner, measured ξ, predicted ξ): one open
+    # row, of tenant 1 in the state F1, of tenant 2 in F2
+    rows = {"seed": [], "MainThread": [(1, 1, 1, 1, T0 - 600.0, None, None, None, None)]}
+    rows["B"] = [(2, 2, 2, 2, T0 - 600.0, None, None, None, None)]
+    tenants_of = {(1,): {1}, (2,): {2}}
+    name = threading.current_thread
+    monkeypatch.setattr(closed_charge, "_fingerprints", lambda lo, hi: ((0, 0, 0), open_fp[name().name]))
+    monkeypatch.setattr(closed_charge, "_rows_open_at", lambda cutoff: list(rows[name().name]))
+    monkeypatch.setattr(
+        closed_charge, "_built", lambda cutoff, floor: closed_charge.ClosedEntry(cutoff, floor)
+    )
+
+    seeding = threading.Thread(target=window_charge, args=(T0 - WINDOW_S, T0), name="seed")
+    seeding.start()
+    seeding.join()
+    (key,) = closed_charge._local  # noqa: SLF001 - the shared copy under test
+    shared = closed_charge._local[key]  # noqa: SLF001
+    paused, a_done = threading.Event(), threading.Event()
+
+    def store(self: Any, field: str, value: Any) -> None:
+        if field == "open_fingerprint" and self is shared and name().name == "B":
+            paused.set()  # B has stored its curves in the shared entry, not yet their fingerprint
+            assert a_done.wait(10)
+        object.__setattr__(self, field, value)
+
+    monkeypatch.setattr(closed_charge.ClosedEntry, "__setattr__", store)
+    b = threading.Thread(target=window_charge, args=(T0 - WINDOW_S, T0), name="B")
+    b.start()
+    while not paused.is_set() and b.is_alive():
+        paused.wait(0.01)
+    window_charge(T0 - WINDOW_S, T0)  # A, in this thread
+    a_done.set()
+    b.join(10)
+    kept = closed_charge._local[key]  # noqa: SLF001
+    assert kept.open_curves is not None
+    assert set(kept.open_curves) == tenants_of[kept.open_fingerprint]
