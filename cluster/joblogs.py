@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import Exists, F, OuterRef
 from django.db.models.functions import Length
 from django.utils import timezone
 
@@ -90,9 +90,12 @@ def append_output(
 def output_refusal(node: Node, job_id: int) -> tuple[int, str] | None:
     """Why ``node`` may not send output of job ``job_id``, as ``(HTTP status, message)``: 404 the
     job does not exist, 403 it was never placed on ``node``; ``None`` when it may (AGENT.md §2a)."""
-    if not Job.objects.filter(pk=job_id).exists():
+    # one query for both questions (an output chunk is sent per job and tick, PERFORMANCE.md §10)
+    here = Placement.objects.filter(job_id=OuterRef("pk"), gpu__node=node)
+    placed = Job.objects.filter(pk=job_id).values_list(Exists(here), flat=True).first()
+    if placed is None:
         return 404, f"job {job_id} does not exist"
-    if not Placement.objects.filter(job_id=job_id, gpu__node=node).exists():
+    if not placed:
         return 403, f"job {job_id} was never placed on node {node.name}"
     return None
 

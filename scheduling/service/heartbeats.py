@@ -116,9 +116,11 @@ def record_heartbeat(
     now = now or timezone.now()
     stops: list[Message] = []
     with transaction.atomic():
-        Node.objects.filter(pk=node.pk).update(last_heartbeat=now)
-        if Node.objects.filter(pk=node.pk, status=Node.Status.UNHEALTHY).update(status=Node.Status.READY):
-            forget_cluster_facts()  # its GPUs count for a submission's gang again
+        # a ready node (the usual case) in one statement; otherwise the time, then unhealthy → ready
+        if not Node.objects.filter(pk=node.pk, status=Node.Status.READY).update(last_heartbeat=now):
+            Node.objects.filter(pk=node.pk).update(last_heartbeat=now)
+            if Node.objects.filter(pk=node.pk, status=Node.Status.UNHEALTHY).update(status=Node.Status.READY):
+                forget_cluster_facts()  # its GPUs count for a submission's gang again
         _update_gpus(node, gpus)
         reported = {int(r["job_id"]): r for r in running}
         expected: dict[int, datetime] = {}
@@ -204,7 +206,7 @@ def _heartbeat_progress(rows: dict[int, dict[str, Any]]) -> None:
     """Advance each job's progress to what the heartbeat reports (``{job id: running row}``, jobs
     placed on the node), keeping the maximum; a row of an old run (generation below the floor)
     or of a gang (its progress comes from events, per node) changes nothing. A fixed number of
-    queries for all of them, plus one update per job that advanced: a heartbeat lists every
+    queries for all of them, the jobs that advanced in one bulk update: a heartbeat lists every
     job of its node, every interval."""
     if not rows:
         return
@@ -218,11 +220,13 @@ def _heartbeat_progress(rows: dict[int, dict[str, Any]]) -> None:
         for j, row in rows.items()
         if (w := windows.get(j)) is not None and int(row.get("generation", -1)) >= w[0] and len(nodes[j]) <= 1
     ]
-    for job in Job.objects.filter(pk__in=current):
+    advanced = []
+    for job in Job.objects.filter(pk__in=current).only("pk", "iterations", "iterations_done"):
         done = float(rows[job.pk].get("iterations_done") or 0.0)
         if done > job.iterations_done:
             advance_progress(job, done)
-            job.save(update_fields=["iterations_done"])
+            advanced.append(job)
+    Job.objects.bulk_update(advanced, ["iterations_done"])
 
 
 def _stop_messages(node: Node, reported: dict[int, int]) -> list[Message]:
