@@ -110,7 +110,8 @@ def observe_progress(
     """Fold one measured iteration time (s, at the job's sub-batch) into the learned tables
     (module docstring). Returns what it was: ``"exclusive"``, ``"slowdown"``, or why it was
     ignored (``"stale"``: an older generation; ``"changed"``: a partner left since; ``"idle"``:
-    no GPU held). ``placements``: the job's rows already read under its lock (saves two queries)."""
+    no GPU held). ``placements``: the job's rows already read under its lock (saves two queries).
+    The caller holds the job's row lock (:func:`~scheduling.service.record_event`)."""
     if placements is None:
         rows = list(
             Placement.objects.filter(job=job, active=True).values_list(
@@ -137,9 +138,17 @@ def observe_progress(
     table = load_default_profile()
     if not now_beside:
         full = full_batch_time_s(table, core_job(job), sub, iter_time_s)
-        own = locked(JobIterTime, job=job)
-        first = own.count == 0
-        add_sample(own, full)
+        own = JobIterTime.objects.select_for_update().filter(job=job).first()
+        first = own is None or own.count == 0
+        if own is None:
+            # The caller holds the job's row lock (record_event), and every writer of this row
+            # does: a plain insert, without get_or_create's savepoint and re-read (3 statements
+            # per job, PERFORMANCE.md §10). Same values as add_sample on a new row.
+            own = JobIterTime(job=job, updated_at=timezone.now())
+            own.set_stats(SampleStats().add(full))
+            own.save(force_insert=True)
+        else:
+            add_sample(own, full)
         if first:  # a class takes each job's first exclusive report only, as core.learning.Learner
             model, batch, gpus = class_key(job.model, job.batch_size, job.gpus)
             add_sample(locked(LearnedIterTime, model=model, batch_size=batch, gpus=gpus), full)
