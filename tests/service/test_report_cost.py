@@ -177,3 +177,40 @@ def test_one_read_of_the_rows_answers_as_the_queries_it_replaces(
         "succeeded"
     }
     check()
+
+
+def test_a_gang_over_two_nodes_keeps_its_rules(
+    fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable
+) -> None:
+    """The nodes holding the job now come from the one read: a gang's progress is its slowest
+    node's, and it succeeds with the ``finished`` of its last node (AGENT.md §1)."""
+    capture = django_capture_on_commit_callbacks
+    gang = Job.objects.create(
+        tenant=tenant, name="gang", model="resnet50", batch_size=128, iterations=100, gpus=6
+    )
+    with capture(execute=True):
+        service.run_round(policy="fifo")
+    assert job_nodes(gang.pk) == {"node-00", "node-01"}
+
+    def event(name: str, kind: str, done: float) -> None:
+        item = {"job_id": gang.pk, **BASE, "event": kind, "iterations_done": done}
+        send(fleet[name][1], capture, node=name, events=[item])
+
+    event("node-00", "started", 0)
+    event("node-00", "progress", 40)
+    gang.refresh_from_db()
+    assert gang.iterations_done == 0  # node-01 has not reported yet
+    event("node-01", "started", 0)
+    event("node-01", "progress", 30)
+    gang.refresh_from_db()
+    assert gang.iterations_done == 30  # min(40, 30)
+    event("node-00", "finished", 100)
+    gang.refresh_from_db()
+    assert gang.status == "running"
+    assert gang.events.order_by("-id").values_list("kind", "message")[0] == (
+        "progress",
+        "finished on node node-00",
+    )
+    event("node-01", "finished", 100)
+    gang.refresh_from_db()
+    assert (gang.status, gang.iterations_done) == ("succeeded", 100)
