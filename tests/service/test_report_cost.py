@@ -13,6 +13,7 @@ chunk read its job three times (exists, placed here, lock).
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from django.db import connection
@@ -92,10 +93,16 @@ def test_a_heartbeat_writes_the_progress_of_all_its_jobs_in_one_statement(
     assert len(updates) == 1
     done = dict(Job.objects.filter(pk__in=[j.pk for j in jobs]).values_list("pk", "iterations_done"))
     assert [done[j.pk] for j in jobs] == [20, 20, 20, 20]
-    # a ready node's heartbeat moves its time in one statement
-    assert (
-        sum(q["sql"].startswith('UPDATE "cluster_node"') for q in four) == 2
-    )  # the report's note, the beat's
+    # a ready node's heartbeat without items moves its time in one statement (the beat's own)
+    assert sum(q["sql"].startswith('UPDATE "cluster_node"') for q in four) == 1
+    # a report with nothing in it (an orders poll) is still a sign of life
+    old = timezone.now() - timedelta(seconds=100)
+    Node.objects.filter(name="node-00").update(last_heartbeat=old)
+    with capture(execute=True):
+        answer = agent(token).post(BATCH_URL, {"node": "node-00", "after": 0}, format="json")
+    assert answer.status_code == 200
+    heard = Node.objects.get(name="node-00").last_heartbeat
+    assert heard is not None and heard > old + timedelta(seconds=99)
 
 
 def test_an_output_chunk_costs_seven_statements(
