@@ -55,7 +55,8 @@ def advance_progress(job: Job, iterations_done: float) -> None:
 
 def sharing_partners(job: Job) -> set[int]:
     """Ids of the other jobs active on the GPUs ``job`` holds now."""
-    gpu_ids = list(Placement.objects.filter(job=job, active=True).values_list("gpu_id", flat=True))
+    # one statement: the job's GPUs as a subquery (a release per finished job, PERFORMANCE.md §10)
+    gpu_ids = Placement.objects.filter(job=job, active=True).values("gpu_id")
     return set(
         Placement.objects.filter(active=True, gpu_id__in=gpu_ids)
         .exclude(job=job)

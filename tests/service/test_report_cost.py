@@ -60,8 +60,8 @@ def test_each_event_asks_the_placement_table_a_fixed_number_of_times(
     assert on_placements(send(token, capture, events=events("started", 0, 4)[1:])) == 3 * 2
     # progress: the same two
     assert on_placements(send(token, capture, events=events("progress", 10, 4))) == 4 * 2
-    # finished: those two and the release's three (its GPUs, their partners, ending the rows)
-    assert on_placements(send(token, capture, events=events("finished", 1000, 2))) == 2 * 5
+    # finished: those two and the release's two (the partners on its GPUs, ending the rows)
+    assert on_placements(send(token, capture, events=events("finished", 1000, 2))) == 2 * 4
     assert list(
         Job.objects.filter(pk__in=[j.pk for j in jobs]).order_by("pk").values_list("status", flat=True)
     ) == [
