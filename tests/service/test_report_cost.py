@@ -24,7 +24,7 @@ from cluster.models import Job, Node, Placement, Tenant
 from scheduling import service
 from scheduling.service.generations import generation_window, latest_generation, latest_placement_nodes
 from scheduling.service.jobs import job_nodes
-from scheduling.service.placement_facts import job_placements
+from scheduling.service.placement_facts import job_placements, jobs_placements
 from tests.service.test_agent_api import agent
 from tests.service.test_agent_batch import BATCH_URL, GPUS, placed
 
@@ -157,6 +157,8 @@ def test_one_read_of_the_rows_answers_as_the_queries_it_replaces(
     every = [gang.pk, waiting.pk, *(j.pk for j in small)]
 
     def check() -> None:
+        many = jobs_placements(every)  # the heartbeat's read of many jobs: the same facts
+        assert many == {pk: job_placements(pk) for pk in every if job_placements(pk).rows}
         for pk in every:
             facts = job_placements(pk)
             assert facts.window() == generation_window(pk)
