@@ -36,7 +36,7 @@ from rest_framework.response import Response
 from cluster import runnable
 from cluster.agent_serializers import BatchReportSerializer
 from cluster.authentication import NodeTokenAuthentication
-from cluster.joblogs import append_output, output_refusal
+from cluster.joblogs import OutputRefused, append_output
 from cluster.models import Node
 from cluster.permissions import IsNodeAgent
 from scheduling import service
@@ -66,10 +66,10 @@ def apply_chunk(node: Node, chunk: dict[str, Any]) -> dict[str, Any]:
     """Store one validated output chunk of ``node`` (AGENT.md §2a); its answer: ``{"job_id",
     "code": 200, "received"}``, or ``{"job_id", "code": 404 | 403, "error"}``."""
     job_id = int(chunk["job_id"])
-    refusal = output_refusal(node, job_id)
-    if refusal is not None:
-        return {"job_id": job_id, "code": refusal[0], "error": refusal[1]}
-    received = append_output(job_id, node, chunk["run"], chunk["offset"], chunk["data"], chunk["eof"])
+    try:
+        received = append_output(job_id, node, chunk["run"], chunk["offset"], chunk["data"], chunk["eof"])
+    except OutputRefused as exc:
+        return {"job_id": job_id, "code": exc.status, "error": str(exc)}
     return {"job_id": job_id, "code": 200, "received": received}
 
 
@@ -113,9 +113,13 @@ def apply_report(node: Node, report: dict[str, Any]) -> dict[str, Any]:
     """Apply a validated batch report of ``node`` (the module's order and semantics); the answer
     body: ``{"logs": [...], "events": [...], "heartbeat": {"stopped", "requeued"} | None}``, plus
     ``"orders": {"cursor", "orders"}`` when the report gave ``after``. The node counts as heard
-    from while it is applied (:class:`Heard`)."""
+    from while it is applied (:class:`Heard`; a heartbeat without items: by its own
+    record)."""
     heard = Heard(node)
-    heard()
+    if report["logs"] or report["events"] or report["heartbeat"] is None:
+        # a heartbeat with no items records its own time at once: no UPDATE more (the most
+        # frequent report of the end-to-end runs, PERFORMANCE.md §10)
+        heard()
     answer: dict[str, Any] = {"logs": [], "events": [], "heartbeat": None}
     for chunk in report["logs"]:
         answer["logs"].append(apply_chunk(node, chunk))

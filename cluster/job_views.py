@@ -23,7 +23,7 @@ from rest_framework.response import Response
 
 from cluster.authentication import NodeTokenAuthentication
 from cluster.job_serializers import AgentLogSerializer, JobEventSerializer, LogPieceSerializer
-from cluster.joblogs import append_output, output_refusal, read_output
+from cluster.joblogs import OutputRefused, append_output, read_output
 from cluster.models import Job, JobEvent
 from cluster.permissions import IsNodeAgent, IsTenantMember, tenant_of
 from cluster.query_params import single_or_400
@@ -158,8 +158,8 @@ class AgentJobLogView(generics.GenericAPIView):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         node = request.auth
-        refusal = output_refusal(node, job_pk)
-        if refusal is not None:
-            return Response({"error": refusal[1]}, status=refusal[0])
-        received = append_output(job_pk, node, data["run"], data["offset"], data["data"], data["eof"])
+        try:
+            received = append_output(job_pk, node, data["run"], data["offset"], data["data"], data["eof"])
+        except OutputRefused as exc:
+            return Response({"error": str(exc)}, status=exc.status)
         return Response({"received": received})

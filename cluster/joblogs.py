@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import Exists, F, OuterRef
 from django.db.models.functions import Length
 from django.utils import timezone
 
@@ -68,10 +68,18 @@ def append_output(
     output it could not keep) is noted in the log as ``[sharewise: N characters of output were
     not received]``. Past ``SHAREWISE_JOB_LOG_MAX_CHARS`` characters per job, whole chunks at the
     start are deleted. One transaction, the job's row locked, so two nodes of a gang append one
-    after the other."""
+    after the other. Raises :class:`OutputRefused`: 404 the job does not exist, 403 it was never
+    placed on ``node`` (AGENT.md §2a; nothing stored)."""
     now = now or timezone.now()
     with transaction.atomic():
-        Job.objects.select_for_update().filter(pk=job_id).values_list("pk", flat=True).first()
+        # the lock and both refusals in one query (a chunk is sent per job and tick, PERFORMANCE.md §10)
+        here = Placement.objects.filter(job_id=OuterRef("pk"), gpu__node=node)
+        locked = Job.objects.select_for_update().filter(pk=job_id)
+        placed = locked.values_list(Exists(here), flat=True).first()
+        if placed is None:
+            raise OutputRefused(404, f"job {job_id} does not exist")
+        if not placed:
+            raise OutputRefused(403, f"job {job_id} was never placed on node {node.name}")
         run, _ = JobLogRun.objects.get_or_create(job_id=job_id, key=run_key, defaults={"node": node.name})
         if offset > run.received:
             note = f"[sharewise: {offset - run.received} characters of output were not received]\n"
@@ -87,14 +95,12 @@ def append_output(
     return run.received
 
 
-def output_refusal(node: Node, job_id: int) -> tuple[int, str] | None:
-    """Why ``node`` may not send output of job ``job_id``, as ``(HTTP status, message)``: 404 the
-    job does not exist, 403 it was never placed on ``node``; ``None`` when it may (AGENT.md §2a)."""
-    if not Job.objects.filter(pk=job_id).exists():
-        return 404, f"job {job_id} does not exist"
-    if not Placement.objects.filter(job_id=job_id, gpu__node=node).exists():
-        return 403, f"job {job_id} was never placed on node {node.name}"
-    return None
+class OutputRefused(Exception):
+    """Output ``node`` may not send (:func:`append_output`); ``status``: the HTTP status (403, 404)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def _store(job_id: int, run: JobLogRun, text: str) -> None:

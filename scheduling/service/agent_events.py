@@ -20,10 +20,10 @@ from django.db.models import F
 from django.utils import timezone
 
 from agent.messages import EventKind
-from cluster.models import Job, JobEvent, Node, Placement
-from scheduling.service.generations import generation_window, latest_placement_nodes
-from scheduling.service.jobs import TERMINAL, advance_progress, after_release, job_nodes, release
+from cluster.models import Job, JobEvent, Node
+from scheduling.service.jobs import TERMINAL, advance_progress, after_release, release
 from scheduling.service.observations import mark_incompatible, observe_memory, observe_progress, oom_partners
+from scheduling.service.placement_facts import JobPlacements, job_placements
 
 
 class AgentError(Exception):
@@ -90,12 +90,15 @@ def record_event(node: Node, job_id: int, event: AgentEvent, now: datetime | Non
         job = Job.objects.select_for_update().filter(pk=job_id).first()
         if job is None:
             raise AgentError(404, f"job {job_id} does not exist")
-        if not Placement.objects.filter(job_id=job_id, gpu__node=node).exists():
+        # every placement question below is answered from one read of the job's rows, taken
+        # under its lock (docs/PERFORMANCE.md §10: about ten queries per event before)
+        placements = job_placements(job_id)
+        if not placements.placed_on(node.pk):
             raise AgentError(403, f"job {job_id} was never placed on node {node.name}")
-        window = generation_window(job_id)
+        window = placements.window()
         assert window is not None  # the job has placement rows (checked above)
         floor, latest = window
-        if _finished_after_requeue(job, node, event, latest):
+        if _finished_after_requeue(job, node, event, latest, placements):
             # the run was requeued (its node fell silent: the web service was down, say) but ran
             # on to the end: its work is done, so the job succeeds rather than running again
             job.iterations_done = float(job.iterations)
@@ -118,11 +121,12 @@ def record_event(node: Node, job_id: int, event: AgentEvent, now: datetime | Non
             return _answer(job, accepted=False)
         if event.iter_time_s is not None:
             job.measured_iteration_time_s = event.iter_time_s
-        if job.status == Job.Status.PENDING or node.name not in job_nodes(job_id):
+        nodes = placements.active_nodes()
+        if job.status == Job.Status.PENDING or node.name not in nodes:
             # The job was preempted or requeued, and this is the agent's acknowledgment (or a
             # late report): a node of its latest placement may still tell how far it got (the
             # job resumes there); a node it has moved away from changes nothing.
-            if job.status != Job.Status.PENDING or node.name not in latest_placement_nodes(job_id):
+            if job.status != Job.Status.PENDING or node.name not in placements.latest_nodes():
                 return _answer(job, accepted=False)
             advance_progress(job, event.iterations_done)
             job.save(update_fields=["iterations_done", "measured_iteration_time_s"])
@@ -130,19 +134,19 @@ def record_event(node: Node, job_id: int, event: AgentEvent, now: datetime | Non
         accepted = True
         if event.event in ("started", "progress", "finished"):
             if event.memory_mb is not None:
-                observe_memory(job, event.memory_mb)
+                observe_memory(job, event.memory_mb, placements)
             if event.iter_time_s is not None:
-                data["learned"] = observe_progress(job, event.generation, event.iter_time_s, now)
+                data["learned"] = observe_progress(job, event.generation, event.iter_time_s, now, placements)
         if event.event in ("started", "progress"):
-            accepted = _progress(job, node, event, floor, data, now)
+            accepted = _progress(job, node, nodes, event, floor, data, now)
         elif event.event == "finished":
-            accepted, partners = _finished(job, node, event, floor, data, now)
+            accepted, partners = _finished(job, node, nodes, event, floor, data, now)
         elif event.event == "failed":
-            if len(job_nodes(job_id)) <= 1:
+            if len(nodes) <= 1:
                 advance_progress(job, event.iterations_done)
             partners = _failed(job, node, event, data, now)
         else:  # stopped by the agent itself: it shut down, or lost the GPUs
-            if len(job_nodes(job_id)) <= 1:
+            if len(nodes) <= 1:
                 advance_progress(job, event.iterations_done)
             partners = release(
                 job,
@@ -188,8 +192,9 @@ def _answer(job: Job, accepted: bool) -> dict[str, Any]:
 
 
 def _progress(
-    job: Job, node: Node, event: AgentEvent, floor: int, data: dict[str, Any], now: datetime
+    job: Job, node: Node, nodes: set[str], event: AgentEvent, floor: int, data: dict[str, Any], now: datetime
 ) -> bool:
+    """``nodes``: the nodes holding the job (its active placements)."""
     if (
         event.event == "started"
         and JobEvent.objects.filter(
@@ -199,7 +204,6 @@ def _progress(
         return False  # a repeated started (a re-sent start re-confirms it): nothing new
     kind = JobEvent.Kind.STARTED if event.event == "started" else JobEvent.Kind.PROGRESS
     JobEvent.objects.create(job=job, kind=kind, at=now, data=data)
-    nodes = job_nodes(job.pk)
     if len(nodes) <= 1:
         advance_progress(job, event.iterations_done)
     else:  # a gang's progress is that of its slowest node (AGENT.md §1, "Gangs across nodes")
@@ -210,7 +214,9 @@ def _progress(
     return True
 
 
-def _finished_after_requeue(job: Job, node: Node, event: AgentEvent, latest: int) -> bool:
+def _finished_after_requeue(
+    job: Job, node: Node, event: AgentEvent, latest: int, placements: JobPlacements
+) -> bool:
     """Whether ``event`` is the completion of a run the service requeued while it went on: a
     ``finished`` with all the job's iterations done, of a generation below ``latest``, for a job
     now waiting (not placed again) whose latest placement was on ``node`` alone (a gang's other
@@ -220,14 +226,14 @@ def _finished_after_requeue(job: Job, node: Node, event: AgentEvent, latest: int
         and job.status == Job.Status.PENDING
         and event.generation < latest
         and event.iterations_done >= job.iterations
-        and latest_placement_nodes(job.pk) == {node.name}
+        and placements.latest_nodes() == {node.name}
     )
 
 
 def _finished(
-    job: Job, node: Node, event: AgentEvent, floor: int, data: dict[str, Any], now: datetime
+    job: Job, node: Node, nodes: set[str], event: AgentEvent, floor: int, data: dict[str, Any], now: datetime
 ) -> tuple[bool, set[int]]:
-    nodes = job_nodes(job.pk)
+    """``nodes``: the nodes holding the job (its active placements)."""
     if len(nodes) > 1:
         done = set(_reported_by_node(job.pk, floor, "finished"))
         if node.name in done:

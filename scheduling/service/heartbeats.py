@@ -13,7 +13,6 @@ Units: seconds (s), MB, iterations.
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -26,9 +25,10 @@ from django.utils import timezone
 
 from cluster.models import GPU, Job, Node, Placement
 from scheduling.service.dispatch import Message, dispatch_after_commit, stop_messages
-from scheduling.service.generations import generation_windows, next_generations
+from scheduling.service.generations import next_generations
 from scheduling.service.health import CACHE_ERRORS
 from scheduling.service.jobs import advance_progress, requeue
+from scheduling.service.placement_facts import jobs_placements
 from scheduling.service.silence import heartbeat_timeout_s, is_silent, newest_heartbeat
 
 log = logging.getLogger(__name__)
@@ -116,9 +116,11 @@ def record_heartbeat(
     now = now or timezone.now()
     stops: list[Message] = []
     with transaction.atomic():
-        Node.objects.filter(pk=node.pk).update(last_heartbeat=now)
-        if Node.objects.filter(pk=node.pk, status=Node.Status.UNHEALTHY).update(status=Node.Status.READY):
-            forget_cluster_facts()  # its GPUs count for a submission's gang again
+        # a ready node (the usual case) in one statement; otherwise the time, then unhealthy → ready
+        if not Node.objects.filter(pk=node.pk, status=Node.Status.READY).update(last_heartbeat=now):
+            Node.objects.filter(pk=node.pk).update(last_heartbeat=now)
+            if Node.objects.filter(pk=node.pk, status=Node.Status.UNHEALTHY).update(status=Node.Status.READY):
+                forget_cluster_facts()  # its GPUs count for a submission's gang again
         _update_gpus(node, gpus)
         reported = {int(r["job_id"]): r for r in running}
         expected: dict[int, datetime] = {}
@@ -204,25 +206,26 @@ def _heartbeat_progress(rows: dict[int, dict[str, Any]]) -> None:
     """Advance each job's progress to what the heartbeat reports (``{job id: running row}``, jobs
     placed on the node), keeping the maximum; a row of an old run (generation below the floor)
     or of a gang (its progress comes from events, per node) changes nothing. A fixed number of
-    queries for all of them, plus one update per job that advanced: a heartbeat lists every
+    queries for all of them, the jobs that advanced in one bulk update: a heartbeat lists every
     job of its node, every interval."""
     if not rows:
         return
-    windows = generation_windows(rows)
-    nodes: dict[int, set[str]] = defaultdict(set)
-    active = Placement.objects.filter(job_id__in=list(rows), active=True)
-    for job_id, name in active.values_list("job_id", "gpu__node__name"):
-        nodes[job_id].add(name)
-    current = [
-        j
-        for j, row in rows.items()
-        if (w := windows.get(j)) is not None and int(row.get("generation", -1)) >= w[0] and len(nodes[j]) <= 1
-    ]
-    for job in Job.objects.filter(pk__in=current):
+    facts = jobs_placements(rows)  # windows and the nodes holding each job, from one read of the rows
+    current = []
+    for j, row in rows.items():
+        own = facts.get(j)
+        window = own.window() if own is not None else None
+        if own is None or window is None or int(row.get("generation", -1)) < window[0]:
+            continue  # never placed, or an old run's row
+        if len(own.active_nodes()) <= 1:  # a gang's progress comes from its events, per node
+            current.append(j)
+    advanced = []
+    for job in Job.objects.filter(pk__in=current).only("pk", "iterations", "iterations_done"):
         done = float(rows[job.pk].get("iterations_done") or 0.0)
         if done > job.iterations_done:
             advance_progress(job, done)
-            job.save(update_fields=["iterations_done"])
+            advanced.append(job)
+    Job.objects.bulk_update(advanced, ["iterations_done"])
 
 
 def _stop_messages(node: Node, reported: dict[int, int]) -> list[Message]:

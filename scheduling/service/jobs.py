@@ -55,7 +55,8 @@ def advance_progress(job: Job, iterations_done: float) -> None:
 
 def sharing_partners(job: Job) -> set[int]:
     """Ids of the other jobs active on the GPUs ``job`` holds now."""
-    gpu_ids = list(Placement.objects.filter(job=job, active=True).values_list("gpu_id", flat=True))
+    # one statement: the job's GPUs as a subquery (a release per finished job, PERFORMANCE.md §10)
+    gpu_ids = Placement.objects.filter(job=job, active=True).values("gpu_id")
     return set(
         Placement.objects.filter(active=True, gpu_id__in=gpu_ids)
         .exclude(job=job)
@@ -176,10 +177,13 @@ def requeue(job_ids: Iterable[int], now: datetime, reason: str) -> list[int]:
     """Put running jobs back to pending with the progress last reported (their placements end, a
     ``requeued`` event, a ``stop`` to their nodes, an ``update`` to their partners). Returns the
     ids requeued (jobs no longer running are skipped)."""
+    ids = list(job_ids)
+    if not ids:  # a heartbeat's usual case: no savepoint round trips for nothing
+        return []
     done: list[int] = []
     partners: set[int] = set()
     with transaction.atomic():
-        for job in Job.objects.select_for_update().filter(pk__in=list(job_ids), status=Job.Status.RUNNING):
+        for job in Job.objects.select_for_update().filter(pk__in=ids, status=Job.Status.RUNNING):
             partners |= release(job, now, Job.Status.PENDING, JobEvent.Kind.REQUEUED, reason)
             done.append(job.pk)
         if done:
