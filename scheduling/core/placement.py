@@ -72,6 +72,9 @@ def start_checker(snapshot: Snapshot, profile: Profile) -> Callable[[Job], bool]
     return can_start
 
 
+_UNKNOWN = object()  # never_fits_reason's cache miss (None is an answer: the job can start)
+
+
 def never_fits_reason(job: Job, state: RoundState, profile: Profile) -> str | None:
     """:func:`unfit_reason` on the round's healthy GPUs (of the job's GPU types), cached per
     :func:`~scheduling.core.profile_cache.fit_key` for the round: the answer, reason text
@@ -79,8 +82,9 @@ def never_fits_reason(job: Job, state: RoundState, profile: Profile) -> str | No
     job waits with this reason and never blocks others."""
     key = fit_key(job)
     cache = state.unfit_by_key
-    if key in cache:
-        return cache[key]
+    known = cache.get(key, _UNKNOWN)  # one lookup (a tuple's hash is not cached)
+    if known is not _UNKNOWN:
+        return known  # type: ignore[return-value]
     memory = state.memory_desc_mb if not job.gpu_types else state.types.memory_desc(job.gpu_types)
     if job.gpu_types and not memory:
         reason: str | None = (

@@ -28,12 +28,9 @@ exactly as before.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from operator import attrgetter
 
 from scheduling.core.charge import charge_split
-from scheduling.core.profile_cache import FIT_FIELDS
 from scheduling.core.types import Job, JobId, RunningJob, Share, Snapshot, TenantQuota
 
 NO_QUOTA = TenantQuota(0, None)
@@ -264,27 +261,22 @@ class QuotaGate:
         self._change(job, -job.gpus, False)
 
 
-_TENANT_FIT = attrgetter("tenant", *FIT_FIELDS)
-
-
 def startable_gangs(
     waiting: Sequence[Job], can_start: Callable[[Job], bool] | None
 ) -> dict[str, dict[int, int]]:
     """Tenant → gang size (GPUs) → how many of the ``waiting`` jobs of that tenant and size could
     ever start (``can_start``; ``None``: all), tenants and sizes in the order of their first such
-    job. ``can_start`` must answer alike for jobs alike in
-    :data:`~scheduling.core.profile_cache.FIT_FIELDS` (every caller's does: it is
-    :func:`~scheduling.core.placement.never_fits_reason`), so it is asked once per distinct
-    tenant and those fields — a few hundred calls instead of one per job at 10,000 pending."""
-    counts = Counter(map(_TENANT_FIT, waiting))  # first-seen order: the order of the jobs
-    example = dict(zip(map(_TENANT_FIT, waiting), waiting, strict=True)) if can_start is not None else {}
+    job (the owed total is a float sum in that order). Every caller's ``can_start`` is
+    :func:`~scheduling.core.placement.never_fits_reason`, cached per job shape for the round, so
+    a job costs one dictionary lookup here."""
     gangs: dict[str, dict[int, int]] = {}
-    for key, n in counts.items():
-        if can_start is not None and not can_start(example[key]):
+    for job in waiting:
+        if can_start is not None and not can_start(job):
             continue  # a job that can never start is owed nothing
-        tenant, gpus = key[0], key[3]
-        sizes = gangs.setdefault(tenant, {})
-        sizes[gpus] = sizes.get(gpus, 0) + n
+        sizes = gangs.get(job.tenant)
+        if sizes is None:
+            sizes = gangs[job.tenant] = {}
+        sizes[job.gpus] = sizes.get(job.gpus, 0) + 1
     return gangs
 
 

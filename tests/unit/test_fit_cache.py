@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduling.core.gpu_types import memory_desc_of
-from scheduling.core.placement import never_fits_reason, unfit_reason
+from scheduling.core.placement import largest_fitting_sub_batch, never_fits_reason, unfit_reason
 from scheduling.core.quota import startable_gangs
-from scheduling.core.round_state import RoundState
+from scheduling.core.round_state import RoundState, healthy_memory_desc
 from scheduling.core.types import GPU, Cluster, Job, SchedulerConfig, Snapshot
 from tests.unit.fakes import FakeProfile, job
 
@@ -111,3 +111,20 @@ def test_hand_counted_gangs() -> None:
     state = RoundState(snapshot, PROFILE)
     gangs = startable_gangs(snapshot.pending, lambda j: never_fits_reason(j, state, PROFILE) is None)
     assert gangs == {"a": {1: 2, 4: 1}, "b": {2: 1}}
+
+
+@settings(max_examples=300, deadline=None)
+@given(gpus_st, jobs_st)
+def test_estimates_fit_test_is_unfit_reason(gpus: list, specs: list) -> None:
+    """The estimates (``scheduling.core.eta.estimated_starts``) skip a job unless its gang is 1 …
+    the healthy GPUs and a sub-batch fits its ``G_j``-th largest one: exactly when
+    ``unfit_reason`` on all healthy GPUs is ``None``."""
+    snapshot = snapshot_of(gpus, specs)
+    memory = healthy_memory_desc(snapshot)
+    min_sub = snapshot.config.min_sub_batch
+    for j in snapshot.pending:
+        fits = 1 <= j.gpus <= len(memory) and (
+            largest_fitting_sub_batch(PROFILE, j, memory[j.gpus - 1], snapshot.config.min_sub_batch)
+            is not None
+        )
+        assert fits == (unfit_reason(j, memory, PROFILE, min_sub) is None)
