@@ -167,6 +167,26 @@ def reset() -> None:
     Round.objects.all().delete()
     Job.objects.update(status=Job.Status.PENDING, started_at=None, attained_gpu_s=0.0)
     Node.objects.update(last_heartbeat=timezone.now())
+    vacuum_rewritten()
+
+
+def vacuum_rewritten() -> None:
+    """``VACUUM (ANALYZE)`` the tables :func:`reset` rewrites (PostgreSQL only, outside the
+    timing). Each reset leaves 10,000 dead job rows and the last round's placements and events;
+    a deployment's autovacuum reclaims them, but it may be off on a benchmark server: without
+    this, after 6 rounds ``cluster_job`` held 62,316 dead rows beside its 10,000 live ones
+    (11 MB), and every later round's snapshot scanned them. Skipped inside a transaction (a
+    test's), where PostgreSQL refuses ``VACUUM``."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        return
+    from cluster.models import Job, JobEvent, Placement
+    from scheduling.models import AgentOrder, OrderStream, Round
+
+    with connection.cursor() as cursor:
+        for model in (Job, Placement, JobEvent, Round, AgentOrder, OrderStream):
+            cursor.execute(f"VACUUM (ANALYZE) {connection.ops.quote_name(model._meta.db_table)}")
 
 
 def finish_some(count: int) -> None:

@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduling.core.placement import largest_fitting_sub_batch, unfit_reason
+from scheduling.core.placement import largest_fitting_sub_batch
 from scheduling.core.quota import NO_QUOTA, normalise
 from scheduling.core.round_state import healthy_memory_desc
 from scheduling.core.types import Job, JobId, Policy, Profile, RoundDecisions, Snapshot, TenantQuota
@@ -155,12 +155,19 @@ class OwedTally:
         return owed
 
 
-def holders(snapshot: Snapshot, decisions: RoundDecisions, profile: Profile) -> list[Holder]:
+def holders(
+    snapshot: Snapshot,
+    decisions: RoundDecisions,
+    profile: Profile,
+    pending: Mapping[JobId, Job] | None = None,
+) -> list[Holder]:
     """The jobs holding GPUs after ``decisions`` (its preemptions and starts applied), each with
-    its expected end ``now + R_j · t_j(b_j) · ξ_j`` (s; ξ of its partners on its GPUs)."""
+    its expected end ``now + R_j · t_j(b_j) · ξ_j`` (s; ξ of its partners on its GPUs).
+    ``pending``: the snapshot's pending jobs by id, when the caller has them already."""
     now = snapshot.now
     preempted = {p.job_id for p in decisions.preemptions}
-    pending = {j.id: j for j in snapshot.pending}
+    if pending is None:
+        pending = {j.id: j for j in snapshot.pending}
     held: dict[JobId, tuple[Job, tuple[int, ...], int]] = {
         rj.job.id: (rj.job, rj.placement.gpu_ids, rj.placement.sub_batch)
         for rj in snapshot.running
@@ -231,14 +238,18 @@ def estimated_starts(
         if job is None or jid in started or jid in seen:
             continue
         seen.add(jid)
-        if unfit_reason(job, memory_desc, profile, min_sub) is not None:
+        # unfit_reason(job, memory_desc, …) is None exactly when the gang is 1 … the healthy GPUs
+        # and some sub-batch fits its G_j-th largest GPU: that sub-batch is the one it runs
+        if not 1 <= job.gpus <= len(memory_desc):
             continue
-        sub = largest_fitting_sub_batch(profile, job, memory_desc[job.gpus - 1], min_sub) or job.batch_size
+        sub = largest_fitting_sub_batch(profile, job, memory_desc[job.gpus - 1], min_sub)
+        if sub is None:
+            continue
         run_s = job.remaining_iterations * profile.iter_time_s(job, sub)
         queue.append(Queued(jid, job.gpus, run_s, job.tenant, job.remaining_time_s, job.waiting_since))
         if len(queue) >= limit:
             break
-    held = holders(snapshot, decisions, profile)
+    held = holders(snapshot, decisions, profile, pending)
     quotas = None
     if snapshot.tenant_quotas:
         config = snapshot.config

@@ -19,7 +19,7 @@ import heapq
 from collections.abc import Callable, Sequence
 
 from scheduling.core.gpu_types import accepts, memory_desc_of, pick_smallest_sufficient
-from scheduling.core.profile_cache import CachedProfile
+from scheduling.core.profile_cache import CachedProfile, fit_key
 from scheduling.core.round_state import RoundState, healthy_memory_desc
 from scheduling.core.types import Job, Profile, Snapshot, Start
 
@@ -72,19 +72,28 @@ def start_checker(snapshot: Snapshot, profile: Profile) -> Callable[[Job], bool]
     return can_start
 
 
+_UNKNOWN = object()  # never_fits_reason's cache miss (None is an answer: the job can start)
+
+
 def never_fits_reason(job: Job, state: RoundState, profile: Profile) -> str | None:
-    """:func:`unfit_reason` on the round's healthy GPUs, cached per job shape. Such a job waits
-    with this reason and never blocks others."""
-    shape = (CachedProfile.shape(job), job.gpu_types)
-    fits = state.fits_some_gpu.get(shape)
+    """:func:`unfit_reason` on the round's healthy GPUs (of the job's GPU types), cached per
+    :func:`~scheduling.core.profile_cache.fit_key` for the round: the answer, reason text
+    included, depends on nothing else, and the healthy GPUs do not change within a round. Such a
+    job waits with this reason and never blocks others."""
+    key = fit_key(job)
+    cache = state.unfit_by_key
+    known = cache.get(key, _UNKNOWN)  # one lookup (a tuple's hash is not cached)
+    if known is not _UNKNOWN:
+        return known  # type: ignore[return-value]
     memory = state.memory_desc_mb if not job.gpu_types else state.types.memory_desc(job.gpu_types)
     if job.gpu_types and not memory:
-        return f"accepts GPU types {', '.join(job.gpu_types)}; the cluster has no healthy GPU of them"
-    if fits is None:
+        reason: str | None = (
+            f"accepts GPU types {', '.join(job.gpu_types)}; the cluster has no healthy GPU of them"
+        )
+    else:
         reason = unfit_reason(job, memory, profile, state.min_sub_batch)
-        state.fits_some_gpu[shape] = reason is None
-        return reason
-    return None if fits else unfit_reason(job, memory, profile, state.min_sub_batch)
+    cache[key] = reason
+    return reason
 
 
 def largest_fitting_sub_batch(profile: Profile, job: Job, room_mb: float, min_sub_batch: int) -> int | None:

@@ -6,7 +6,17 @@ every resident); :class:`CachedProfile` answers each distinct question once. It 
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from scheduling.core.types import Job, Profile
+
+FIT_FIELDS = ("model", "batch_size", "gpus", "memory_mb", "gpu_types")
+"""The job fields whether a job can ever start depends on: its shape (:meth:`CachedProfile.shape`,
+which fixes its memory per GPU at every sub-batch) and the GPU types it accepts."""
+
+fit_key = attrgetter(*FIT_FIELDS)
+"""``job → (model, batch_size, gpus, memory_mb, gpu_types)``, the :data:`FIT_FIELDS` as one tuple
+(built in C: a per-round cache keyed by it costs one call per job)."""
 
 
 class CachedProfile:

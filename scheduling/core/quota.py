@@ -127,12 +127,7 @@ class QuotaGate:
         self.borrow_bound_s: float | None = config.borrow_bound_s if bounded else None
         self.starvation_bound_s = config.starvation_bound_s
         self.now = snapshot.now
-        self._gangs: dict[str, dict[int, int]] = {}  # tenant → pending gang size → how many
-        for job in waiting:
-            if can_start is not None and not can_start(job):
-                continue  # a job that can never start is owed nothing
-            gangs = self._gangs.setdefault(job.tenant, {})
-            gangs[job.gpus] = gangs.get(job.gpus, 0) + 1
+        self._gangs = startable_gangs(waiting, can_start)  # tenant → pending gang size → how many
         self._owed: dict[str, float] = {t: self._owed_of(t) for t in self._gangs}
         self._owed_total = sum(self._owed.values())
 
@@ -264,6 +259,25 @@ class QuotaGate:
     def release(self, job: Job) -> None:
         """Record that running ``job`` was preempted this round (it waits again next round)."""
         self._change(job, -job.gpus, False)
+
+
+def startable_gangs(
+    waiting: Sequence[Job], can_start: Callable[[Job], bool] | None
+) -> dict[str, dict[int, int]]:
+    """Tenant → gang size (GPUs) → how many of the ``waiting`` jobs of that tenant and size could
+    ever start (``can_start``; ``None``: all), tenants and sizes in the order of their first such
+    job (the owed total is a float sum in that order). Every caller's ``can_start`` is
+    :func:`~scheduling.core.placement.never_fits_reason`, cached per job shape for the round, so
+    a job costs one dictionary lookup here."""
+    gangs: dict[str, dict[int, int]] = {}
+    for job in waiting:
+        if can_start is not None and not can_start(job):
+            continue  # a job that can never start is owed nothing
+        sizes = gangs.get(job.tenant)
+        if sizes is None:
+            sizes = gangs[job.tenant] = {}
+        sizes[job.gpus] = sizes.get(job.gpus, 0) + 1
+    return gangs
 
 
 def gate_for(

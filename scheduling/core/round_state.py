@@ -174,7 +174,8 @@ class RoundState:
         # every healthy GPU has the same memory: any idle set fits a job as well as any other, so
         # the choice of idle GPUs needs no memory floor (the fast path of start_on_idle)
         self.uniform_memory = not self.memory_desc_mb or self.memory_desc_mb[0] == self.memory_desc_mb[-1]
-        self.fits_some_gpu: dict[tuple, bool] = {}  # job shape → fits its G largest GPUs at some sub-batch
+        # fit_key(job) → why a job of it can never start on this round's healthy GPUs (None: it can)
+        self.unfit_by_key: dict[tuple, str | None] = {}
         self.types = TypeBook(snapshot, dict(layout.type_memory))  # GPU types (scheduling.core.gpu_types)
         self.residents: dict[JobId, Resident] = {}
         self.shareable_count = 0

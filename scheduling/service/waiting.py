@@ -52,7 +52,7 @@ def estimates_for(
         state.snapshot,
         decisions,
         profile,
-        [w.job_id for w in decisions.waits],
+        (w.job_id for w in decisions.waits),  # read only up to the limit's worth of jobs
         mode,
         round_interval_s=float(settings.SHAREWISE_ROUND_INTERVAL_S),
     )

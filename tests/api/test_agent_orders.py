@@ -21,7 +21,7 @@ from rest_framework.test import APIClient
 from agent.messages import placement_kwargs, stop_kwargs
 from cluster.models import Job, Node, Tenant
 from scheduling import service
-from scheduling.models import AgentOrder
+from scheduling.models import AgentOrder, OrderStream
 from scheduling.service import orders
 from scheduling.service.dispatch import agent_transport, celery_dispatch, get_dispatcher, local_dispatch
 from tests.api.conftest import JOBS_URL, job_body, token_client
@@ -181,14 +181,15 @@ def test_the_backlog_of_a_silent_agent_is_bounded(cluster: list[Node], monkeypat
 
 
 def test_orders_for_many_nodes_take_a_handful_of_queries(db: None) -> None:
-    """A round that places jobs on 16 nodes records their orders in 5 queries the first time (the
-    nodes, their streams, the new streams, the streams locked, their numbers) and 4 after (no
-    stream to create), plus one statement for all the orders (an INSERT here on SQLite; on
-    PostgreSQL a COPY, which Django's query log does not see) — not 4 per node: the old code
-    took 65 for 16 nodes. Each node's orders are still numbered 1, 2, … in the order given."""
+    """A round that places jobs on 16 nodes records their orders in 2 queries, the first time as
+    after (the nodes, and one upsert that creates or bumps their streams and returns their
+    numbers), plus one statement for all the orders (an INSERT here on SQLite; on PostgreSQL a
+    COPY, which Django's query log does not see) — not 4 per node: the old code took 65 for 16
+    nodes, the last one 5 the first time and 4 after. Each node's orders are still numbered 1,
+    2, … in the order given, the second call's after the first's."""
     names = [Node.register(f"n{i:02d}", 1, 16_000, "v100")[0].name for i in range(16)]
     messages = [start(n, j, 1) for j in (1, 2) for n in names]
-    for expected in (5, 4):
+    for expected in (2, 2):
         with CaptureQueriesContext(connection) as queries:
             assert orders.record_orders(messages) == 32
         statements = [
@@ -204,6 +205,7 @@ def test_orders_for_many_nodes_take_a_handful_of_queries(db: None) -> None:
         (3, 1),
         (4, 2),
     ]
+    assert set(OrderStream.objects.values_list("last_seq", flat=True)) == {4}
 
 
 def test_transport_setting_chooses_the_dispatcher() -> None:
