@@ -61,6 +61,9 @@ def test_from_stdin_and_from_the_environment(
             "12345678",
             "password refused: This password is too common. This password is entirely numeric.",
         ),
+        (["alice"], "Env\udcffpass-word1", "the password is not valid UTF-8 text"),  # os.environ's b"\xff"
+        (["alice"], PASSWORD + "\n", "the password holds a control character"),
+        (["alice"], "violet\tkettle-9", "the password holds a control character"),
         (
             ["alice", "--password-file", "/nonexistent/pw"],
             None,
@@ -84,3 +87,13 @@ def test_there_is_no_password_argument(alice: Any) -> None:
     """A password given as an argument would be visible to every user of the machine (``ps``)."""
     with pytest.raises(CommandError, match="unrecognized arguments: --password"):
         set_password("alice", "--password", PASSWORD)
+
+
+def test_a_second_final_newline_on_stdin_is_refused(alice: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``printf 'pw\\n\\n'``: one newline is dropped, the other would be part of a password no
+    login form can type."""
+    before = User.objects.get(username="alice").password
+    monkeypatch.setattr("sys.stdin", io.StringIO(PASSWORD + "\n\n"))
+    with pytest.raises(CommandError, match="control character"):
+        set_password("alice", "--password-file", "-")
+    assert User.objects.get(username="alice").password == before

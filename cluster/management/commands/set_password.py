@@ -28,7 +28,8 @@ PASSWORD_ENV = "SHAREWISE_PASSWORD"
 def read_password(path: str | None) -> str:
     """The password in the file at ``path`` (``"-"``: standard input; one final newline is not
     part of it), else in ``$SHAREWISE_PASSWORD``. Raises ``CommandError`` when the file cannot be
-    read, neither source is given, or the password is empty."""
+    read, neither source is given, or the password is empty, not valid UTF-8 or holds a control
+    character (U+0000–U+001F, U+007F: e.g. a second final newline)."""
     if path is None:
         password = os.environ.get(PASSWORD_ENV)
         if password is None:
@@ -47,6 +48,13 @@ def read_password(path: str | None) -> str:
         password = password.removesuffix("\n").removesuffix("\r")  # `echo` and editors add one
     if not password:
         raise CommandError("the password is empty")
+    try:
+        password.encode("utf-8")  # stdin and the environment carry undecodable bytes as surrogates
+    except UnicodeEncodeError:
+        raise CommandError("the password is not valid UTF-8 text") from None
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in password):
+        # a second newline, a tab or a NUL: no login form can type it, so nobody could log in with it
+        raise CommandError("the password holds a control character (a newline, tab or NUL): remove it")
     return password
 
 
