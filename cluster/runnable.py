@@ -10,10 +10,11 @@ known and the job is accepted; a cluster mixing both kinds accepts it too (an em
 run it).
 
 A job accepted while nothing was known is not failed when the agents then declare they run
-processes: while every node that takes jobs has declared ``subprocess``, a round leaves the
-pending jobs without a command out of its snapshot (:func:`held_without_command`), and they wait
-with :data:`HELD_WITHOUT_COMMAND` as their reason until a node that emulates (or one that has not
-declared yet) takes jobs, or their owner cancels them. Before, the round placed such a job on one
+processes: while some node that takes jobs has declared ``subprocess`` and none ``emulated``, a
+round leaves the pending jobs without a command out of its snapshot (:func:`held_without_command`),
+and they wait with :data:`HELD_WITHOUT_COMMAND` as their reason until a node that emulates takes
+jobs, or their owner cancels them (a node whose agent has not declared yet does not release
+them). Before, the round placed such a job on one
 of those nodes, whose agent failed it at once ("the placement has no command").
 """
 
@@ -58,8 +59,9 @@ def missing_command_refusal() -> str | None:
 
 def held_without_command(executors: Iterable[str]) -> bool:
     """Whether a round holds back the pending jobs without a command, given ``executors``: what
-    each node that takes jobs now declared (``""``: not yet). True when there is at least one
-    and every one is ``subprocess`` (nothing there could run such a job; see the module
-    docstring); a node that emulates or has not declared yet may still run it."""
+    each node that takes jobs now declared (``""``: not yet). True when one of them runs
+    processes and none emulates (see the module docstring). A node that has not declared yet
+    does not release them: the round places by GPU, not by node, so such a job would as likely
+    land on the node that runs processes, whose agent fails it at once."""
     declared = set(executors)
-    return bool(declared) and declared == {Node.Executor.SUBPROCESS.value}
+    return Node.Executor.SUBPROCESS.value in declared and Node.Executor.EMULATED.value not in declared

@@ -106,3 +106,22 @@ def test_a_job_accepted_before_any_agent_declared_waits_instead_of_failing(
     with django_capture_on_commit_callbacks(execute=True):
         service.run_round()
     assert Job.objects.get(pk=job_id).status == Job.Status.RUNNING
+
+
+def test_a_node_not_yet_declared_does_not_release_a_held_job(
+    alice_api: APIClient,
+    tokens: dict[str, str],
+    sent: list[dict[str, Any]],
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """A fresh-user trial's case: node-00's agent runs processes, node-01 was just registered and its
+    agent has not sent a heartbeat. The job without a command used to be placed (on node-00's idle
+    GPU) and failed at once ("the placement has no command"); it waits, saying why."""
+    waiting = submit(alice_api, name="no-command").json()["id"]  # accepted: nothing known yet
+    assert beat("node-00", tokens["node-00"], "subprocess").status_code == 200
+    with django_capture_on_commit_callbacks(execute=True):
+        service.run_round()
+    job = Job.objects.get(pk=waiting)
+    assert job.status == Job.Status.PENDING and not Placement.objects.filter(job_id=waiting).exists()
+    assert alice_api.get(f"{JOBS_URL}{waiting}/").json()["pending_reason"] == HELD
+    assert sent == []
