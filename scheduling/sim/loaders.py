@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from scheduling.core.types import Job
+from scheduling.datapaths import trace_path
 
 log = logging.getLogger(__name__)
 
@@ -199,6 +200,17 @@ def _gavel_row(
     return None, Job(0, tenant, model, batch, gpus, iterations, submit, 1.0 / steps_per_s)
 
 
+def shared_hint(path: Path) -> str:
+    """For a trace path that does not exist: ``" (the public trace of that name is at P)"`` when
+    the shared data folder (``$SHAREWISE_DATA_DIR``, else ``../shared/data`` beside the checkout)
+    holds a trace of that file name, else a reminder of that folder; the README's commands name
+    traces relative to a checkout beside that folder."""
+    shared = trace_path(path.name)
+    if shared.is_file():
+        return f" (the public trace of that name is at {shared})"
+    return f" (public traces are read from {shared.parent}; set SHAREWISE_DATA_DIR to their folder)"
+
+
 def detect_format(path: Path) -> str:
     """``"gavel"``, ``"tiresias"`` or ``"chronus"`` for a file; raises :class:`TraceError`.
 
@@ -206,7 +218,7 @@ def detect_format(path: Path) -> str:
     its header (``user`` → Chronus; ``iteration_time`` and ``batch_size`` → Tiresias/Muri).
     """
     if not path.exists():
-        raise TraceNotFoundError(f"trace not found: {path}")
+        raise TraceNotFoundError(f"trace not found: {path}{shared_hint(path)}")
     if path.is_dir() or path.suffix.lower() in GAVEL_SUFFIXES:
         return "gavel"
     try:

@@ -578,3 +578,18 @@ def test_quota_warnings_name_what_looks_wrong() -> None:
         "philly-vc/, chronus-philly-mix1.csv"
     ]
     assert quota_warnings({"x": TenantQuota(2), "y": TenantQuota(2)}, jobs, 4) == []
+
+
+def test_a_missing_trace_points_at_the_shared_one_of_that_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run from elsewhere, the README's ``../shared/data/traces/…`` misses: the error names where
+    the public trace of that name is (``$SHAREWISE_DATA_DIR``), or where traces are looked for."""
+    (tmp_path / "data" / "traces").mkdir(parents=True)
+    shared = tmp_path / "data" / "traces" / "t.csv"
+    shared.write_text("x\n")
+    monkeypatch.setenv("SHAREWISE_DATA_DIR", str(tmp_path / "data"))
+    code, _, err = run_cli(["--trace", "../elsewhere/t.csv", "--cluster", "1x2"], capsys)
+    assert code == 2 and f"(the public trace of that name is at {shared})" in err
+    code, _, err = run_cli(["--trace", "../elsewhere/u.csv", "--cluster", "1x2"], capsys)
+    assert code == 2 and f"(public traces are read from {tmp_path / 'data' / 'traces'};" in err
