@@ -80,7 +80,7 @@ class Puller:
         cursor unchanged) or the answer is malformed."""
         answer = self._sources[node].get(
             ORDERS_PATH,
-            {"after": self.cursors[node], "wait": self._wait_s},
+            {"after": self.cursors[node], "wait": self._wait_s, "node": node},
             timeout_s=self._wait_s + REQUEST_SLACK_S,
         )
         try:

@@ -71,8 +71,8 @@ def test_orders_reach_the_agent_in_order_and_the_cursor_follows(agent: Agent) ->
     server.add(stop_kwargs("n1", 7, 2))
     assert puller.poll("n1") == 2
     assert delivered == [start(7, 1), stop_kwargs("n1", 7, 2)] and puller.cursors == {"n1": 2}
-    assert server.queries == [{"after": 0, "wait": 20}]
-    assert puller.poll("n1") == 0 and server.queries[-1] == {"after": 2, "wait": 20}
+    assert server.queries == [{"after": 0, "wait": 20, "node": "n1"}]
+    assert puller.poll("n1") == 0 and server.queries[-1] == {"after": 2, "wait": 20, "node": "n1"}
 
 
 def test_a_lost_answer_is_delivered_again_and_the_repeat_is_ignored(agent: Agent) -> None:
@@ -119,7 +119,7 @@ def test_a_fleet_polls_without_waiting_and_a_bad_wait_is_refused(agent: Agent) -
     servers = {"n1": FakeServer(), "n2": FakeServer()}
     puller = Puller(servers, partial(route, {"n1": agent}), wait_s=25)
     assert puller.poll_all()
-    assert servers["n2"].queries == [{"after": 0, "wait": 0.0}]
+    assert servers["n2"].queries == [{"after": 0, "wait": 0.0, "node": "n2"}]
     with pytest.raises(ValueError, match="wait_s must be 0"):
         Puller({"n1": servers["n1"]}, print, wait_s=31)
 
