@@ -155,3 +155,30 @@ def test_a_refused_token_ends_the_pull_and_says_so() -> None:
     thread.join(timeout=10)
     assert not thread.is_alive() and not stop.is_set()  # it ended by itself, after the 503's retry
     assert len(calls) == 2 and puller.refused is seen[0] and seen[0].node == "node-00"
+
+
+def test_an_older_server_without_the_node_parameter_is_polled_without_it(agent: Agent) -> None:
+    """The orders poll names its node (so that another node's token is refused); a server older
+    than that parameter answers 400 ``unknown parameter``: the puller drops it, once."""
+    queries: list[dict[str, Any]] = []
+
+    class Older:
+        def get(self, path: str, query: dict[str, Any], timeout_s: float | None = None) -> Any:
+            queries.append(dict(query))
+            if "node" in query:
+                raise TransportError(
+                    'HTTP 400 from /api/v1/agent/orders/: {"error": "invalid input: node: unknown '
+                    'parameter: use after and wait"}',
+                    retryable=False,
+                    status=400,
+                )
+            return {"cursor": 0, "orders": []}
+
+    puller = Puller({"n1": Older()}, partial(route, {"n1": agent}), wait_s=0)
+    assert puller.poll("n1") == 0 and puller.poll("n1") == 0
+    assert queries == [
+        {"after": 0, "wait": 0, "node": "n1"},
+        {"after": 0, "wait": 0},
+        {"after": 0, "wait": 0},
+    ]
+    assert not puller.names_node
