@@ -6,8 +6,9 @@ Placements come by pull (long-polling the API, ``agent.puller``; the default wit
 ``--fleet NODESxGPUS`` emulates many nodes in one process (demos and tests): nodes
 ``<NAME>-00``, ``<NAME>-01``… (:func:`common.shapes.node_names`: the names of the simulator's and
 ``load_cluster``'s clusters when NAME is ``node``), each with GPUS declared GPUs. Bad arguments
-print a message and exit with status 2. A node token the server refuses (401: wrong or revoked)
-stops the agent: it ends its jobs, prints one line naming the problem and exits with status 3
+print a message and exit with status 2. A node token the server refuses (401: wrong or
+revoked; or 403 coded ``token_node_mismatch``: another node's token) stops the agent: it ends
+its jobs, prints one line naming the problem and exits with status 3
 (:data:`EXIT_TOKEN_REFUSED`); a 5xx or an unreachable server is retried, never an exit.
 """
 
@@ -34,7 +35,7 @@ from agent.gpus import discover_gpus, nvml_gpus
 from agent.joblogs import LogBook
 from agent.messages import ORDERS_MAX_WAIT_S
 from agent.puller import Puller
-from agent.reporter import HttpTransport, Reporter, TokenRefused
+from agent.reporter import HttpTransport, Reporter, TokenMismatch, TokenRefused
 from agent.runner import Runner
 from common.shapes import ShapeError, node_names, parse_shape
 
@@ -265,8 +266,9 @@ def build(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setup:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the agent until SIGTERM or Ctrl-C (push: the Celery worker's warm shutdown) or until
-    the server refuses the node token (401); then stop every job and deliver what can be
-    delivered. Returns the exit status: 0, or :data:`EXIT_TOKEN_REFUSED` after a 401."""
+    the server refuses the node token (401, or 403 for another node's token); then stop every job
+    and deliver what can be delivered. Returns the exit status: 0, or :data:`EXIT_TOKEN_REFUSED`
+    after such a refusal."""
     p = parser()
     args = p.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -312,7 +314,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def token_refused_line(exc: TokenRefused) -> str:
-    """The one line the agent ends with when the server refuses its token (401)."""
+    """The one line the agent ends with when the server refuses its token (401, or a 403 for a
+    token of another node, :class:`~agent.reporter.TokenMismatch`)."""
+    if isinstance(exc, TokenMismatch):
+        return (
+            f"sharewise-agent: error: the node token belongs to node {exc.token_node}, not "
+            f"{exc.node}: start this agent with {exc.node}'s token (--token, $SHAREWISE_NODE_TOKEN "
+            "or --token-file)"
+        )
     node = f" of {exc.node}" if exc.node else ""
     said = " ".join(str(exc).split())  # the server's message, on one line
     return (

@@ -23,6 +23,10 @@ ORDERS_PATH = "/api/v1/agent/orders/"
 ORDERS_MAX_WAIT_S = 30.0
 #: One report per node and tick: its output, events and heartbeat together (docs/AGENT.md §2b).
 BATCH_PATH = "/api/v1/agent/batch/"
+#: The ``code`` of the server's 403 to a token of another node than the one reported or polled
+#: for (heartbeat, batch, orders; docs/AGENT.md §4): the agent stops on it as on a 401. A 403 for
+#: one job (never placed on this node) carries no code: only that report is dropped.
+TOKEN_NODE_MISMATCH = "token_node_mismatch"
 ACTIONS = ("start", "stop", "update")
 EVENTS = ("started", "progress", "finished", "failed", "stopped")
 #: What a ``failed`` event says of its cause: ``"oom"`` (the job ran out of GPU memory, from its

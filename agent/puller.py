@@ -68,6 +68,9 @@ class Puller:
         self._backoff_max_s = backoff_max_s
         self.backoff_s = backoff_s
         self.cursors = dict.fromkeys(sources, 0)
+        #: Whether the polls name their node (``?node=``): a server older than that parameter
+        #: answers it 400 ``unknown parameter``, and then the puller polls without it.
+        self.names_node = True
         self._stop: threading.Event | None = None
         #: The 401 that ended :meth:`run` (``None`` while it runs or after a plain stop).
         self.refused: TokenRefused | None = None
@@ -78,11 +81,17 @@ class Puller:
         """One poll of ``node``'s orders: deliver each, then keep the server's cursor. Returns the
         number delivered. Raises :class:`TransportError` when the poll failed (nothing delivered,
         cursor unchanged) or the answer is malformed."""
-        answer = self._sources[node].get(
-            ORDERS_PATH,
-            {"after": self.cursors[node], "wait": self._wait_s},
-            timeout_s=self._wait_s + REQUEST_SLACK_S,
-        )
+        query: dict[str, Any] = {"after": self.cursors[node], "wait": self._wait_s}
+        if self.names_node:  # so that another node's token is refused, not its orders run
+            query["node"] = node
+        try:
+            answer = self._sources[node].get(ORDERS_PATH, query, timeout_s=self._wait_s + REQUEST_SLACK_S)
+        except TransportError as exc:
+            if not (self.names_node and exc.status == 400 and "node: unknown parameter" in str(exc)):
+                raise
+            log.warning("the server does not know ?node= (older than this agent): polling without it")
+            self.names_node = False
+            return self.poll(node)
         try:
             orders = [(int(o["seq"]), o["message"]) for o in answer["orders"]]
             cursor = int(answer["cursor"])

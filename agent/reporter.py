@@ -6,7 +6,8 @@ them oldest first; a connection error, a timeout, a 5xx, 408 or 429 keeps the ev
 and retries after an exponential backoff (1 s, 2 s, 4 s … capped at 60 s by default); another
 4xx (e.g. 409 for a stale generation) means the server will never take it: it is logged and
 dropped. A 401 is none of these: the node token is wrong or was revoked, so nothing this agent
-sends will ever land; :class:`TokenRefused` propagates (the event stays in the outbox) and the
+sends will ever land; nor is a 403 coded ``token_node_mismatch`` (the token is another node's,
+:class:`TokenMismatch`); :class:`TokenRefused` propagates (the event stays in the outbox) and the
 agent stops (``agent.cli``). While the server is down, a newer ``progress`` event of a job replaces its older
 unsent one, which bounds the outbox by about three events per job run; past ``max_events`` the
 oldest ``progress`` (else the oldest event) is dropped with an ERROR in the log — never
@@ -25,7 +26,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from agent import __version__
-from agent.messages import Heartbeat, JobEventReport
+from agent.messages import TOKEN_NODE_MISMATCH, Heartbeat, JobEventReport
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +43,47 @@ class TransportError(Exception):
 
 
 class TokenRefused(TransportError):
-    """The server answered 401 to the node token: wrong, or revoked. Retrying cannot help, and
-    dropping the report would hide it: the agent stops with this message (``agent.cli``)."""
+    """The server answered 401 to the node token: wrong, or revoked (or, :class:`TokenMismatch`,
+    a 403: another node's). Retrying cannot help, and dropping the report would hide it: the
+    agent stops with this message (``agent.cli``). ``status``: the HTTP status (401, 403)."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message, retryable=False, status=401)
+    def __init__(self, message: str, status: int = 401) -> None:
+        super().__init__(message, retryable=False, status=status)
         #: The node whose token it was, once known (the runner and the puller name it).
         self.node: str | None = None
+
+
+class TokenMismatch(TokenRefused):
+    """The server answered 403 with ``code`` :data:`TOKEN_NODE_MISMATCH`: the token is valid but
+    belongs to node ``token_node``, not to ``node``, the one this agent reports for. Nothing it
+    sends would land either, so it stops as on a 401. A 403 without that code (a job never
+    placed on this node) is a plain :class:`TransportError`: only that report is dropped."""
+
+    def __init__(self, message: str, token_node: str, node: str) -> None:
+        super().__init__(message, status=403)
+        self.token_node = token_node
+        self.node = node
+
+
+def refusal_of_token(status: int, path: str, body: str) -> TokenRefused | None:
+    """The :class:`TokenRefused` an HTTP error answer means, or ``None`` when it concerns only
+    that report: a 401, or a 403 whose JSON body is ``{"code": "token_node_mismatch",
+    "token_node", "node", "error"}`` (docs/AGENT.md §4)."""
+    if status == 401:
+        return TokenRefused(f"HTTP 401 from {path}: {body}")
+    if status != 403:
+        return None
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(answer, dict) or answer.get("code") != TOKEN_NODE_MISMATCH:
+        return None
+    return TokenMismatch(
+        f"HTTP 403 from {path}: {answer.get('error', body)}",
+        token_node=str(answer.get("token_node", "?")),
+        node=str(answer.get("node", "?")),
+    )
 
 
 class Transport(Protocol):
@@ -118,8 +153,9 @@ class HttpTransport:
                 return bytes(response.read())
         except urllib.error.HTTPError as exc:
             body = exc.read(500).decode(errors="replace")
-            if exc.code == 401:
-                raise TokenRefused(f"HTTP 401 from {path}: {body}") from None
+            refusal = refusal_of_token(exc.code, path, body)
+            if refusal is not None:
+                raise refusal from None
             retryable = exc.code >= 500 or exc.code in RETRYABLE_STATUSES
             raise TransportError(
                 f"HTTP {exc.code} from {path}: {body}", retryable=retryable, status=exc.code

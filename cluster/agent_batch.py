@@ -29,7 +29,7 @@ from typing import Any
 
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
-from rest_framework import generics, serializers, status
+from rest_framework import generics, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -38,7 +38,7 @@ from cluster.agent_serializers import BatchReportSerializer
 from cluster.authentication import NodeTokenAuthentication
 from cluster.joblogs import OutputRefused, append_output
 from cluster.models import Node
-from cluster.permissions import IsNodeAgent
+from cluster.permissions import IsNodeAgent, token_node_mismatch
 from scheduling import service
 from scheduling.service.orders import poll_orders
 
@@ -150,9 +150,7 @@ class AgentBatchView(generics.GenericAPIView):
         serializer.is_valid(raise_exception=True)
         report = serializer.validated_data
         node = request.auth
-        if report["node"] != node.name:
-            return Response(
-                {"error": f"this token belongs to node {node.name}, not {report['node']}"},
-                status=status.HTTP_403_FORBIDDEN,
-            )
+        mismatch = token_node_mismatch(node, report["node"])
+        if mismatch is not None:
+            return mismatch
         return Response(apply_report(node, report))

@@ -19,7 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from cluster.authentication import NodeTokenAuthentication
-from cluster.permissions import IsNodeAgent
+from cluster.permissions import IsNodeAgent, token_node_mismatch
 from cluster.query_params import single_or_400
 from scheduling.service.orders import MAX_WAIT_S, poll_orders
 
@@ -38,10 +38,12 @@ OrdersAnswer = inline_serializer(
 
 
 class OrdersQuery(serializers.Serializer[Any]):
-    """The poll's query: ``after`` (the last order applied, 0 … 2⁶³ − 1) and ``wait`` (s)."""
+    """The poll's query: ``after`` (the last order applied, 0 … 2⁶³ − 1), ``wait`` (s) and,
+    optional, ``node``: the node the agent polls for (a token of another node: 403)."""
 
     after = serializers.IntegerField(min_value=0, max_value=2**63 - 1, default=0)
     wait = serializers.FloatField(min_value=0.0, max_value=MAX_WAIT_S, default=0.0)
+    node = serializers.CharField(required=False)
 
 
 class AgentOrdersView(generics.GenericAPIView):
@@ -66,16 +68,25 @@ class AgentOrdersView(generics.GenericAPIView):
                 description=f"Seconds to wait for an order after `after` (long poll, 0 … {MAX_WAIT_S:g}); "
                 "0: answer at once.",
             ),
+            OpenApiParameter(
+                "node",
+                OpenApiTypes.STR,
+                description="The node the agent polls for (optional); a token of another node is "
+                "a `403` with `code` `token_node_mismatch`.",
+            ),
         ],
         responses={200: OrdersAnswer, **{code: OpenApiResponse(Error) for code in (400, 401, 403)}},
     )
     def get(self, request: Request) -> Response:
         unknown = sorted(set(request.query_params) - set(OrdersQuery().fields))
         if unknown:  # a typo (?afer=) would otherwise silently poll from 0
-            raise ValidationError({unknown[0]: ["unknown parameter: use after and wait"]})
+            raise ValidationError({unknown[0]: ["unknown parameter: use after, wait and node"]})
         for name in OrdersQuery().fields:  # the serializer would take the last of two silently
             single_or_400(request.query_params, name)
         query = self.get_serializer(data=request.query_params)
         query.is_valid(raise_exception=True)
+        mismatch = token_node_mismatch(request.auth, query.validated_data.get("node", request.auth.name))
+        if mismatch is not None:  # these orders are another node's: the agent must not run them
+            return mismatch
         found = poll_orders(request.auth, query.validated_data["after"], query.validated_data["wait"])
         return Response(found.payload())

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from rest_framework import status
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
+from rest_framework.response import Response
 
+from agent.messages import TOKEN_NODE_MISMATCH
 from cluster.models import Membership, Tenant
 
 
@@ -43,3 +46,20 @@ class IsNodeAgent(BasePermission):
         from cluster.models import Node
 
         return isinstance(request.auth, Node)
+
+
+def token_node_mismatch(node: Any, claimed: str) -> Response | None:
+    """The 403 for a report that names node ``claimed`` sent with ``node``'s token, or ``None``
+    when they agree. Body: ``{"error", "code": "token_node_mismatch", "token_node", "node"}``
+    (``token_node``: whose token it is; ``node``: the node the agent reports for)."""
+    if claimed == node.name:
+        return None
+    return Response(
+        {
+            "error": f"this token belongs to node {node.name}, not {claimed}",
+            "code": TOKEN_NODE_MISMATCH,
+            "token_node": node.name,
+            "node": claimed,
+        },
+        status=status.HTTP_403_FORBIDDEN,
+    )

@@ -32,7 +32,7 @@ from cluster.authentication import NodeTokenAuthentication
 from cluster.job_details import describe_jobs
 from cluster.models import GPU, IdempotencyConflict, Job, Node, Placement, Quota, Tenant
 from cluster.pending_count import pending_jobs
-from cluster.permissions import IsNodeAgent, IsTenantMember, tenant_of
+from cluster.permissions import IsNodeAgent, IsTenantMember, tenant_of, token_node_mismatch
 from cluster.query_params import single_or_400
 from cluster.serializers import (
     AdminQuotaSerializer,
@@ -499,10 +499,8 @@ class AgentHeartbeatView(AgentView):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         node = request.auth
-        if data["node"] != node.name:
-            return Response(
-                {"error": f"this token belongs to node {node.name}, not {data['node']}"},
-                status=status.HTTP_403_FORBIDDEN,
-            )
+        mismatch = token_node_mismatch(node, data["node"])
+        if mismatch is not None:
+            return mismatch
         runnable.record_executor(node, data.get("executor"))
         return Response(service.record_heartbeat(node, data["gpus"], data["running"]))

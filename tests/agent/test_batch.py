@@ -15,7 +15,7 @@ from agent.core import Agent
 from agent.executors import EmulatedExecutor
 from agent.gpus import declared_gpus
 from agent.messages import BATCH_PATH, JobEventReport
-from agent.reporter import Reporter, TokenRefused, TransportError
+from agent.reporter import Reporter, TokenMismatch, TokenRefused, TransportError, refusal_of_token
 from agent.runner import Runner
 
 from .conftest import NODE, FakeClock, FakeTransport, placement
@@ -31,6 +31,8 @@ class FakeBatchServer(FakeTransport):
         self.reports: list[dict[str, Any]] = []
         self.missing = False
         self.batch_attempts = 0
+        #: The per-item answer to a rejected event (409 stale; 403 a job never placed here).
+        self.reject_answer = (409, "stale generation")
 
     def post_json(self, path: str, payload: dict[str, Any]) -> Any:
         assert path == BATCH_PATH
@@ -50,7 +52,8 @@ class FakeBatchServer(FakeTransport):
             )
         for event in payload.get("events", []):
             if event["event"] in self.reject:
-                events.append({"job_id": event["job_id"], "code": 409, "error": "stale generation"})
+                code, error = self.reject_answer
+                events.append({"job_id": event["job_id"], "code": code, "error": error})
                 continue
             body = {k: v for k, v in event.items() if k != "job_id"}
             self.sent.append((f"/api/v1/agent/jobs/{event['job_id']}/events/", body))
@@ -167,4 +170,44 @@ def test_a_refused_token_stops_the_batch_agent_without_falling_back(agent: Agent
     with pytest.raises(TokenRefused) as refused:
         drive(server, agent, clock, [0.0])
     assert refused.value.node == NODE
+    assert server.batch_attempts == 1 and server.sent == []
+
+
+def test_a_per_job_403_in_the_batch_answer_drops_that_event_and_the_agent_runs_on(
+    agent: Agent, clock: FakeClock
+) -> None:
+    """Only the whole report's 403 coded ``token_node_mismatch`` stops the agent; an item's 403
+    (a job never placed on this node) drops that event alone, as a 409 does."""
+    server = FakeBatchServer()
+    server.reject = {"started"}
+    server.reject_answer = (403, f"job 1 was never placed on node {NODE}")
+    reporter = drive(server, agent, clock, [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    kinds = [e[1] for e in server.events()]
+    assert "started" not in kinds and kinds[-1] == "finished"
+    assert reporter.rejected == 1 and reporter.pending == 0 and server.batch_attempts > 1
+
+
+def test_another_nodes_token_stops_the_batch_agent(agent: Agent, clock: FakeClock) -> None:
+    """Before, the whole report's 403 (node-00's token, this agent ``NODE``) was one more refused
+    report, sent again every tick forever; now it stops the runner as a 401 does."""
+    body = json.dumps(
+        {
+            "error": f"this token belongs to node node-99, not {NODE}",
+            "code": "token_node_mismatch",
+            "token_node": "node-99",
+            "node": NODE,
+        }
+    )
+
+    class OtherNodes(FakeBatchServer):
+        def post_json(self, path: str, payload: dict[str, Any]) -> Any:
+            self.batch_attempts += 1
+            refusal = refusal_of_token(403, path, body)  # what HttpTransport raises for it
+            assert refusal is not None
+            raise refusal
+
+    server = OtherNodes()
+    with pytest.raises(TokenMismatch) as refused:
+        drive(server, agent, clock, [0.0])
+    assert (refused.value.token_node, refused.value.node, refused.value.status) == ("node-99", NODE, 403)
     assert server.batch_attempts == 1 and server.sent == []

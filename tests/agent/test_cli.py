@@ -3,6 +3,7 @@ token (401) stops the agent with status 3, a server error does not."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -149,11 +150,13 @@ class _Answering(BaseHTTPRequestHandler):
     """Answers every request with :attr:`status` and a JSON error."""
 
     status = 401
+    body = b""  # the answer's body, when not the status's default
 
     def answer(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         self.rfile.read(length)
-        body = b'{"error": "Invalid node token."}' if self.status == 401 else b'{"error": "busy"}'
+        default = b'{"error": "Invalid node token."}' if self.status == 401 else b'{"error": "busy"}'
+        body = self.body or default
         self.send_response(self.status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -166,10 +169,12 @@ class _Answering(BaseHTTPRequestHandler):
         pass
 
 
-def agent_against(status: int, *extra: str) -> tuple[subprocess.Popen[str], ThreadingHTTPServer]:
+def agent_against(
+    status: int, *extra: str, body: bytes = b""
+) -> tuple[subprocess.Popen[str], ThreadingHTTPServer]:
     """The real command, one declared GPU, reporting to (and by default pulling from) a local
-    server that answers ``status`` to everything."""
-    handler = type("Handler", (_Answering,), {"status": status})
+    server that answers ``status`` (and ``body``, if given) to everything."""
+    handler = type("Handler", (_Answering,), {"status": status, "body": body})
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "SHAREWISE_AGENT_TRANSPORT")}
@@ -195,6 +200,44 @@ def test_a_refused_token_stops_the_agent_with_one_line_and_status_3(transport: t
     assert last.startswith("sharewise-agent: error: the server refused the node token of node-00 (HTTP 401 ")
     assert '{"error": "Invalid node token."}' in last and "wrong or was revoked" in last
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("transport", [(), ("--transport", "push", "--broker", "memory://")])
+def test_another_nodes_token_stops_the_agent_with_one_line_and_status_3(transport: tuple[str, ...]) -> None:
+    """node-07's valid token given to node-00's agent: before, each heartbeat's and report's 403
+    was logged and sent again every few seconds forever (pull and push alike)."""
+    mismatch = {
+        "error": "this token belongs to node node-07, not node-00",
+        "code": "token_node_mismatch",
+        "token_node": "node-07",
+        "node": "node-00",
+    }
+    process, httpd = agent_against(403, *transport, body=json.dumps(mismatch).encode())
+    try:
+        _, err = process.communicate(timeout=30)
+    finally:
+        process.kill()
+        httpd.shutdown()
+    assert process.returncode == EXIT_TOKEN_REFUSED == 3
+    assert err.strip().splitlines()[-1] == (
+        "sharewise-agent: error: the node token belongs to node node-07, not node-00: start this "
+        "agent with node-00's token (--token, $SHAREWISE_NODE_TOKEN or --token-file)"
+    )
+    assert "Traceback" not in err
+
+
+def test_a_403_without_the_code_is_not_an_exit() -> None:
+    """A 403 for one job (never placed on this node) carries no code: the agent runs on."""
+    process, httpd = agent_against(403, body=b'{"error": "job 7 was never placed on node node-00"}')
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            process.communicate(timeout=3)
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+    finally:
+        process.kill()
+        httpd.shutdown()
+    assert process.returncode == 0
 
 
 def test_a_server_error_is_retried_not_an_exit() -> None:

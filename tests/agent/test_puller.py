@@ -71,8 +71,8 @@ def test_orders_reach_the_agent_in_order_and_the_cursor_follows(agent: Agent) ->
     server.add(stop_kwargs("n1", 7, 2))
     assert puller.poll("n1") == 2
     assert delivered == [start(7, 1), stop_kwargs("n1", 7, 2)] and puller.cursors == {"n1": 2}
-    assert server.queries == [{"after": 0, "wait": 20}]
-    assert puller.poll("n1") == 0 and server.queries[-1] == {"after": 2, "wait": 20}
+    assert server.queries == [{"after": 0, "wait": 20, "node": "n1"}]
+    assert puller.poll("n1") == 0 and server.queries[-1] == {"after": 2, "wait": 20, "node": "n1"}
 
 
 def test_a_lost_answer_is_delivered_again_and_the_repeat_is_ignored(agent: Agent) -> None:
@@ -119,7 +119,7 @@ def test_a_fleet_polls_without_waiting_and_a_bad_wait_is_refused(agent: Agent) -
     servers = {"n1": FakeServer(), "n2": FakeServer()}
     puller = Puller(servers, partial(route, {"n1": agent}), wait_s=25)
     assert puller.poll_all()
-    assert servers["n2"].queries == [{"after": 0, "wait": 0.0}]
+    assert servers["n2"].queries == [{"after": 0, "wait": 0.0, "node": "n2"}]
     with pytest.raises(ValueError, match="wait_s must be 0"):
         Puller({"n1": servers["n1"]}, print, wait_s=31)
 
@@ -155,3 +155,30 @@ def test_a_refused_token_ends_the_pull_and_says_so() -> None:
     thread.join(timeout=10)
     assert not thread.is_alive() and not stop.is_set()  # it ended by itself, after the 503's retry
     assert len(calls) == 2 and puller.refused is seen[0] and seen[0].node == "node-00"
+
+
+def test_an_older_server_without_the_node_parameter_is_polled_without_it(agent: Agent) -> None:
+    """The orders poll names its node (so that another node's token is refused); a server older
+    than that parameter answers 400 ``unknown parameter``: the puller drops it, once."""
+    queries: list[dict[str, Any]] = []
+
+    class Older:
+        def get(self, path: str, query: dict[str, Any], timeout_s: float | None = None) -> Any:
+            queries.append(dict(query))
+            if "node" in query:
+                raise TransportError(
+                    'HTTP 400 from /api/v1/agent/orders/: {"error": "invalid input: node: unknown '
+                    'parameter: use after and wait"}',
+                    retryable=False,
+                    status=400,
+                )
+            return {"cursor": 0, "orders": []}
+
+    puller = Puller({"n1": Older()}, partial(route, {"n1": agent}), wait_s=0)
+    assert puller.poll("n1") == 0 and puller.poll("n1") == 0
+    assert queries == [
+        {"after": 0, "wait": 0, "node": "n1"},
+        {"after": 0, "wait": 0},
+        {"after": 0, "wait": 0},
+    ]
+    assert not puller.names_node

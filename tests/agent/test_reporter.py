@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agent.messages import Heartbeat, JobEventReport
-from agent.reporter import HttpTransport, Reporter, TokenRefused, TransportError
+from agent.reporter import HttpTransport, Reporter, TokenMismatch, TokenRefused, TransportError
 
 from .conftest import FakeTransport
 
@@ -97,6 +97,7 @@ def test_a_heartbeat_that_lands_ends_the_backoff() -> None:
 
 class _Handler(BaseHTTPRequestHandler):
     status = 201
+    body = b""  # the answer's body, when not the status's default
     received: list[tuple[str, dict[str, Any], str | None]] = []
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's naming
@@ -106,7 +107,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.end_headers()
         bodies = {409: b'{"error": "stale generation"}', 401: b'{"error": "Invalid node token."}'}
-        self.wfile.write(bodies.get(self.status, b"{}"))
+        self.wfile.write(self.body or bodies.get(self.status, b"{}"))
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -117,6 +118,7 @@ def server() -> Iterator[ThreadingHTTPServer]:
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     _Handler.received = []
     _Handler.status = 201
+    _Handler.body = b""
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
     yield httpd
@@ -156,6 +158,48 @@ def test_a_401_is_a_refused_token_not_a_dropped_report(server: ThreadingHTTPServ
     assert reporter.pending == 1 and reporter.rejected == 0
     with pytest.raises(TokenRefused):
         reporter.heartbeat(Heartbeat("node-00", (), ()), now=0.0)
+
+
+def test_a_coded_403_is_another_nodes_token_and_stops_like_a_401(server: ThreadingHTTPServer) -> None:
+    """node-00's valid token given to node-01's agent: the heartbeat's 403 used to be logged and
+    sent again every 5 s forever. The server's ``code`` (not its wording) tells it apart."""
+    _Handler.status = 403
+    _Handler.body = json.dumps(
+        {
+            "error": "this token belongs to node node-00, not node-01",
+            "code": "token_node_mismatch",
+            "token_node": "node-00",
+            "node": "node-01",
+        }
+    ).encode()
+    transport = HttpTransport(f"http://127.0.0.1:{server.server_port}", "node-00s")
+    reporter = Reporter(transport)
+    with pytest.raises(TokenMismatch) as info:
+        reporter.heartbeat(Heartbeat("node-01", (), ()), now=0.0)
+    assert (info.value.status, info.value.retryable) == (403, False)
+    assert (info.value.token_node, info.value.node) == ("node-00", "node-01")
+    assert str(info.value) == (
+        "HTTP 403 from /api/v1/agent/heartbeat/: this token belongs to node node-00, not node-01"
+    )
+    reporter.submit([event("started", 0)])
+    with pytest.raises(TokenMismatch):
+        reporter.flush(0.0)
+    assert reporter.pending == 1 and reporter.rejected == 0
+
+
+@pytest.mark.parametrize(
+    "body", [b'{"error": "job 7 was never placed on node node-01"}', b"not json", b'["token_node_mismatch"]']
+)
+def test_a_403_for_one_job_drops_that_event_and_goes_on(server: ThreadingHTTPServer, body: bytes) -> None:
+    """A job never placed on this node (or a 403 without the code): that event only is
+    dropped, the agent keeps reporting."""
+    _Handler.status = 403
+    _Handler.body = body
+    reporter = Reporter(HttpTransport(f"http://127.0.0.1:{server.server_port}", "t"))
+    reporter.submit([event("started", 0), event("finished", 1)])
+    assert reporter.flush(0.0) == 0
+    assert reporter.pending == 0 and reporter.rejected == 2
+    assert not reporter.heartbeat(Heartbeat("node-01", (), ()), now=0.0)  # logged, not raised
 
 
 def test_http_transport_retries_a_refused_connection() -> None:

@@ -165,6 +165,25 @@ def test_only_a_node_token_may_poll(cluster: list[Node], tenant_a: Tenant, alice
     assert token_client(alice).get(URL).status_code in (401, 403)
 
 
+def test_a_poll_for_another_node_is_a_coded_403_and_acknowledges_nothing(
+    cluster: list[Node], two: tuple[APIClient, APIClient]
+) -> None:
+    """node-00's token polling for node-01 used to get node-00's orders (the query named no
+    node); now the agent names its node and a token of another one is refused with the code the
+    agent stops on (docs/AGENT.md §4)."""
+    a, _ = two
+    orders.record_orders([start("node-00", 7, 1)])
+    answer = a.get(URL, {"node": "node-01"})
+    assert answer.status_code == 403
+    assert answer.json() == {
+        "error": "this token belongs to node node-00, not node-01",
+        "code": "token_node_mismatch",
+        "token_node": "node-00",
+        "node": "node-01",
+    }
+    assert a.get(URL, {"node": "node-00"}).json()["cursor"] == 1  # its own name: its orders
+
+
 def test_the_poll_is_a_get(two: tuple[APIClient, APIClient]) -> None:
     assert two[0].post(URL, {}).status_code == 405
 

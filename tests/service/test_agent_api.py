@@ -92,7 +92,13 @@ def test_agent_endpoints_need_the_node_token(
     # node-00's token cannot send node-01's heartbeat
     _, token0 = fleet["node-00"]
     response = beat(token0, "node-01", django_capture_on_commit_callbacks)
-    assert response.status_code == 403 and "node-00" in response.json()["error"]
+    assert response.status_code == 403
+    assert response.json() == {
+        "error": "this token belongs to node node-00, not node-01",
+        "code": "token_node_mismatch",
+        "token_node": "node-00",
+        "node": "node-01",
+    }
 
 
 def test_another_nodes_token_cannot_report_on_this_nodes_job(
@@ -103,6 +109,7 @@ def test_another_nodes_token_cannot_report_on_this_nodes_job(
     _, token1 = fleet["node-01"]
     response = report(token1, job, django_capture_on_commit_callbacks, event="finished", iterations_done=1000)
     assert response.status_code == 403
+    assert "code" not in response.json()  # one job's refusal: the agent must not stop on it
     job.refresh_from_db()
     assert job.status == Job.Status.RUNNING and job.iterations_done == 0
 

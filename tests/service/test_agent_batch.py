@@ -151,7 +151,12 @@ def test_a_malformed_item_refuses_the_whole_batch_with_its_name(
     assert client.post(BATCH_URL, [good], format="json").status_code == 400  # not an object
     other = client.post(BATCH_URL, {"node": "node-01", "events": [good]}, format="json")
     assert other.status_code == 403
-    assert other.json()["error"] == "this token belongs to node node-00, not node-01"
+    assert other.json() == {  # the code is what the agent stops on (docs/AGENT.md §4)
+        "error": "this token belongs to node node-00, not node-01",
+        "code": "token_node_mismatch",
+        "token_node": "node-00",
+        "node": "node-01",
+    }
     assert agent("not-a-token").post(BATCH_URL, {"node": "node-00"}, format="json").status_code == 401
 
 
