@@ -56,7 +56,7 @@ from scheduling.service.dispatch import (
 )
 from scheduling.service.estimates import UNKNOWN_MODEL_ITER_TIME_S, attained_after_run, estimate_iter_time_s
 from scheduling.service.fairness import scheduler_config, summed_quotas, tenant_quotas
-from scheduling.service.generations import generation_window, next_generations
+from scheduling.service.generations import next_generations
 from scheduling.service.gpu_hours import (
     DEFAULT_WINDOWS_S,
     MAX_WINDOW_S,
@@ -132,7 +132,6 @@ __all__ = [
     "consistent_view",
     "estimate_iter_time_s",
     "forget_learned_profile",
-    "generation_window",
     "get_dispatcher",
     "heartbeat_interval_s",
     "heartbeat_timeout_s",

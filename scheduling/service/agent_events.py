@@ -2,7 +2,7 @@
 ``finished``, ``failed`` and ``stopped`` of one job from one node.
 
 An event is accepted iff ``floor ≤ generation ≤ latest``
-(:func:`~scheduling.service.generations.generation_window`), and applying it is idempotent under
+(:meth:`~scheduling.service.placement_facts.JobPlacements.window`), and applying it is idempotent under
 at-least-once delivery. Errors: :class:`AgentError` carries the HTTP status.
 
 Units: seconds (s), iterations.

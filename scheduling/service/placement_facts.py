@@ -61,7 +61,7 @@ class JobPlacements:
         return max((r.generation for r in self.rows), default=None)
 
     def window(self) -> tuple[int, int] | None:
-        """``(floor, latest)`` of AGENT.md §2, the rule of ``generations.generation_windows``:
+        """``(floor, latest)`` of AGENT.md §2, the rule of :mod:`scheduling.service.generations`:
         ``floor`` is the latest ``placed`` generation while the job holds GPUs, else ``latest``;
         ``None``: never placed."""
         latest = self.latest()
@@ -81,7 +81,7 @@ class JobPlacements:
         return {r.node for r in self.rows if r.active}
 
     def latest_nodes(self) -> set[str]:
-        """Names of the nodes of the latest placement (``generations.latest_placement_nodes``)."""
+        """Names of the nodes of the latest placement (those whose rows carry the highest generation)."""
         latest = self.latest()
         return {r.node for r in self.rows if r.generation == latest}
 

@@ -22,9 +22,10 @@ from django.utils import timezone
 
 from cluster.models import Job, Node, Placement, Tenant
 from scheduling import service
-from scheduling.service.generations import generation_window, latest_generation, latest_placement_nodes
+from scheduling.service.generations import latest_generation
 from scheduling.service.jobs import job_nodes
 from scheduling.service.placement_facts import job_placements, jobs_placements
+from tests.service.generation_queries import generation_window, latest_placement_nodes
 from tests.service.test_agent_api import agent
 from tests.service.test_agent_batch import BATCH_URL, GPUS, placed
 
