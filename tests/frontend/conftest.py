@@ -8,20 +8,32 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 
 from cluster.models import GPU, Job, Node, Placement, Tenant
-from scheduling.service import closed_runs
+from frontend.payloads import memo
+from scheduling.service import closed_charge, closed_runs
 from tests.api import conftest as api_fixtures
 
 
 @pytest.fixture(autouse=True)
-def _no_kept_runs() -> Any:
-    """This process's kept runs of finished jobs (``closed_runs``) dropped around each test: a
-    database rolled back may give the next test's jobs the same ids, hence the same fingerprint."""
-    closed_runs.forget()
+def _fresh_caches() -> Any:
+    """Every cache the dashboard keeps dropped around each test: the shared cache (the closed
+    charge's entries), this process's kept bodies (``memo``), charge (``closed_charge``) and runs
+    of finished jobs (``closed_runs``). A database rolled back may give the next test's jobs the
+    same ids, hence the same fingerprints, so a kept entry would be taken for the new rows."""
+    forget_all()
     yield
+    forget_all()
+
+
+def forget_all() -> None:
+    """Drop every cache of the dashboard (:func:`_fresh_caches`)."""
+    cache.clear()
+    memo.forget()
+    closed_charge.forget()
     closed_runs.forget()
 
 

@@ -32,15 +32,6 @@ def at(s: float) -> datetime:
     return datetime.fromtimestamp(T0 + s, tz=UTC)
 
 
-@pytest.fixture(autouse=True)
-def _empty_cache() -> Any:
-    cache.clear()
-    closed_charge.forget()
-    yield
-    cache.clear()
-    closed_charge.forget()
-
-
 @pytest.fixture
 def world() -> dict[str, Any]:
     """Two tenants, 4 GPUs, and jobs that will be placed by the tests."""

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 
@@ -22,23 +21,11 @@ from frontend.payloads import cluster_map, decisions, memo, timeline
 from frontend.payloads.common import viewer_of
 from scheduling.core.usage import active_tenants
 from scheduling.models import Round
-from scheduling.service import closed_charge
 from scheduling.service.gpu_hours import usage_windows
 from tests.frontend.conftest import gpu, make_job, place
 from tests.frontend.test_endpoints import get, record_round, table
 
 WINDOWS = (7200, 86400)
-
-
-@pytest.fixture(autouse=True)
-def _fresh() -> Any:
-    cache.clear()
-    memo.forget()
-    closed_charge.forget()
-    yield
-    cache.clear()
-    memo.forget()
-    closed_charge.forget()
 
 
 def ended(job: Job, on: GPU, begin: timedelta, end: timedelta, **extra: Any) -> Placement:

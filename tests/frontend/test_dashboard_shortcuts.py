@@ -16,26 +16,15 @@ from django.core.cache import cache
 from django.test import Client
 
 from cluster.models import GPU, Job, Node, Placement, Tenant
-from frontend.payloads import memo, timeline
+from frontend.payloads import timeline
 from frontend.payloads.timeline import shared_intervals
-from scheduling.service import closed_charge, window_charge
+from scheduling.service import window_charge
 from scheduling.service.over_quota import quota_use
 from tests.frontend.conftest import make_job, session_client
 
 pytestmark = pytest.mark.django_db
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
-
-
-@pytest.fixture(autouse=True)
-def _fresh() -> Any:
-    cache.clear()
-    memo.forget()
-    closed_charge.forget()
-    yield
-    cache.clear()
-    memo.forget()
-    closed_charge.forget()
 
 
 def sweep(rows: list[tuple]) -> list[tuple[str, float, float]]:
