@@ -166,12 +166,14 @@ def _table_rows(cells: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
 
 
 def _summary(cells: Sequence[Mapping[str, Any]]) -> str:
-    """Nodes, GPUs, healthy, busy, shared and free GPUs in one line."""
+    """Nodes, GPUs, healthy, busy, shared and free GPUs in one line; free: healthy and running
+    nothing (an unhealthy GPU takes no job, so it is not free even when idle)."""
     busy = sum(1 for c in cells if c["jobs"])
+    free = sum(1 for c in cells if c["healthy"] and not c["jobs"])
     shared = sum(1 for c in cells if len(c["jobs"]) > 1)
     healthy = sum(1 for c in cells if c["healthy"])
     nodes = len({c["node"] for c in cells})
     return (
         f"{nodes} nodes, {len(cells)} GPUs ({healthy} healthy): {busy} in use, {shared} shared by two "
-        f"jobs, {len(cells) - busy} free."
+        f"jobs, {free} free."
     )
