@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import generics, serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
@@ -41,9 +40,25 @@ class OrdersQuery(serializers.Serializer[Any]):
     """The poll's query: ``after`` (the last order applied, 0 … 2⁶³ − 1), ``wait`` (s) and,
     optional, ``node``: the node the agent polls for (a token of another node: 403)."""
 
-    after = serializers.IntegerField(min_value=0, max_value=2**63 - 1, default=0)
-    wait = serializers.FloatField(min_value=0.0, max_value=MAX_WAIT_S, default=0.0)
-    node = serializers.CharField(required=False)
+    after = serializers.IntegerField(
+        min_value=0,
+        max_value=2**63 - 1,
+        default=0,
+        help_text="The number of the last order applied (0: none); acknowledges every order up to it.",
+    )
+    wait = serializers.FloatField(
+        min_value=0.0,
+        max_value=MAX_WAIT_S,
+        default=0.0,
+        help_text=f"Seconds to wait for an order after `after` (long poll, 0 … {MAX_WAIT_S:g}); "
+        "0: answer at once.",
+    )
+    node = serializers.CharField(
+        required=False,
+        allow_blank=True,  # `?node=` as a form would send it: the token's own node
+        help_text="The node the agent polls for (optional; empty: the token's node); a token of "
+        "another node is a `403` with `code` `token_node_mismatch`.",
+    )
 
 
 class AgentOrdersView(generics.GenericAPIView):
@@ -55,26 +70,9 @@ class AgentOrdersView(generics.GenericAPIView):
     throttle_classes: list[Any] = []
 
     @extend_schema(
-        parameters=[
-            OpenApiParameter(
-                "after",
-                OpenApiTypes.INT,
-                description="The number of the last order applied (0: none); acknowledges every "
-                "order up to it.",
-            ),
-            OpenApiParameter(
-                "wait",
-                OpenApiTypes.NUMBER,
-                description=f"Seconds to wait for an order after `after` (long poll, 0 … {MAX_WAIT_S:g}); "
-                "0: answer at once.",
-            ),
-            OpenApiParameter(
-                "node",
-                OpenApiTypes.STR,
-                description="The node the agent polls for (optional); a token of another node is "
-                "a `403` with `code` `token_node_mismatch`.",
-            ),
-        ],
+        # the query serializer itself: its bounds (wait ≤ MAX_WAIT_S) are in the schema, so a client
+        # generated from it never sends what the view refuses
+        parameters=[OrdersQuery],
         responses={200: OrdersAnswer, **{code: OpenApiResponse(Error) for code in (400, 401, 403)}},
     )
     def get(self, request: Request) -> Response:
@@ -85,7 +83,7 @@ class AgentOrdersView(generics.GenericAPIView):
             single_or_400(request.query_params, name)
         query = self.get_serializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        mismatch = token_node_mismatch(request.auth, query.validated_data.get("node", request.auth.name))
+        mismatch = token_node_mismatch(request.auth, query.validated_data.get("node") or request.auth.name)
         if mismatch is not None:  # these orders are another node's: the agent must not run them
             return mismatch
         found = poll_orders(request.auth, query.validated_data["after"], query.validated_data["wait"])
