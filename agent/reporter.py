@@ -245,14 +245,7 @@ class Reporter:
                 if exc.retryable:
                     self._fail(now, exc)
                     return sent
-                self.rejected += 1
-                log.warning(
-                    "server refused %s of job %d (generation %d): %s; dropped",
-                    event.event,
-                    event.job_id,
-                    event.generation,
-                    exc,
-                )
+                self._refused(event, exc)
             else:
                 sent += 1
                 self._succeed()
@@ -271,14 +264,18 @@ class Reporter:
         for i in range(count):
             event = self._outbox.popleft()
             if i in refused:
-                self.rejected += 1
-                log.warning(
-                    "server refused %s of job %d (generation %d): %s; dropped",
-                    event.event,
-                    event.job_id,
-                    event.generation,
-                    refused[i],
-                )
+                self._refused(event, refused[i])
+
+    def _refused(self, event: JobEventReport, why: object) -> None:
+        """Count and log ``event``, refused for good by the server (a 4xx; ``why``: its answer)."""
+        self.rejected += 1
+        log.warning(
+            "server refused %s of job %d (generation %d): %s; dropped",
+            event.event,
+            event.job_id,
+            event.generation,
+            why,
+        )
 
     def landed(self, now: float) -> None:
         """A report reached the server at ``now``: the backoff ends (as a heartbeat's does)."""
