@@ -38,12 +38,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from django.db import connection
-from django.db.models import Case, F, IntegerField, Min, Q, Value, When
+from django.db.models import Case, F, IntegerField, Q, Value, When
 
 from cluster.expressions import EpochSeconds
 from cluster.models import Job
 from scheduling.service.closed_charge import GRID_S, MARGIN_S
-from scheduling.service.gpu_hours import RUNS_SQL
+from scheduling.service.gpu_hours import RUNS_SQL, pending_span_rows
 
 #: How far the floor may lag the window's start (s) before the entry is rebuilt: bounds the rows
 #: the fingerprint counts (a day's window reads at most an hour more).
@@ -151,12 +151,7 @@ def _read(
     hi = datetime.fromtimestamp(hi_s, tz=UTC)
     cutoff = math.floor((hi_s - MARGIN_S) / GRID_S) * GRID_S
     submitted = Job.objects.filter(submitted_at__lt=hi).order_by()
-    waiting = (
-        submitted.filter(finished_at__isnull=True, status__in=Job.ACTIVE_STATUSES)
-        .values("tenant_id")
-        .annotate(begin_s=EpochSeconds(Min("submitted_at")))
-        .values_list("tenant_id", "begin_s")
-    )
+    waiting = pending_span_rows(submitted)
     later = (
         submitted.filter(
             Q(finished_at__gt=datetime.fromtimestamp(entry.cutoff_s, tz=UTC))

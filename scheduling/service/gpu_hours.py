@@ -23,7 +23,7 @@ from typing import Any
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
-from django.db.models import Min, Q
+from django.db.models import Min, Q, QuerySet
 
 from cluster.expressions import EpochSeconds
 from cluster.models import Job, Placement, Quota, Tenant
@@ -311,6 +311,18 @@ def pair_rule(xi: Mapping[tuple[JobId, JobId], float]) -> Callable[[JobId, JobId
     return pair_slowdown
 
 
+def pending_span_rows(submitted: QuerySet[Job]) -> QuerySet[Job, tuple[Any, ...]]:
+    """Of the jobs ``submitted`` (those submitted before a window's end), the ones still pending
+    or running as one row per tenant: ``(tenant id, earliest submission, epoch s)`` — they all
+    reach the window's end, so a 10,000-job queue is one span per tenant."""
+    return (
+        submitted.filter(finished_at__isnull=True, status__in=Job.ACTIVE_STATUSES)
+        .values("tenant_id")
+        .annotate(begin_s=EpochSeconds(Min("submitted_at")))
+        .values_list("tenant_id", "begin_s")
+    )
+
+
 def job_spans_afresh(lo_s: float, hi_s: float) -> list[tuple[str, float, float]]:
     """Spans ``(tenant id as text, begin s, end s)`` whose union per tenant is the time some job
     of the tenant was pending or running in ``[lo_s, hi_s]`` (a job's span: submit →
@@ -318,12 +330,7 @@ def job_spans_afresh(lo_s: float, hi_s: float) -> list[tuple[str, float, float]]
     all reach ``hi_s``, so they come as one span per tenant from its earliest submission (a
     10,000-job queue is 1 row, not 10,000); the finished ones one span each."""
     submitted = Job.objects.filter(submitted_at__lt=_at(hi_s)).order_by()
-    waiting = (
-        submitted.filter(finished_at__isnull=True, status__in=Job.ACTIVE_STATUSES)
-        .values("tenant_id")
-        .annotate(begin_s=EpochSeconds(Min("submitted_at")))
-        .values_list("tenant_id", "begin_s")
-    )
+    waiting = pending_span_rows(submitted)
     finished = (
         submitted.filter(finished_at__gt=_at(lo_s))
         .annotate(begin_s=EpochSeconds("submitted_at"), end_s=EpochSeconds("finished_at"))
