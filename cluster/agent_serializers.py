@@ -3,6 +3,9 @@ with explicit types and bounds (numbers must be JSON numbers, strings JSON strin
 
 from __future__ import annotations
 
+from collections import Counter
+from typing import Any
+
 from rest_framework import serializers
 
 from agent.messages import EVENTS, FAILURE_KINDS
@@ -63,8 +66,26 @@ class AgentRunningSerializer(serializers.Serializer):
 MAX_RUNNING_PER_HEARTBEAT = 2 * MAX_GPUS_PER_NODE
 
 
-class HeartbeatSerializer(serializers.Serializer):
-    """A node agent's heartbeat (AGENT.md §3); ``node`` must be the token's node."""
+class DistinctGPUIndexes:
+    """The rule of a heartbeat's ``gpus`` (AGENT.md §3), for the heartbeat endpoint and the batch
+    report's heartbeat alike: each GPU of the node once. The server matches GPUs by ``(node,
+    index)``, so an index listed twice (say once healthy, once not) would leave it to pick one."""
+
+    def validate_gpus(self, gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``gpus`` unchanged; raises ``ValidationError`` naming the first index listed more than
+        once (``"GPU index 1 is listed 2 times; list each GPU of the node once"``)."""
+        counts = Counter(int(gpu["index"]) for gpu in gpus)
+        for index, count in counts.items():  # in the order of first appearance
+            if count > 1:
+                raise serializers.ValidationError(
+                    f"GPU index {index} is listed {count} times; list each GPU of the node once"
+                )
+        return gpus
+
+
+class HeartbeatSerializer(DistinctGPUIndexes, serializers.Serializer):
+    """A node agent's heartbeat (AGENT.md §3); ``node`` must be the token's node; each GPU index
+    once (:class:`DistinctGPUIndexes`)."""
 
     node = StrictCharField(max_length=64)
     gpus = AgentGPUSerializer(many=True, max_length=MAX_GPUS_PER_NODE)
@@ -92,9 +113,9 @@ class BatchChunkSerializer(AgentLogSerializer):
     job_id = StrictIntegerField(min_value=0, max_value=models.MAX_ID)
 
 
-class BatchHeartbeatSerializer(serializers.Serializer):
+class BatchHeartbeatSerializer(DistinctGPUIndexes, serializers.Serializer):
     """The heartbeat of a batch report: a heartbeat of AGENT.md §3 without its ``node`` (the
-    report's)."""
+    report's), under the same rules (:class:`DistinctGPUIndexes`)."""
 
     gpus = AgentGPUSerializer(many=True, max_length=MAX_GPUS_PER_NODE)
     running = AgentRunningSerializer(many=True, max_length=MAX_RUNNING_PER_HEARTBEAT)

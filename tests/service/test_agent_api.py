@@ -305,6 +305,23 @@ def test_heartbeat_records_time_and_gpu_health(
     assert GPU.objects.schedulable().count() == 7
 
 
+def test_a_heartbeat_listing_a_gpu_index_twice_is_400_naming_it(
+    fleet: dict, django_capture_on_commit_callbacks: Callable
+) -> None:
+    node, token = fleet["node-00"]
+    gpus = [{"index": i, "uuid": "", "memory_mb": 16_000, "healthy": True} for i in (0, 1, 2, 1, 3)]
+    gpus[3]["healthy"] = False  # which of the two is GPU 1? the server must not pick one
+    response = beat(token, "node-00", django_capture_on_commit_callbacks, gpus)
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "invalid input: gpus: GPU index 1 is listed 2 times; list each GPU of the node once",
+        "fields": {"gpus": ["GPU index 1 is listed 2 times; list each GPU of the node once"]},
+    }
+    node.refresh_from_db()
+    assert node.last_heartbeat is None  # nothing recorded
+    assert GPU.objects.filter(node=node, healthy=True).count() == 4
+
+
 def test_zero_gpu_blip_keeps_running_jobs(
     fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable
 ) -> None:

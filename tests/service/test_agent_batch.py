@@ -160,6 +160,25 @@ def test_a_malformed_item_refuses_the_whole_batch_with_its_name(
     assert agent("not-a-token").post(BATCH_URL, {"node": "node-00"}, format="json").status_code == 401
 
 
+def test_a_heartbeat_listing_a_gpu_index_twice_refuses_the_batch_as_the_endpoint_does(
+    fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable
+) -> None:
+    capture = django_capture_on_commit_callbacks
+    jobs = placed(tenant, capture, 1)["node-00"]
+    started = {"job_id": jobs[0].pk, "generation": 1, "event": "started", "iterations_done": 0}
+    gpus = [*GPUS, {**GPUS[2], "healthy": False}]  # GPU 2 twice: healthy and not
+    body = {"node": "node-00", "events": [started], "heartbeat": {"gpus": gpus, "running": []}}
+    with capture(execute=True):
+        answer = agent(fleet["node-00"][1]).post(BATCH_URL, body, format="json")
+    assert answer.status_code == 400
+    said = "GPU index 2 is listed 2 times; list each GPU of the node once"
+    assert answer.json() == {
+        "error": f"invalid input: heartbeat: gpus: {said}",
+        "fields": {"heartbeat": {"gpus": [said]}},
+    }
+    assert not JobEvent.objects.filter(job=jobs[0], kind=JobEvent.Kind.STARTED).exists()  # none applied
+
+
 def test_another_nodes_job_and_an_unknown_job_are_refused_in_their_place(
     fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable
 ) -> None:
