@@ -7,7 +7,8 @@ Placements come by pull (long-polling the API, ``agent.puller``; the default wit
 ``<NAME>-00``, ``<NAME>-01``… (:func:`common.shapes.node_names`: the names of the simulator's and
 ``load_cluster``'s clusters when NAME is ``node``), each with GPUS declared GPUs. Bad arguments
 print a message and exit with status 2. A node token the server refuses (401: wrong or
-revoked; or 403 coded ``token_node_mismatch``: another node's token) stops the agent: it ends
+revoked; or 403 coded ``token_node_mismatch``: another node's token; or coded
+``node_token_required``: the server did not receive the node token) stops the agent: it ends
 its jobs, prints one line naming the problem and exits with status 3
 (:data:`EXIT_TOKEN_REFUSED`); a 5xx or an unreachable server is retried, never an exit.
 """
@@ -35,7 +36,7 @@ from agent.gpus import discover_gpus, nvml_gpus
 from agent.joblogs import LogBook
 from agent.messages import ORDERS_MAX_WAIT_S
 from agent.puller import Puller
-from agent.reporter import HttpTransport, Reporter, TokenMismatch, TokenRefused
+from agent.reporter import HttpTransport, NodeTokenNotSeen, Reporter, TokenMismatch, TokenRefused
 from agent.runner import Runner
 from common.shapes import ShapeError, node_names, parse_shape
 
@@ -315,7 +316,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def token_refused_line(exc: TokenRefused) -> str:
     """The one line the agent ends with when the server refuses its token (401, or a 403 for a
-    token of another node, :class:`~agent.reporter.TokenMismatch`)."""
+    token of another node, :class:`~agent.reporter.TokenMismatch`, or for credentials that were
+    not its node token, :class:`~agent.reporter.NodeTokenNotSeen`)."""
     if isinstance(exc, TokenMismatch):
         return (
             f"sharewise-agent: error: the node token belongs to node {exc.token_node}, not "
@@ -324,6 +326,12 @@ def token_refused_line(exc: TokenRefused) -> str:
         )
     node = f" of {exc.node}" if exc.node else ""
     said = " ".join(str(exc).split())  # the server's message, on one line
+    if isinstance(exc, NodeTokenNotSeen):
+        return (
+            f"sharewise-agent: error: the server did not receive the node token{node} ({said}): "
+            "something between the agent and the server (a proxy) replaces the agent's "
+            "'Authorization: Node <token>' header; let it through unchanged"
+        )
     return (
         f"sharewise-agent: error: the server refused the node token{node} ({said}): it is wrong or "
         "was revoked; start the agent again with the token the node's registration printed "

@@ -27,6 +27,11 @@ BATCH_PATH = "/api/v1/agent/batch/"
 #: for (heartbeat, batch, orders; docs/AGENT.md §4): the agent stops on it as on a 401. A 403 for
 #: one job (never placed on this node) carries no code: only that report is dropped.
 TOKEN_NODE_MISMATCH = "token_node_mismatch"
+#: The ``code`` of the server's 403 to an agent endpoint called with other credentials than a
+#: node token (``Authorization: Token ...``, a tenant's API token; docs/AGENT.md §1): the agent
+#: always sends ``Node <token>``, so it gets this only when something on the way (a proxy)
+#: replaced its header, and it stops as on a 401 (nothing it sends would land).
+NODE_TOKEN_REQUIRED = "node_token_required"
 ACTIONS = ("start", "stop", "update")
 EVENTS = ("started", "progress", "finished", "failed", "stopped")
 #: What a ``failed`` event says of its cause: ``"oom"`` (the job ran out of GPU memory, from its

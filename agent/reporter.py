@@ -1,16 +1,17 @@
 """Reporting to the REST API: an HTTP transport and an ordered, bounded outbox with backoff.
 
 Events must reach the server in the order they happened and must not be lost while it is down
-(TESTING.md invariant 9). The :class:`Reporter` keeps them in an in-memory outbox and sends
-them oldest first; a connection error, a timeout, a 5xx, 408 or 429 keeps the event at the head
-and retries after an exponential backoff (1 s, 2 s, 4 s … capped at 60 s by default); another
-4xx (e.g. 409 for a stale generation) means the server will never take it: it is logged and
-dropped. A 401 is none of these: the node token is wrong or was revoked, so nothing this agent
-sends will ever land; nor is a 403 coded ``token_node_mismatch`` (the token is another node's,
-:class:`TokenMismatch`); :class:`TokenRefused` propagates (the event stays in the outbox) and the
-agent stops (``agent.cli``). While the server is down, a newer ``progress`` event of a job replaces its older
-unsent one, which bounds the outbox by about three events per job run; past ``max_events`` the
-oldest ``progress`` (else the oldest event) is dropped with an ERROR in the log — never
+(TESTING.md invariant 9). The :class:`Reporter` keeps them in an in-memory outbox and sends them
+oldest first; a connection error, a timeout, a 5xx, 408 or 429 keeps the event at the head and
+retries after an exponential backoff (1 s, 2 s, 4 s … capped at 60 s by default); another 4xx (e.g.
+409 for a stale generation) means the server will never take it: it is logged and dropped. A 401 is
+none of these: the node token is wrong or was revoked, so nothing this agent sends will ever land;
+nor is a 403 coded ``token_node_mismatch`` (the token is another node's, :class:`TokenMismatch`),
+nor one coded ``node_token_required`` (the server did not receive the node token,
+:class:`NodeTokenNotSeen`); :class:`TokenRefused` propagates (the event stays in the outbox) and the
+agent stops (``agent.cli``). While the server is down, a newer ``progress`` event of a job replaces
+its older unsent one, which bounds the outbox by about three events per job run; past ``max_events``
+the oldest ``progress`` (else the oldest event) is dropped with an ERROR in the log — never
 silently.
 """
 
@@ -26,7 +27,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from agent import __version__
-from agent.messages import TOKEN_NODE_MISMATCH, Heartbeat, JobEventReport
+from agent.messages import NODE_TOKEN_REQUIRED, TOKEN_NODE_MISMATCH, Heartbeat, JobEventReport
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +66,20 @@ class TokenMismatch(TokenRefused):
         self.node = node
 
 
+class NodeTokenNotSeen(TokenRefused):
+    """The server answered 403 with ``code`` :data:`NODE_TOKEN_REQUIRED`: it received other
+    credentials than the ``Authorization: Node <token>`` this agent sends, so something on the
+    way (a proxy) replaced the header. Nothing it sends would land: it stops as on a 401."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, status=403)
+
+
 def refusal_of_token(status: int, path: str, body: str) -> TokenRefused | None:
     """The :class:`TokenRefused` an HTTP error answer means, or ``None`` when it concerns only
     that report: a 401, or a 403 whose JSON body is ``{"code": "token_node_mismatch",
-    "token_node", "node", "error"}`` (docs/AGENT.md §4)."""
+    "token_node", "node", "error"}`` (:class:`TokenMismatch`) or ``{"code":
+    "node_token_required", "error"}`` (:class:`NodeTokenNotSeen`; docs/AGENT.md §1)."""
     if status == 401:
         return TokenRefused(f"HTTP 401 from {path}: {body}")
     if status != 403:
@@ -77,7 +88,11 @@ def refusal_of_token(status: int, path: str, body: str) -> TokenRefused | None:
         answer = json.loads(body)
     except ValueError:
         return None
-    if not isinstance(answer, dict) or answer.get("code") != TOKEN_NODE_MISMATCH:
+    if not isinstance(answer, dict):
+        return None
+    if answer.get("code") == NODE_TOKEN_REQUIRED:
+        return NodeTokenNotSeen(f"HTTP 403 from {path}: {answer.get('error', body)}")
+    if answer.get("code") != TOKEN_NODE_MISMATCH:
         return None
     return TokenMismatch(
         f"HTTP 403 from {path}: {answer.get('error', body)}",

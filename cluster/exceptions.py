@@ -1,11 +1,11 @@
 """One error shape for the whole API: ``{"error": "<message>", ...}`` with a 4xx status.
 
 A body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is 413. Deleting a row still referenced (a GPU with
-placements) is 409. Validation errors add ``"fields"`` (field name → list of messages);
-throttling adds ``"retry_after"`` (s). The cache, the broker or the database unreachable is 503
-(with ``"retry_after"``). A path that names nothing under ``/api/`` or ``/dashboard/api/`` is
-``404 {"error": "not found"}`` (:func:`api_not_found`). Anything else DRF does not handle stays a
-500 (and is logged).
+placements) is 409. Validation errors add ``"fields"`` (field name → list of messages); throttling
+adds ``"retry_after"`` (s); a 403 :class:`CodedPermissionDenied` adds ``"code"``. The cache, the
+broker or the database unreachable is 503 (with ``"retry_after"``). A path that names nothing under
+``/api/`` or ``/dashboard/api/`` is ``404 {"error": "not found"}`` (:func:`api_not_found`). Anything
+else DRF does not handle stays a 500 (and is logged).
 """
 
 from __future__ import annotations
@@ -31,6 +31,15 @@ NOT_FOUND = {"error": "not found"}
 
 #: Seconds a client is asked to wait after a 503 for an unreachable service **(ours)**.
 OUTAGE_RETRY_AFTER_S = 5
+
+
+class CodedPermissionDenied(exceptions.PermissionDenied):
+    """A 403 whose body carries, beside ``error``, a machine-readable ``code`` that a client acts
+    on (never on the wording): ``{"error": message, "code": code}``."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message, code)
+        self.body = {"error": message, "code": code}
 
 
 def _first_message(data: Any) -> str:
@@ -90,6 +99,8 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, exceptions.ValidationError):
         fields = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
         response.data = {"error": f"invalid input: {_first_message(fields)}", "fields": fields}
+    elif isinstance(exc, CodedPermissionDenied):
+        response.data = dict(exc.body)
     elif isinstance(exc, exceptions.APIException):
         body: dict[str, Any] = {"error": _first_message(exc.detail)}
         if isinstance(exc, exceptions.Throttled) and exc.wait is not None:

@@ -226,6 +226,37 @@ def test_another_nodes_token_stops_the_agent_with_one_line_and_status_3(transpor
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize("transport", [(), ("--transport", "push", "--broker", "memory://")])
+def test_credentials_the_server_did_not_see_as_a_node_token_stop_the_agent_with_status_3(
+    transport: tuple[str, ...],
+) -> None:
+    """A proxy that replaces the agent's ``Authorization: Node ...`` header: the server's 403
+    coded ``node_token_required`` answers every report alike, so the agent stops (exit 3) and
+    says what to look at, rather than dropping each report and heartbeating on."""
+    refused = {
+        "error": "this endpoint takes a node agent's token, sent as 'Authorization: Node <token>' "
+        "(printed when the node was registered), not 'Basic' credentials",
+        "code": "node_token_required",
+    }
+    process, httpd = agent_against(403, *transport, body=json.dumps(refused).encode())
+    try:
+        _, err = process.communicate(timeout=30)
+    finally:
+        process.kill()
+        httpd.shutdown()
+    assert process.returncode == EXIT_TOKEN_REFUSED == 3
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(
+        "sharewise-agent: error: the server did not receive the node token of node-00 (HTTP 403 "
+    )
+    assert refused["error"] in last
+    assert last.endswith(
+        "something between the agent and the server (a proxy) replaces the agent's "
+        "'Authorization: Node <token>' header; let it through unchanged"
+    )
+    assert "Traceback" not in err
+
+
 def test_a_403_without_the_code_is_not_an_exit() -> None:
     """A 403 for one job (never placed on this node) carries no code: the agent runs on."""
     process, httpd = agent_against(403, body=b'{"error": "job 7 was never placed on node node-00"}')

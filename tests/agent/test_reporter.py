@@ -11,7 +11,14 @@ from typing import Any
 import pytest
 
 from agent.messages import Heartbeat, JobEventReport
-from agent.reporter import HttpTransport, Reporter, TokenMismatch, TokenRefused, TransportError
+from agent.reporter import (
+    HttpTransport,
+    NodeTokenNotSeen,
+    Reporter,
+    TokenMismatch,
+    TokenRefused,
+    TransportError,
+)
 
 from .conftest import FakeTransport
 
@@ -183,6 +190,29 @@ def test_a_coded_403_is_another_nodes_token_and_stops_like_a_401(server: Threadi
     )
     reporter.submit([event("started", 0)])
     with pytest.raises(TokenMismatch):
+        reporter.flush(0.0)
+    assert reporter.pending == 1 and reporter.rejected == 0
+
+
+def test_a_403_coded_node_token_required_stops_like_a_401(server: ThreadingHTTPServer) -> None:
+    """The server received other credentials than the agent's ``Node <token>`` (a proxy replaced
+    the header): each report would get the same 403, so the agent stops instead of dropping
+    them one by one."""
+    _Handler.status = 403
+    _Handler.body = json.dumps(
+        {
+            "error": "this endpoint takes a node agent's token, sent as 'Authorization: Node "
+            "<token>' (printed when the node was registered), not 'Basic' credentials",
+            "code": "node_token_required",
+        }
+    ).encode()
+    reporter = Reporter(HttpTransport(f"http://127.0.0.1:{server.server_port}", "node-00s"))
+    with pytest.raises(NodeTokenNotSeen) as info:
+        reporter.heartbeat(Heartbeat("node-00", (), ()), now=0.0)
+    assert (info.value.status, info.value.retryable) == (403, False)
+    assert str(info.value).startswith("HTTP 403 from /api/v1/agent/heartbeat/: this endpoint takes a node")
+    reporter.submit([event("started", 0)])
+    with pytest.raises(NodeTokenNotSeen):
         reporter.flush(0.0)
     assert reporter.pending == 1 and reporter.rejected == 0
 

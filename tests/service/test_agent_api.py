@@ -15,6 +15,7 @@ from django.test import override_settings
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from cluster.api_tokens import ApiToken
 from cluster.models import GPU, Job, JobEvent, Node, Placement, Tenant
 from scheduling import service
 
@@ -85,10 +86,9 @@ def test_agent_endpoints_need_the_node_token(
     body = {"generation": 1, "event": "progress", "iterations_done": 5}
     assert APIClient().post(events_url(job.pk), body, format="json").status_code == 401
     assert agent("not-a-token").post(events_url(job.pk), body, format="json").status_code == 401
-    # a tenant's API token is not a node token
-    tenant_client = APIClient()
-    tenant_client.credentials(HTTP_AUTHORIZATION="Token abc")
-    assert tenant_client.post(HEARTBEAT_URL, {}, format="json").status_code == 401
+    assert APIClient().post(HEARTBEAT_URL, {}, format="json").json() == {
+        "error": "Authentication credentials were not provided."  # none given: DRF's words hold
+    }
     # node-00's token cannot send node-01's heartbeat
     _, token0 = fleet["node-00"]
     response = beat(token0, "node-01", django_capture_on_commit_callbacks)
@@ -99,6 +99,38 @@ def test_agent_endpoints_need_the_node_token(
         "token_node": "node-00",
         "node": "node-01",
     }
+
+
+def test_a_tenants_api_token_on_an_agent_endpoint_is_a_coded_403_saying_it_needs_a_node_token(
+    fleet: dict, tenant: Tenant
+) -> None:
+    """It used to be 401 "Authentication credentials were not provided." — though credentials
+    were given: the wrong kind, which a 403 coded ``node_token_required`` now says."""
+    owner = tenant.memberships.get().user
+    paths = [
+        ("post", HEARTBEAT_URL),
+        ("post", events_url(1)),
+        ("post", "/api/v1/agent/jobs/1/logs/"),
+        ("post", "/api/v1/agent/batch/"),
+        ("get", "/api/v1/agent/orders/"),
+    ]
+    expected = {
+        "Token " + ApiToken.issue(owner)[1]: "a tenant's API token ('Token ...')",  # a valid one
+        "Token not-a-token": "a tenant's API token ('Token ...')",
+        "Bearer abc": "'Bearer' credentials",
+        "B\u00e9arer abc": "other credentials",
+    }
+    for authorization, given in expected.items():
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=authorization)
+        for method, path in paths:
+            response = client.post(path, {}, format="json") if method == "post" else client.get(path)
+            assert response.status_code == 403, (authorization, path)
+            assert response.json() == {
+                "error": "this endpoint takes a node agent's token, sent as 'Authorization: Node "
+                f"<token>' (printed when the node was registered), not {given}",
+                "code": "node_token_required",
+            }
 
 
 def test_another_nodes_token_cannot_report_on_this_nodes_job(
