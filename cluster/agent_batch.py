@@ -28,13 +28,13 @@ import time
 from typing import Any
 
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import generics, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from cluster import runnable
-from cluster.agent_serializers import BatchReportSerializer
+from cluster.agent_serializers import BatchReportSerializer, agent_errors
 from cluster.authentication import NodeTokenAuthentication
 from cluster.joblogs import OutputRefused, append_output
 from cluster.models import Node
@@ -42,7 +42,6 @@ from cluster.permissions import IsNodeAgent, token_node_mismatch
 from scheduling import service
 from scheduling.service.orders import poll_orders
 
-Error = inline_serializer("AgentBatchError", {"error": serializers.CharField()})
 ITEM_FIELDS = {
     "job_id": serializers.IntegerField(),
     "code": serializers.IntegerField(help_text="the HTTP status the item alone would get"),
@@ -144,7 +143,7 @@ class AgentBatchView(generics.GenericAPIView):
     permission_classes = [IsNodeAgent]
     throttle_classes: list[Any] = []
 
-    @extend_schema(responses={200: BatchAnswer, **{c: OpenApiResponse(Error) for c in (400, 401, 403, 413)}})
+    @extend_schema(responses={200: BatchAnswer, **agent_errors(400, 401, 403, 413)})
     def post(self, request: Request) -> Response:
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 
-from agent.messages import EVENTS, FAILURE_KINDS
+from agent.messages import EVENTS, FAILURE_KINDS, NODE_TOKEN_REQUIRED, TOKEN_NODE_MISMATCH
 from cluster import models, runnable
 from cluster.fields import (
     PositiveFloatField,
@@ -135,3 +136,36 @@ class BatchReportSerializer(serializers.Serializer):
     after = StrictIntegerField(
         min_value=0, max_value=2**63 - 1, required=False, allow_null=True, default=None
     )
+
+
+#: The ``code`` values of an agent endpoint's 403 (docs/AGENT.md §1): the agent stops on each.
+AGENT_ERROR_CODES = (TOKEN_NODE_MISMATCH, NODE_TOKEN_REQUIRED)
+
+
+class AgentErrorSerializer(serializers.Serializer):
+    """The error body of an agent endpoint: `error`; `fields` for a 400; `code` for the 403s the
+    agent stops on (docs/AGENT.md §1), with `token_node` and `node` for `token_node_mismatch`."""
+
+    # (schema only: the bodies come from cluster.exceptions, cluster.permissions.token_node_mismatch
+    # and cluster.authentication.wrong_kind_of_credentials; tests/api/test_schema.py holds them to it)
+
+    error = serializers.CharField()
+    fields = serializers.DictField(required=False, help_text="400: field name → its messages")
+    code = serializers.ChoiceField(
+        choices=list(AGENT_ERROR_CODES),
+        required=False,
+        help_text=f"403 only: `{TOKEN_NODE_MISMATCH}` (the token is another node's) or "
+        f"`{NODE_TOKEN_REQUIRED}` (credentials other than a node token); the agent stops on either",
+    )
+    token_node = serializers.CharField(
+        required=False, help_text=f"`{TOKEN_NODE_MISMATCH}`: whose token it is"
+    )
+    node = serializers.CharField(
+        required=False, help_text=f"`{TOKEN_NODE_MISMATCH}`: the node it reports for"
+    )
+
+
+def agent_errors(*codes: int) -> dict[int, OpenApiResponse]:
+    """``extend_schema`` response entries for an agent endpoint's error statuses ``codes``: each
+    the ``AgentError`` body (:class:`AgentErrorSerializer`)."""
+    return {code: OpenApiResponse(AgentErrorSerializer) for code in codes}

@@ -15,12 +15,13 @@ from django.conf import settings
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import generics, permissions, serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from cluster.agent_serializers import agent_errors
 from cluster.authentication import NodeTokenAuthentication
 from cluster.job_serializers import AgentLogSerializer, JobEventSerializer, LogPieceSerializer
 from cluster.joblogs import OutputRefused, append_output, read_output
@@ -149,7 +150,7 @@ class AgentJobLogView(generics.GenericAPIView):
     @extend_schema(
         responses={
             200: AgentLogAnswer,
-            **{code: OpenApiResponse(Error) for code in (400, 401, 403, 404)},
+            **agent_errors(400, 401, 403, 404),
         }
     )
     def post(self, request: Request, job_id: str) -> Response:

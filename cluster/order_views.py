@@ -11,18 +11,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import generics, serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from cluster.agent_serializers import agent_errors
 from cluster.authentication import NodeTokenAuthentication
 from cluster.permissions import IsNodeAgent, token_node_mismatch
 from cluster.query_params import single_or_400
 from scheduling.service.orders import MAX_WAIT_S, poll_orders
 
-Error = inline_serializer("AgentOrdersError", {"error": serializers.CharField()})
 OrdersAnswer = inline_serializer(
     "AgentOrders",
     {
@@ -73,7 +73,7 @@ class AgentOrdersView(generics.GenericAPIView):
         # the query serializer itself: its bounds (wait ≤ MAX_WAIT_S) are in the schema, so a client
         # generated from it never sends what the view refuses
         parameters=[OrdersQuery],
-        responses={200: OrdersAnswer, **{code: OpenApiResponse(Error) for code in (400, 401, 403)}},
+        responses={200: OrdersAnswer, **agent_errors(400, 401, 403)},
     )
     def get(self, request: Request) -> Response:
         unknown = sorted(set(request.query_params) - set(OrdersQuery().fields))

@@ -16,7 +16,9 @@ status  which operations
 503     all (the database, cache or broker unreachable from this server)
 ======  ==================================================================================
 
-Statuses particular to one operation (409, 422, 429) are declared on its view.
+Statuses particular to one operation (409, 422, 429) are declared on its view. The node agents'
+endpoints declare theirs with the ``AgentError`` body instead (``error``, ``fields``, and the
+coded 403's ``code``, ``token_node``, ``node``: :class:`cluster.agent_serializers.AgentErrorSerializer`).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from cluster import exceptions, runnable
-from cluster.agent_serializers import AgentEventSerializer, HeartbeatSerializer
+from cluster.agent_serializers import AgentEventSerializer, HeartbeatSerializer, agent_errors
 from cluster.api_tokens import ApiToken
 from cluster.authentication import NodeTokenAuthentication
 from cluster.job_details import describe_jobs
@@ -476,7 +476,7 @@ class AgentJobEventView(AgentView):
 
     serializer_class = AgentEventSerializer
 
-    @extend_schema(responses={200: AgentAnswer, **_errors(400, 401, 403, 404, 409)})
+    @extend_schema(responses={200: AgentAnswer, **agent_errors(400, 401, 403, 404, 409)})
     def post(self, request: Request, job_id: str) -> Response:
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -493,7 +493,7 @@ class AgentHeartbeatView(AgentView):
 
     serializer_class = HeartbeatSerializer
 
-    @extend_schema(responses={200: HeartbeatAnswer, **_errors(400, 401, 403)})
+    @extend_schema(responses={200: HeartbeatAnswer, **agent_errors(400, 401, 403)})
     def post(self, request: Request) -> Response:
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)

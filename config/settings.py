@@ -224,6 +224,7 @@ SPECTACULAR_SETTINGS = {
         "JobStatusEnum": "cluster.models.Job.Status",
         "NodeStatusEnum": "cluster.models.Node.Status",
         "SharingEnum": "cluster.models.Sharing",
+        "AgentErrorCodeEnum": "cluster.agent_serializers.AGENT_ERROR_CODES",
     },
 }
 

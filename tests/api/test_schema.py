@@ -34,3 +34,65 @@ def test_schema_and_docs_are_served(db: None, django_user_model: Any) -> None:
     assert client.get("/api/schema/", {"format": "json"}).json()["info"]["title"] == "Sharewise API"
     docs = client.get("/api/docs/")
     assert docs.status_code == 200 and b"swagger" in docs.content.lower()
+
+
+def declared(schema: dict[str, Any], path: str, method: str, status: int) -> dict[str, Any]:
+    """The JSON schema of ``method path``'s ``status`` answer, its ``$ref``s resolved."""
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, dict) and "$ref" in node:
+            return resolve(schema["components"]["schemas"][node["$ref"].rsplit("/", 1)[1]])
+        if isinstance(node, dict):
+            return {key: resolve(value) for key, value in node.items()}
+        return [resolve(item) for item in node] if isinstance(node, list) else node
+
+    answer = schema["paths"][path][method]["responses"][str(status)]
+    return resolve(answer["content"]["application/json"]["schema"])
+
+
+def test_the_agent_endpoints_error_schemas_declare_every_field_they_send(
+    alice_api: APIClient, cluster: list[Any]
+) -> None:
+    """The coded 403s carry ``code`` (and ``token_node``, ``node``) and a 400 ``fields``, which the
+    agent endpoints' schemas used to leave out (``{"error"}`` only): each body sent is held to
+    its operation's schema, field by field, with ``additionalProperties`` read as false."""
+    schema = alice_api.get("/api/schema/", {"format": "json"}).json()
+    node = cluster[0]
+    token = node.issue_agent_token()
+    node.save()
+    agent = APIClient()
+    agent.credentials(HTTP_AUTHORIZATION=f"Node {token}")
+    beat = {"node": "node-01", "gpus": [], "running": []}
+    sent = [  # (path in the schema, method, client, URL, body)
+        ("/api/v1/agent/heartbeat/", "post", agent, "/api/v1/agent/heartbeat/", beat),
+        ("/api/v1/agent/batch/", "post", agent, "/api/v1/agent/batch/", {"node": "node-01"}),
+        ("/api/v1/agent/orders/", "get", agent, "/api/v1/agent/orders/?node=node-01", None),
+        ("/api/v1/agent/batch/", "post", agent, "/api/v1/agent/batch/", {"node": 7}),
+        ("/api/v1/agent/heartbeat/", "post", APIClient(), "/api/v1/agent/heartbeat/", beat),
+    ]
+    for method, path in [
+        ("post", "/api/v1/agent/heartbeat/"),
+        ("post", "/api/v1/agent/batch/"),
+        ("get", "/api/v1/agent/orders/"),
+        ("post", "/api/v1/agent/jobs/{job_id}/events/"),
+        ("post", "/api/v1/agent/jobs/{job_id}/logs/"),
+    ]:  # a tenant's API token: the 403 coded node_token_required
+        sent.append((path, method, alice_api, path.replace("{job_id}", "1"), {}))
+    seen = set()
+    for path, method, client, url, body in sent:
+        response = client.post(url, body, format="json") if method == "post" else client.get(url)
+        answer = response.json()
+        shape = declared(schema, path, method, response.status_code)
+        assert set(answer) <= set(shape["properties"]), (url, response.status_code, answer)
+        assert set(shape["required"]) <= set(answer)
+        if "code" in answer:
+            assert answer["code"] in shape["properties"]["code"]["allOf"][0]["enum"]
+        seen.add((response.status_code, answer.get("code"), tuple(sorted(answer))))
+    assert seen == {
+        (403, "token_node_mismatch", ("code", "error", "node", "token_node")),
+        (403, "node_token_required", ("code", "error")),
+        (400, None, ("error", "fields")),
+        (401, None, ("error",)),
+    }
+    code = schema["components"]["schemas"]["AgentErrorCodeEnum"]
+    assert code["enum"] == ["token_node_mismatch", "node_token_required"]
