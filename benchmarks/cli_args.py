@@ -64,3 +64,20 @@ def _number(text: str, kind: type) -> int | float:
         return kind(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+
+
+def module_only(path: str, doc: str | None) -> int:
+    """What a module of ``benchmarks/`` that is no benchmark does when run as a script (``python
+    benchmarks/sampler.py --help``): ``--help`` prints its usage and the first line of its
+    docstring ``doc``, and says it runs nothing; without it, that one line. Returns the exit
+    status, 0."""
+    name = Path(path).name
+    what = (doc or "").strip().split("\n\n")[0].replace("\n", " ")
+    note = f"{name} is a module the benchmarks import, not a benchmark: it runs nothing"
+    argparse.ArgumentParser(prog=name, description=f"{what} ({note}.)").parse_args()
+    print(note)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(module_only(__file__, __doc__))

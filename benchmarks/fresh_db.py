@@ -80,3 +80,9 @@ def backend_cpu_s() -> float | None:
         return None
     fields = text[text.rindex(")") + 2 :].split()  # after "pid (comm) ": state is fields[0]
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+if __name__ == "__main__":  # a module the benchmarks import: run, it says so (and answers --help)
+    from cli_args import module_only
+
+    raise SystemExit(module_only(__file__, __doc__))

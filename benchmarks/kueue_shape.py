@@ -28,16 +28,25 @@ loaded, that changes little. Kueue's priorities 50/100/200 become 25/50/100 (the
 −100…100; only the order matters). Jobs never share a GPU (Kueue admits whole requests).
 
 Units: seconds (s), GPUs, iterations.
+
+Imported by ``bench_kueue.py``; run alone (``python benchmarks/kueue_shape.py [--jobs N] [--out
+FILE]``) it prints the workload's summary and, with ``--out``, writes it as a trace (:func:`main`).
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from scheduling.core import types as core
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:  # run as a script from benchmarks/: the project's packages
+    sys.path.insert(0, str(REPO))
+
+from scheduling.core import types as core  # noqa: E402
 
 #: Workloads in Kueue's baseline scenario (5 cohorts × 6 queues × 500).
 KUEUE_JOBS = 15_000
@@ -140,3 +149,53 @@ def write_trace(path: Path, jobs: Sequence[core.Job]) -> None:
             out.writerow(
                 [j.id, j.tenant, j.gpus, j.submit_time, j.iterations, j.model, j.iterations * j.iter_time_s]
             )
+
+
+def summary(jobs: Sequence[core.Job]) -> list[str]:
+    """Lines describing ``jobs`` (a :func:`kueue_workload`): jobs and tenants; per class its
+    jobs a tenant and in all, GPUs, runtime (s), interval (s) and priority; the arrivals' span
+    (s); the work (GPU-seconds) and the least time it takes on the cluster's GPUs (s)."""
+    tenants = {j.tenant for j in jobs}
+    lines = [f"{len(jobs):,} jobs of {len(tenants)} tenants ({COHORTS} groups of {QUEUES_PER_COHORT})"]
+    for cls in CLASSES:
+        count = sum(1 for j in jobs if j.gpus == cls.gpus)
+        lines.append(
+            f"{cls.name}: {count // len(tenants):,} a tenant, {count:,} in all, {cls.gpus} GPU(s), "
+            f"{cls.runtime_s:g} s each, one every {cls.interval_s:g} s, priority {cls.priority}"
+        )
+    work = sum(j.gpus * j.iterations * j.iter_time_s for j in jobs)
+    gpus = NODES * GPUS_PER_NODE
+    first, last = min(j.submit_time for j in jobs), max(j.submit_time for j in jobs)
+    lines.append(f"arrivals from {first:g} s to {last:g} s")
+    lines.append(
+        f"work: {work:,.0f} GPU-seconds on {gpus} GPUs ({NODES} nodes x {GPUS_PER_NODE}): at least "
+        f"{work / gpus:.1f} s of pure run time"
+    )
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python benchmarks/kueue_shape.py [--jobs N] [--out FILE]``: print :func:`summary` of the
+    workload of about ``N`` jobs (default 15,000: Kueue's) and, with ``--out``, write it as a
+    Chronus-format CSV (:func:`write_trace`). Returns the exit status, 0; a bad argument exits 2."""
+    from cli_args import positive_int  # benchmarks/cli_args.py (here: importing this module needs none)
+
+    parser = argparse.ArgumentParser(
+        description="The Kueue-shaped workload of bench_kueue.py: print its summary, optionally write it "
+        "as a trace (docs/PERFORMANCE.md)."
+    )
+    parser.add_argument("--jobs", type=positive_int, default=KUEUE_JOBS, help="about this many jobs (15000)")
+    parser.add_argument(
+        "--out", type=Path, help="also write them to this CSV (the simulator's and manage.py demo --trace's)"
+    )
+    args = parser.parse_args(argv)
+    jobs = kueue_workload(args.jobs)
+    print("\n".join(summary(jobs)))
+    if args.out is not None:
+        write_trace(args.out, jobs)
+        print(f"wrote {len(jobs):,} jobs to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

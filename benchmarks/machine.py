@@ -19,3 +19,10 @@ def machine() -> str:
         f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}, "
         f"Python {platform.python_version()}"
     )
+
+
+if __name__ == "__main__":  # the line itself: python benchmarks/machine.py
+    import argparse
+
+    argparse.ArgumentParser(description="Print the line each benchmark prints of this machine.").parse_args()
+    print(machine())

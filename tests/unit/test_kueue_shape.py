@@ -49,3 +49,26 @@ def test_a_tenth_keeps_the_proportions() -> None:
     assert shape.scaled_counts(1) == {"small": 1, "medium": 1, "large": 1}
     with pytest.raises(ValueError):
         shape.scaled_counts(0)
+
+
+def test_run_as_a_script_it_prints_the_workloads_summary_and_writes_the_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``python benchmarks/kueue_shape.py`` used to fail (the project's packages not on the path);
+    its figures are the module docstring's, by hand: 350 + 100 + 50 a queue over 30 queues;
+    350·0.2·1 + 100·0.5·5 + 50·1·20 = 1,320 GPU-seconds a queue, 39,600 in all, ÷ 600 GPUs = 66 s;
+    the last arrival the 50th large job at 50 × 1.2 = 60 s."""
+    out = tmp_path / "kueue.csv"
+    assert shape.main(["--out", str(out)]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "15,000 jobs of 30 tenants (5 groups of 6)",
+        "small: 350 a tenant, 10,500 in all, 1 GPU(s), 0.2 s each, one every 0.1 s, priority 25",
+        "medium: 100 a tenant, 3,000 in all, 5 GPU(s), 0.5 s each, one every 0.5 s, priority 50",
+        "large: 50 a tenant, 1,500 in all, 20 GPU(s), 1 s each, one every 1.2 s, priority 100",
+        "arrivals from 0.1 s to 60 s",
+        "work: 39,600 GPU-seconds on 600 GPUs (30 nodes x 20): at least 66.0 s of pure run time",
+        f"wrote 15,000 jobs to {out}",
+    ]
+    rows = out.read_text().splitlines()
+    assert rows[0] == "job_id,user,num_gpu,submit_time,iterations,model_name,duration"
+    assert len(rows) == 1 + 15_000
