@@ -66,11 +66,12 @@ def _error(message: str, status: int) -> JsonResponse:
 def _int_param(request: HttpRequest, name: str, default: int, lo: int, hi: int) -> int:
     """``request.GET[name]`` as an integer in ``[lo, hi]`` (``default`` when absent).
 
-    Raises ``ValueError`` with a readable message otherwise, also when it is given twice
+    Raises ``ValueError`` with a readable message otherwise — also for an empty value
+    (``?window=``, as the REST API answers ``?limit=``) and when it is given twice
     (:class:`cluster.query_params.RepeatedParameter`).
     """
     raw = single(request.GET, name)
-    if raw is None or raw == "":
+    if raw is None:
         return default
     try:
         value = int(raw)

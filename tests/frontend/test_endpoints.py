@@ -158,6 +158,26 @@ def test_bad_parameters_are_400_with_a_message(alice_web: Client) -> None:
 
 
 @pytest.mark.parametrize(
+    ("name", "param", "bounds"),
+    [
+        ("timeline", "window", "60 to 604800"),
+        ("decisions", "rounds", "1 to 100"),
+        ("queue", "limit", "1 to 1000"),
+    ],
+)
+def test_an_empty_value_is_400_naming_the_parameter_as_the_rest_api_answers(
+    alice_web: Client, name: str, param: str, bounds: str
+) -> None:
+    """``?window=`` used to mean the default here, while the REST API answers 400 for an empty
+    number (``/api/v1/jobs/?limit=``: ``limit: must be a whole number from 1 to 500, got ''``).
+    The page itself still falls back to the default for a bad value of its own query."""
+    response = alice_web.get(f"/dashboard/api/{name}.json?{param}=")
+    assert response.status_code == 400, response.content
+    assert response.json() == {"error": f"{param} must be a whole number from {bounds}, got ''"}
+    assert alice_web.get(f"/dashboard/?{param}=").status_code == 200
+
+
+@pytest.mark.parametrize(
     ("name", "param", "values"),
     [
         ("learning", "window", ("300", "600")),
