@@ -4,7 +4,8 @@
 The node is the token's (``Authorization: Node <token>``): no other node's orders are ever
 visible. ``after`` acknowledges the orders up to it; the answer holds the ones after it, waiting
 up to ``wait`` seconds for one to come (:func:`scheduling.service.orders.poll_orders`). An
-unknown query parameter is a 400.
+unknown query parameter is a 400, and so is an empty ``after`` or ``wait`` (``?after=``: the
+serializer would take the default, 0, silently; ``?node=`` is the token's node).
 """
 
 from __future__ import annotations
@@ -61,6 +62,10 @@ class OrdersQuery(serializers.Serializer[Any]):
     )
 
 
+#: The query's numbers: an empty one is a 400, not the default.
+NUMBERS = ("after", "wait")
+
+
 class AgentOrdersView(generics.GenericAPIView):
     """The calling node's orders after its cursor (docs/AGENT.md §1a)."""
 
@@ -80,7 +85,9 @@ class AgentOrdersView(generics.GenericAPIView):
         if unknown:  # a typo (?afer=) would otherwise silently poll from 0
             raise ValidationError({unknown[0]: ["unknown parameter: use after, wait and node"]})
         for name in OrdersQuery().fields:  # the serializer would take the last of two silently
-            single_or_400(request.query_params, name)
+            value = single_or_400(request.query_params, name)
+            if value == "" and name in NUMBERS:  # ... and the default for an empty one
+                raise ValidationError({name: ["is empty: give a number, or leave the parameter out"]})
         query = self.get_serializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         mismatch = token_node_mismatch(request.auth, query.validated_data.get("node") or request.auth.name)

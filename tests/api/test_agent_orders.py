@@ -136,6 +136,9 @@ def test_a_wait_ends_at_its_deadline(cluster: list[Node], monkeypatch: Any) -> N
         ({"wait": "nan"}, "wait"),
         ({"wait": "soon"}, "wait"),
         ({"afer": "3"}, "afer"),
+        ({"after": ""}, "after"),  # it used to poll from 0, the default
+        ({"wait": ""}, "wait"),
+        ({"after": "4", "wait": ""}, "wait"),
     ],
 )
 def test_bad_parameters_are_400_with_the_field(
