@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 from agent.joblogs import JobLog, LogBook, LogChunk
@@ -95,11 +96,12 @@ class BatchSender:
     def fill(self, reporter: Reporter, book: LogBook | None, heartbeat: Heartbeat | None) -> Report:
         """A report of the node's waiting output (one chunk per run), the oldest waiting events
         and ``heartbeat``, within :data:`BUDGET_BYTES`, :data:`MAX_EVENTS` and
-        :data:`MAX_CHUNKS`."""
+        :data:`MAX_CHUNKS`; the heartbeat carries the reporter's last report latency
+        (:meth:`~agent.reporter.Reporter.stamped`)."""
         report = Report({"node": self._node})
         report.size = len(json.dumps(report.body))
-        if heartbeat is not None:
-            beat = {k: v for k, v in heartbeat.payload().items() if k != "node"}
+        if heartbeat is not None:  # with the previous report's latency (docs/AGENT.md §3)
+            beat = {k: v for k, v in reporter.stamped(heartbeat).payload().items() if k != "node"}
             report.fits(beat)  # a heartbeat is bounded (64 GPUs, 128 jobs): always under the budget
             report.body["heartbeat"] = beat
         for job_log in book.pending() if book is not None else []:
@@ -125,8 +127,9 @@ class BatchSender:
         """Send the node's reports of this tick at agent time ``now`` (s). Returns whether the
         tick was handled (sent, or kept for a retry); ``False``: the runner sends this tick's
         items by the single endpoints (no batch endpoint, or the report was refused whole).
-        Waits out the reporter's backoff unless a heartbeat is due (it probes the server).
-        Raises :class:`~agent.reporter.TokenRefused` on a 401."""
+        Waits out the reporter's backoff unless a heartbeat is due (it probes the server). Each
+        report is timed by the reporter (:meth:`~agent.reporter.Reporter.timed`). Raises
+        :class:`~agent.reporter.TokenRefused` on a 401."""
         if not self.enabled:
             return False
         if heartbeat is None and (now < reporter.retry_at or now - self._last_s < self._every_s):
@@ -137,7 +140,7 @@ class BatchSender:
             if report.empty:
                 return True
             try:
-                answer = self._transport.post_json(BATCH_PATH, report.body)
+                answer = reporter.timed(partial(self._transport.post_json, BATCH_PATH, report.body))
             except TokenRefused:
                 raise  # the node token is wrong or revoked: the single endpoints would say the same
             except TransportError as exc:

@@ -23,6 +23,9 @@ ORDERS_PATH = "/api/v1/agent/orders/"
 ORDERS_MAX_WAIT_S = 30.0
 #: One report per node and tick: its output, events and heartbeat together (docs/AGENT.md §2b).
 BATCH_PATH = "/api/v1/agent/batch/"
+#: Largest ``report_latency_s`` a heartbeat may carry (s, an hour) **(ours)**: the server refuses
+#: more (a 400 naming it), the agent sends at most this (docs/AGENT.md §3).
+MAX_REPORT_LATENCY_S = 3600.0
 #: The ``code`` of the server's 403 to a token of another node than the one reported or polled
 #: for (heartbeat, batch, orders; docs/AGENT.md §4): the agent stops on it as on a 401. A 403 for
 #: one job (never placed on this node) carries no code: only that report is dropped.
@@ -318,13 +321,17 @@ class Heartbeat:
     ``gpus``: ``[{index, uuid, memory_mb, healthy}]``; ``running``: the jobs the node runs now,
     ``[{job_id, generation, iterations_done}]`` — the server reconciles its ledger from it;
     ``executor``: ``emulated`` or ``subprocess`` (sent when known), so the server knows whether a
-    job needs a command (docs/AGENT.md §3).
+    job needs a command (docs/AGENT.md §3); ``report_latency_s``: how long the node's previous
+    report took from send to answer (s, the agent's monotonic clock; ``None``: not sent), which
+    the server's silence rule counts on top of the timeout (set by the
+    :class:`~agent.reporter.Reporter` when it sends the heartbeat).
     """
 
     node: str
     gpus: tuple[dict[str, Any], ...]
     running: tuple[dict[str, Any], ...]
     executor: str = ""
+    report_latency_s: float | None = None
 
     path = "/api/v1/agent/heartbeat/"
 
@@ -333,4 +340,6 @@ class Heartbeat:
         body: dict[str, Any] = {"node": self.node, "gpus": list(self.gpus), "running": list(self.running)}
         if self.executor:
             body["executor"] = self.executor
+        if self.report_latency_s is not None:
+            body["report_latency_s"] = self.report_latency_s
         return body

@@ -19,19 +19,37 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections import deque
-from collections.abc import Iterable
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import Any, Protocol, TypeVar
 
 from agent import __version__
-from agent.messages import NODE_TOKEN_REQUIRED, TOKEN_NODE_MISMATCH, Heartbeat, JobEventReport
+from agent.messages import (
+    MAX_REPORT_LATENCY_S,
+    NODE_TOKEN_REQUIRED,
+    TOKEN_NODE_MISMATCH,
+    Heartbeat,
+    JobEventReport,
+)
 
 log = logging.getLogger(__name__)
 
 RETRYABLE_STATUSES = frozenset({408, 429})
+#: Decimals of the ``report_latency_s`` a heartbeat carries (0.1 s) **(ours)**: the server compares
+#: it with a timeout of seconds; a coarse value keeps a fast server's answer at exactly 0.
+LATENCY_DECIMALS = 1
+
+T = TypeVar("T")
+
+
+def bounded_latency(took_s: float) -> float:
+    """A report's time (s) as a heartbeat tells it: 0 … ``MAX_REPORT_LATENCY_S``, to 0.1 s."""
+    return round(min(max(0.0, took_s), MAX_REPORT_LATENCY_S), LATENCY_DECIMALS)
 
 
 class TransportError(Exception):
@@ -183,7 +201,9 @@ class Reporter:
     """The outbox of one node: ordered delivery of job events, best-effort heartbeats.
 
     ``max_events``: outbox bound; ``backoff_s``/``backoff_max_s``: first and largest wait
-    between retries (s). Times are the agent's clock (s); the reporter never sleeps.
+    between retries (s). Times are the agent's clock (s); the reporter never sleeps. ``clock``:
+    the monotonic clock (s) that times each report from send to answer
+    (:attr:`report_latency_s`, :meth:`timed`).
     """
 
     def __init__(
@@ -192,6 +212,7 @@ class Reporter:
         max_events: int = 10_000,
         backoff_s: float = 1.0,
         backoff_max_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if max_events < 1:
             raise ValueError(f"max_events must be >= 1, got {max_events}")
@@ -202,6 +223,14 @@ class Reporter:
         self._backoff_s = backoff_s
         self._retry_at = float("-inf")
         self._outbox: deque[JobEventReport] = deque()
+        self._clock = clock
+        #: How long the node's last report (a heartbeat request or a batch report) took from send
+        #: to answer, or to its failure (s, rounded to 0.1 s, at most ``MAX_REPORT_LATENCY_S``; 0
+        #: before the first). The next heartbeat carries it (docs/AGENT.md §3): the agent waits for
+        #: each answer before its next report, so this is how far apart the server reads them.
+        self.report_latency_s = 0.0
+        #: Reports timed so far (:meth:`timed`).
+        self.reports = 0
         self.dropped = 0  # events dropped because the outbox overflowed
         self.rejected = 0  # events the server refused with a 4xx
 
@@ -301,14 +330,37 @@ class Reporter:
         """A report did not reach the server (retryable ``exc``): back off as :meth:`flush` does."""
         self._fail(now, exc)
 
+    def timed(self, send: Callable[[], T]) -> T:
+        """``send()``'s result; the time it took (this reporter's clock, until it returned or
+        raised) becomes :attr:`report_latency_s`. For the node's reports: heartbeats, batch
+        reports (``agent.batch``)."""
+        start = self._clock()
+        try:
+            return send()
+        finally:
+            self.reports += 1
+            self.report_latency_s = bounded_latency(self._clock() - start)
+
+    def waited(self, took_s: float) -> None:
+        """The node's last report waited ``took_s`` s in all, longer than its own request (one
+        ``--fleet`` loop sends its nodes' reports in turn, :class:`~agent.runner.Runner`):
+        :attr:`report_latency_s` becomes that when it is longer."""
+        self.report_latency_s = max(self.report_latency_s, bounded_latency(took_s))
+
+    def stamped(self, heartbeat: Heartbeat) -> Heartbeat:
+        """``heartbeat`` carrying :attr:`report_latency_s`, the previous report's."""
+        return replace(heartbeat, report_latency_s=self.report_latency_s)
+
     def heartbeat(self, heartbeat: Heartbeat, now: float) -> bool:
-        """Send one heartbeat now (never queued: only the latest one matters).
+        """Send one heartbeat now (never queued: only the latest one matters), with the previous
+        report's latency (:meth:`stamped`), timed (:meth:`timed`).
 
         A heartbeat that lands also ends the backoff, so waiting events go out at once.
         Returns whether it landed. Raises :class:`TokenRefused` on a 401.
         """
+        beat = self.stamped(heartbeat)
         try:
-            self._transport.post(heartbeat.path, heartbeat.payload())
+            self.timed(lambda: self._transport.post(beat.path, beat.payload()))
         except TokenRefused:
             raise
         except TransportError as exc:

@@ -37,6 +37,11 @@ class Runner:
     endpoint; ``report_every_s``: fewest seconds between two such reports without a heartbeat
     (:class:`~agent.batch.BatchSender`'s ``every_s``). Raises ``ValueError`` when the two
     sequences differ in length.
+
+    With several nodes (``--fleet``) one pass sends their reports one after another, so each
+    node's report also waits for the others': a node that reported in a pass tells the whole
+    pass's time (``clock``) as its report latency (:meth:`~agent.reporter.Reporter.waited`,
+    docs/AGENT.md §3), how far apart the server reads its reports.
     """
 
     def __init__(
@@ -86,6 +91,7 @@ class Runner:
         if heartbeat_due:
             self._next_heartbeat = now + self._heartbeat_every_s
         probed = self._gpu_probe() if probe and self._gpu_probe is not None else None
+        started, reports = self._clock(), [r.reports for _, r in self._pairs]
         for (agent, reporter), shipper, sender in zip(
             self._pairs, self._shippers, self._senders, strict=True
         ):
@@ -107,6 +113,11 @@ class Runner:
             except TokenRefused as exc:
                 exc.node = agent.node
                 raise
+        if len(self._pairs) > 1:
+            took = self._clock() - started
+            for (_, reporter), before in zip(self._pairs, reports, strict=True):
+                if reporter.reports > before:
+                    reporter.waited(took)
 
     def run(self, stop: threading.Event) -> None:
         """Tick until ``stop`` is set; then stop every job and deliver what can be delivered.

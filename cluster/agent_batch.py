@@ -129,7 +129,9 @@ def apply_report(node: Node, report: dict[str, Any]) -> dict[str, Any]:
     beat = report["heartbeat"]
     if beat is not None:
         runnable.record_executor(node, beat.get("executor"))
-        answer["heartbeat"] = service.record_heartbeat(node, beat["gpus"], beat["running"])
+        answer["heartbeat"] = service.record_heartbeat(
+            node, beat["gpus"], beat["running"], report_latency_s=beat["report_latency_s"]
+        )
     if report["after"] is not None:
         answer["orders"] = poll_orders(node, report["after"], 0.0).payload()
     return answer

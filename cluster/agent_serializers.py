@@ -9,7 +9,13 @@ from typing import Any
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 
-from agent.messages import EVENTS, FAILURE_KINDS, NODE_TOKEN_REQUIRED, TOKEN_NODE_MISMATCH
+from agent.messages import (
+    EVENTS,
+    FAILURE_KINDS,
+    MAX_REPORT_LATENCY_S,
+    NODE_TOKEN_REQUIRED,
+    TOKEN_NODE_MISMATCH,
+)
 from cluster import models, runnable
 from cluster.fields import (
     PositiveFloatField,
@@ -67,6 +73,12 @@ class AgentRunningSerializer(serializers.Serializer):
 MAX_RUNNING_PER_HEARTBEAT = 2 * MAX_GPUS_PER_NODE
 
 
+def report_latency_field() -> StrictFloatField:
+    """A heartbeat's ``report_latency_s`` (AGENT.md §3): how long the agent's previous report took
+    from send to answer, a JSON number 0 … ``MAX_REPORT_LATENCY_S`` s; absent (an older agent): 0."""
+    return StrictFloatField(min_value=0.0, max_value=MAX_REPORT_LATENCY_S, required=False, default=0.0)
+
+
 class DistinctGPUIndexes:
     """The rule of a heartbeat's ``gpus`` (AGENT.md §3), for the heartbeat endpoint and the batch
     report's heartbeat alike: each GPU of the node once. The server matches GPUs by ``(node,
@@ -93,6 +105,7 @@ class HeartbeatSerializer(DistinctGPUIndexes, serializers.Serializer):
     # a node runs at most two jobs per GPU (the paper's pairs): a longer list is no real node's
     running = AgentRunningSerializer(many=True, max_length=MAX_RUNNING_PER_HEARTBEAT)
     executor = serializers.ChoiceField(choices=list(runnable.EXECUTORS), required=False)
+    report_latency_s = report_latency_field()
 
 
 #: Most job events in one batch report (AGENT.md §2b) **(ours)**: the body limit
@@ -121,6 +134,7 @@ class BatchHeartbeatSerializer(DistinctGPUIndexes, serializers.Serializer):
     gpus = AgentGPUSerializer(many=True, max_length=MAX_GPUS_PER_NODE)
     running = AgentRunningSerializer(many=True, max_length=MAX_RUNNING_PER_HEARTBEAT)
     executor = serializers.ChoiceField(choices=list(runnable.EXECUTORS), required=False)
+    report_latency_s = report_latency_field()
 
 
 class BatchReportSerializer(serializers.Serializer):

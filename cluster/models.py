@@ -196,6 +196,10 @@ class Node(models.Model):
     #: The executor the node's agent declared in its latest heartbeat: ``emulated`` jobs need no
     #: command, ``subprocess`` ones run it (``cluster.runnable``).
     executor = models.CharField(max_length=16, choices=Executor.choices, blank=True, default="")
+    #: How long the agent's previous report took from send to answer (s), as its latest heartbeat
+    #: said (0: none said, an older agent): the silence rule counts the heartbeat timeout on top of
+    #: the fleet's (``scheduling.service.silence``, docs/AGENT.md §3).
+    report_latency_s = models.FloatField(default=0.0)
     agent_token_hash = models.CharField(max_length=64, editable=False)
     created_at = models.DateTimeField(default=timezone.now)
 

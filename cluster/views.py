@@ -503,4 +503,7 @@ class AgentHeartbeatView(AgentView):
         if mismatch is not None:
             return mismatch
         runnable.record_executor(node, data.get("executor"))
-        return Response(service.record_heartbeat(node, data["gpus"], data["running"]))
+        latency = data["report_latency_s"]
+        return Response(
+            service.record_heartbeat(node, data["gpus"], data["running"], report_latency_s=latency)
+        )

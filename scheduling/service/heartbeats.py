@@ -29,7 +29,7 @@ from scheduling.service.generations import next_generations
 from scheduling.service.health import CACHE_ERRORS
 from scheduling.service.jobs import advance_progress, requeue
 from scheduling.service.placement_facts import jobs_placements
-from scheduling.service.silence import heartbeat_timeout_s, is_silent, newest_heartbeat
+from scheduling.service.silence import fleet_hearing, heartbeat_timeout_s, is_silent
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +45,11 @@ def check_heartbeats(now: datetime | None = None) -> dict[str, list[int]]:
     ``unhealthy`` (no new work) and requeue their running jobs, progress kept.
 
     Silence is judged against the newest heartbeat the service has read from any node, not the
-    wall clock (:func:`~scheduling.service.silence.silent_for_s`): a service too busy to read
-    heartbeats blames no node for its own delay, while a node whose agent died among live ones is
-    detected within the timeout (every node silent at once: within two). A node never heard from
+    wall clock, and the timeout counts on top of the fleet's report latency as the agents
+    measured it (:func:`~scheduling.service.silence.is_silent`): a service too busy or too slow to
+    read heartbeats blames no node for its own delay, while a node whose agent died among live
+    ones is detected within the timeout plus that latency (every node silent at once: within
+    twice that). A node never heard from
     gets the same deadline from its registration (``created_at``): an agent that never starts
     must not hold jobs forever (:func:`~scheduling.service.snapshot.node_takes_jobs` gives it no
     new ones after that either). Its first heartbeat makes it ``ready`` again. Returns ``{node
@@ -57,13 +59,13 @@ def check_heartbeats(now: datetime | None = None) -> dict[str, list[int]]:
     """
     now = now or timezone.now()
     timeout_s = heartbeat_timeout_s()
-    newest = newest_heartbeat()
+    hearing = fleet_hearing()
     marked: dict[str, list[int]] = {}
     ready = Node.objects.filter(status=Node.Status.READY).values_list(
         "pk", "name", "last_heartbeat", "created_at"
     )
     for pk, name, heard, registered in ready:
-        if not is_silent(heard, registered, newest, now, timeout_s):
+        if not is_silent(heard, registered, hearing, now, timeout_s):
             continue
         with transaction.atomic():
             # only if no heartbeat came meanwhile (it would have moved last_heartbeat)
@@ -99,7 +101,11 @@ def mark_heard(node: Node, at: datetime) -> None:
 
 
 def record_heartbeat(
-    node: Node, gpus: Sequence[dict[str, Any]], running: Sequence[dict[str, Any]], now: datetime | None = None
+    node: Node,
+    gpus: Sequence[dict[str, Any]],
+    running: Sequence[dict[str, Any]],
+    now: datetime | None = None,
+    report_latency_s: float = 0.0,
 ) -> dict[str, Any]:
     """Apply one heartbeat of ``node`` (AGENT.md §3): record the time (an ``unhealthy`` node is
     ``ready`` again), update its GPUs, reconcile.
@@ -110,15 +116,18 @@ def record_heartbeat(
     "generation", "iterations_done"}]``. Reconciliation: a job placed here more than one heartbeat
     interval ago but missing from the heartbeats for at least one interval is requeued with its
     progress (the agent lost it); a reported job the database does not place here gets a
-    ``stop`` with a new generation; progress keeps the maximum. Returns ``{"stopped": [job ids],
-    "requeued": [job ids]}``.
+    ``stop`` with a new generation; progress keeps the maximum. ``report_latency_s``: how long
+    the agent's previous report took (s, validated 0 … 3600), stored with the time for the silence
+    rule (:mod:`~scheduling.service.silence`). Returns ``{"stopped": [job ids], "requeued": [job
+    ids]}``.
     """
     now = now or timezone.now()
     stops: list[Message] = []
     with transaction.atomic():
         # a ready node (the usual case) in one statement; otherwise the time, then unhealthy → ready
-        if not Node.objects.filter(pk=node.pk, status=Node.Status.READY).update(last_heartbeat=now):
-            Node.objects.filter(pk=node.pk).update(last_heartbeat=now)
+        heard = {"last_heartbeat": now, "report_latency_s": report_latency_s}
+        if not Node.objects.filter(pk=node.pk, status=Node.Status.READY).update(**heard):
+            Node.objects.filter(pk=node.pk).update(**heard)
             if Node.objects.filter(pk=node.pk, status=Node.Status.UNHEALTHY).update(status=Node.Status.READY):
                 forget_cluster_facts()  # its GPUs count for a submission's gang again
         _update_gpus(node, gpus)

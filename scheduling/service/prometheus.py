@@ -47,7 +47,7 @@ from scheduling.models import Round
 from scheduling.service.gpu_hours import DEFAULT_WINDOWS_S, usage_windows
 from scheduling.service.metrics_access import metrics_allowed
 from scheduling.service.over_quota import quota_use
-from scheduling.service.silence import heartbeat_timeout_s, newest_heartbeat
+from scheduling.service.silence import fleet_hearing, heartbeat_timeout_s
 from scheduling.service.snapshot import node_takes_jobs
 
 
@@ -180,7 +180,7 @@ class SchedulerCollector(Collector):
     def _nodes(self) -> Iterator[Metric]:
         now = timezone.now()
         timeout_s = heartbeat_timeout_s()
-        newest = newest_heartbeat()
+        hearing = fleet_hearing()
         age = GaugeMetricFamily(
             "sharewise_node_heartbeat_age_seconds",
             "Seconds since the node's agent last sent a heartbeat",
@@ -193,7 +193,7 @@ class SchedulerCollector(Collector):
             if heartbeat is not None:
                 age.add_metric([name], max(0.0, (now - heartbeat).total_seconds()))
             up.add_metric(
-                [name], 1 if node_takes_jobs(status, heartbeat, now, timeout_s, registered, newest) else 0
+                [name], 1 if node_takes_jobs(status, heartbeat, now, timeout_s, registered, hearing) else 0
             )
         yield age
         yield up

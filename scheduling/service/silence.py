@@ -1,29 +1,55 @@
-"""When a node counts as silent: the heartbeat timeout judged against what the service could read.
+"""When a node counts as silent: the heartbeat timeout judged against what the service could read,
+on top of the service's own latency as the agents measured it.
 
 A node's silence is measured from its last heartbeat to the **newest heartbeat the service has
-read from any node**, not to the wall clock. When the service itself falls behind (its web
-threads queued, the database locked by a round, one core shared by everything), every node's
-heartbeats wait unread alike, the newest one read grows old with them, and no node is blamed
-for the service's delay. When one agent really dies, the others' heartbeats keep being read, so
-its silence is counted in full and it is detected within the timeout as before.
+read from any node**, not to the wall clock. When the service stops reading altogether (a round
+holding the database, every web thread queued), every node's heartbeats wait unread alike, the
+newest one read grows old with them, and no node is blamed for the service's delay. When one
+agent really dies, the others' heartbeats keep being read, so its silence is counted in full.
 
-What this cannot tell apart: every node falling silent at once — the whole fleet died, or the
-service read nothing at all. Then silence is counted against the wall clock with a second timeout
-of grace (detection within ``2 × SHAREWISE_HEARTBEAT_TIMEOUT_S``), the same caution as
-Kubernetes' node lifecycle controller, which stops evicting when every node of a zone is
-unreachable at once (``--unhealthy-zone-threshold``). A node never heard from is judged from its
-registration (``created_at``); while no node at all has sent a heartbeat there is nothing to
-compare with, and the wall clock is used with one timeout (an agent that never starts).
+That alone does not cover a service that is merely **slow**. Each agent's loop is synchronous: it
+sends a report (heartbeat or batch report, docs/AGENT.md §2b–3) and waits for the answer before
+its next one. When the service answers in W s, each node is read about W s apart, staggered, while
+the *other* nodes' reads keep refreshing the newest heartbeat: ``newest − heard`` reaches about W
+for every node in turn, and with W above the timeout healthy nodes were marked silent exactly when
+the service was overloaded (125 false marks in a 15,000-job run at load 13; throughput 9 → 2
+jobs/s from the requeues). So each agent measures, on its own monotonic clock, how long its
+previous report took from send to answer and sends it with its heartbeat (``report_latency_s``,
+stored on the node), and the timeout counts **on top of an allowance**: a node is silent when its
+silence exceeds ``timeout + allowance``, the allowance being the fleet's report latency.
+
+The allowance is the **lower median** of the latencies last reported by the ``ready`` nodes that
+were heard from (:func:`fleet_allowance_s`): a value that more than half of them reported or
+exceeded. Every node waits in the same queues of the same service, so under load they all report
+about W and the median is W. One slow node (its own network, a pathological reading) cannot raise
+it, so it cannot hide a dead node; the maximum or a high percentile would let a single node add
+its latency to every other node's detection time. A dead node cannot lower it either: it reports
+nothing, its last value stays. Nodes never heard from (0 by default) and older agents that do not
+send the field (0) count as 0, which only brings back the rule without an allowance.
+
+**Detection bounds.** A dead agent among live ones is marked once the service has read the
+others' heartbeats ``timeout + allowance`` past its last one: within the timeout when the service
+is fast (the allowance is then about 0), within ``timeout + W`` when the fleet measures W (at most
+``timeout + MAX_REPORT_LATENCY_S``, the field's bound, and only if a majority of nodes report
+that), plus the time to the next check. What this cannot tell apart: every node falling silent at
+once — the whole fleet died, or the service read nothing at all. Then silence is counted against
+the wall clock with a second timeout of grace (detection within ``2 × (timeout + allowance)``),
+the same caution as Kubernetes' node lifecycle controller, which stops evicting when every node
+of a zone is unreachable at once (``--unhealthy-zone-threshold``). A node never heard from is
+judged from its registration (``created_at``); while no node at all has sent a heartbeat there is
+nothing to compare with, and the wall clock is used with one timeout (an agent that never starts).
 
 Units: seconds (s).
 """
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import Max
 
 from cluster.models import Node
 
@@ -38,10 +64,38 @@ def heartbeat_timeout_s() -> float:
     return float(settings.SHAREWISE_HEARTBEAT_TIMEOUT_S)
 
 
-def newest_heartbeat() -> datetime | None:
-    """The newest heartbeat the service has read from any node (``None``: none yet); one query."""
-    newest: datetime | None = Node.objects.aggregate(t=Max("last_heartbeat"))["t"]
-    return newest
+@dataclass(frozen=True, slots=True)
+class Hearing:
+    """What the service has heard from its fleet, read once per check (:func:`fleet_hearing`):
+    ``newest``, the newest heartbeat read from any node (``None``: none yet), and ``allowance_s``,
+    the fleet's report latency (s, :func:`fleet_allowance_s`) counted on top of the timeout."""
+
+    newest: datetime | None
+    allowance_s: float = 0.0
+
+
+def fleet_allowance_s(latencies: Iterable[float]) -> float:
+    """The allowance (s) from the report latencies (s) of the ready nodes heard from: their lower
+    median (a value that more than half of them reported or exceeded; module docstring), 0 for
+    none. E.g. ``[0, 20, 20, 3600]`` → 20, ``[0, 3600]`` → 0."""
+    values = list(latencies)
+    return float(statistics.median_low(values)) if values else 0.0
+
+
+def fleet_hearing() -> Hearing:
+    """The :class:`Hearing` of the fleet now, in one query (each node's status, last heartbeat
+    and last reported latency)."""
+    newest: datetime | None = None
+    latencies: list[float] = []
+    for status, heard, latency in Node.objects.order_by().values_list(
+        "status", "last_heartbeat", "report_latency_s"
+    ):
+        if heard is None:
+            continue
+        newest = heard if newest is None or heard > newest else newest
+        if status == Node.Status.READY:
+            latencies.append(latency)
+    return Hearing(newest, fleet_allowance_s(latencies))
 
 
 def silent_for_s(
@@ -50,7 +104,7 @@ def silent_for_s(
     """How long (s) a node counts as silent, to compare with the timeout.
 
     ``last_heartbeat``: its last one read (``None``: never heard from, then ``registered_at``);
-    ``newest``: :func:`newest_heartbeat`; ``now``: the check's time. The silence is
+    ``newest``: :attr:`Hearing.newest`; ``now``: the check's time. The silence is
     ``newest − heard`` (what the service read from the others since), or, when that is shorter,
     ``(now − heard) / WHOLE_FLEET_TIMEOUTS`` (no node read meanwhile: the wall clock, with a
     second timeout of grace); ``now − heard`` when no node was ever heard from. Never negative.
@@ -66,9 +120,11 @@ def silent_for_s(
 def is_silent(
     last_heartbeat: datetime | None,
     registered_at: datetime,
-    newest: datetime | None,
+    hearing: Hearing,
     now: datetime,
     timeout_s: float,
 ) -> bool:
-    """Whether a node is silent past ``timeout_s`` seconds (:func:`silent_for_s` > ``timeout_s``)."""
-    return silent_for_s(last_heartbeat, registered_at, newest, now) > timeout_s
+    """Whether a node is silent past ``timeout_s`` seconds on top of the fleet's report latency:
+    :func:`silent_for_s` (against ``hearing.newest``) > ``timeout_s + hearing.allowance_s``."""
+    silence = silent_for_s(last_heartbeat, registered_at, hearing.newest, now)
+    return silence > timeout_s + hearing.allowance_s

@@ -38,7 +38,7 @@ from scheduling.service.knowledge import (
     memory_estimate,
     table_of,
 )
-from scheduling.service.silence import heartbeat_timeout_s, is_silent, newest_heartbeat
+from scheduling.service.silence import Hearing, fleet_hearing, heartbeat_timeout_s, is_silent
 
 #: A kept core job: ``(inputs, fields, job)``, ``inputs`` being what a pending job's fields are
 #: worked out from (its row, its class's record, its own samples, its requeue time; ``None`` for a
@@ -118,17 +118,18 @@ def node_takes_jobs(
     now: datetime,
     timeout_s: float,
     registered_at: datetime,
-    newest: datetime | None,
+    hearing: Hearing,
 ) -> bool:
     """Whether a node takes new jobs: ``ready``, and not silent past ``timeout_s`` seconds, its
-    silence judged against ``newest``, the newest heartbeat read from any node
-    (:func:`~scheduling.service.silence.is_silent`: a service that fell behind blames no node).
+    silence judged against ``hearing``, the newest heartbeat read from any node and the fleet's
+    report latency (:func:`~scheduling.service.silence.is_silent`: a service that fell behind
+    blames no node).
     A node never heard from is given the same deadline from its registration
     (``registered_at``, ``Node.created_at``): its agent must send a first heartbeat within one
     timeout, or the node takes nothing (an agent that never starts must not be handed jobs)."""
     if status != Node.Status.READY:
         return False
-    return not is_silent(last_heartbeat, registered_at, newest, now, timeout_s)
+    return not is_silent(last_heartbeat, registered_at, hearing, now, timeout_s)
 
 
 def load_state(now: datetime | None = None, profile: core.Profile | None = None) -> ClusterState:
@@ -161,13 +162,13 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
     now = now or timezone.now()
     table = table_of(profile or learned_profile())
     timeout_s = heartbeat_timeout_s()
-    newest = newest_heartbeat()
+    hearing = fleet_hearing()
     # Nodes apart from their GPUs: 128 rows instead of a node's two timestamps parsed per GPU.
     nodes = Node.objects.order_by().values_list("pk", "status", "last_heartbeat", "created_at", "executor")
     takes_jobs: dict[int, bool] = {}
     executors: set[str] = set()  # of the nodes that take jobs
     for pk, status, heartbeat, registered, executor in nodes:
-        takes_jobs[pk] = node_takes_jobs(status, heartbeat, now, timeout_s, registered, newest)
+        takes_jobs[pk] = node_takes_jobs(status, heartbeat, now, timeout_s, registered, hearing)
         if takes_jobs[pk]:
             executors.add(executor)
     gpu_rows = GPU.objects.order_by("node__name", "index").values_list(

@@ -20,7 +20,7 @@ from cluster.models import Job, JobEvent, Node, Placement, Quota
 from frontend.payloads.bins import usage_bins, window_usage
 from scheduling import service
 from scheduling.profiles import load_default_profile
-from scheduling.service.silence import newest_heartbeat, silent_for_s
+from scheduling.service.silence import fleet_hearing, silent_for_s
 
 #: Slack of the starvation check (s) **(ours)**: the longest job of the campaign's load (2 s of
 #: wall time), a round, and a fault's downtime with its process restarts (a killed worker is back
@@ -101,14 +101,15 @@ def ledger(now: datetime, limits: Limits) -> list[str]:
     """6. the GPUs the database says are in use are those the agents run: every placement older
     than the start-report delay has a ``started``/``progress`` report from its node since it was
     made, and no placement stays on a node silent (or never heard from) past the timeout, its
-    silence counted as the service counts it (:func:`scheduling.service.silence.silent_for_s`:
-    against the newest heartbeat read from any node; the wall clock with a second timeout of
-    grace when the whole fleet fell silent at once)."""
+    silence counted as the service counts it (:func:`scheduling.service.silence.is_silent`:
+    against the newest heartbeat read from any node, the timeout on top of the fleet's report
+    latency; the wall clock with a second timeout of grace when the whole fleet fell silent at
+    once)."""
     breaks = []
     settled = now - timedelta(seconds=limits.start_report_s)
-    bound_s = limits.heartbeat_timeout_s + limits.start_report_s
+    hearing = fleet_hearing()
+    bound_s = limits.heartbeat_timeout_s + hearing.allowance_s + limits.start_report_s
     silent = now - timedelta(seconds=bound_s)
-    newest = newest_heartbeat()
     placed = (
         Placement.objects.filter(active=True, created_at__lt=settled)
         .values_list(
@@ -120,7 +121,7 @@ def ledger(now: datetime, limits: Limits) -> list[str]:
     for job, node, created, heartbeat, registered in placed:
         first[(job, node)] = min(created, first.get((job, node), created))
         heard = heartbeat or registered
-        if silent_for_s(heartbeat, registered, newest, now) > bound_s and created < silent:
+        if silent_for_s(heartbeat, registered, hearing.newest, now) > bound_s and created < silent:
             breaks.append(f"6 ledger: job {job} still placed on node {node}, silent since {heard:%H:%M:%S}")
     for (job, node), created in first.items():
         reported = JobEvent.objects.filter(
