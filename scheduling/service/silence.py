@@ -24,8 +24,10 @@ exceeded. Every node waits in the same queues of the same service, so under load
 about W and the median is W. One slow node (its own network, a pathological reading) cannot raise
 it, so it cannot hide a dead node; the maximum or a high percentile would let a single node add
 its latency to every other node's detection time. A dead node cannot lower it either: it reports
-nothing, its last value stays. Nodes never heard from (0 by default) and older agents that do not
-send the field (0) count as 0, which only brings back the rule without an allowance.
+nothing, its last value stays. Nodes never heard from are left out (they measured nothing); older
+agents, which do not send the field, count as 0, the rule without an allowance (the strict side).
+The value is the *previous* report's: only a latency that grows by more than the timeout between
+two reports of a node can still have it marked.
 
 **Detection bounds.** A dead agent among live ones is marked once the service has read the
 others' heartbeats ``timeout + allowance`` past its last one: within the timeout when the service
