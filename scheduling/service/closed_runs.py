@@ -43,7 +43,7 @@ from django.db.models import Case, F, IntegerField, Q, Value, When
 from cluster.expressions import EpochSeconds
 from cluster.models import Job
 from scheduling.service.closed_charge import GRID_S, MARGIN_S
-from scheduling.service.gpu_hours import RUNS_SQL, pending_span_rows
+from scheduling.service.gpu_hours import RUNS_SQL, pending_span_sql
 
 #: How far the floor may lag the window's start (s) before the entry is rebuilt: bounds the rows
 #: the fingerprint counts (a day's window reads at most an hour more).
@@ -150,13 +150,15 @@ def _read(
     fingerprint of ``entry``'s range ``(L, W]``."""
     hi = datetime.fromtimestamp(hi_s, tz=UTC)
     cutoff = math.floor((hi_s - MARGIN_S) / GRID_S) * GRID_S
-    submitted = Job.objects.filter(submitted_at__lt=hi).order_by()
-    waiting = pending_span_rows(submitted)
+    waiting_sql, waiting_params = pending_span_sql(hi)
+    # only the jobs finished after the kept cutoff (a few, by the job_finished_at index). A job
+    # that finished before it was submitted is in neither part: its span ends before it begins,
+    # so it covers nothing (clipped away by active_tenants_over; from scratch it never widens a
+    # run of RUNS_SQL either, its end being before its begin)
+    after_cutoff = datetime.fromtimestamp(entry.cutoff_s, tz=UTC)
     later = (
-        submitted.filter(
-            Q(finished_at__gt=datetime.fromtimestamp(entry.cutoff_s, tz=UTC))
-            | Q(finished_at__gt=datetime.fromtimestamp(lo_s, tz=UTC), submitted_at__gt=F("finished_at"))
-        )
+        Job.objects.filter(submitted_at__lt=hi, finished_at__gt=after_cutoff)
+        .order_by()
         .annotate(
             begin_s=EpochSeconds("submitted_at"),
             end_s=EpochSeconds("finished_at"),
@@ -168,7 +170,6 @@ def _read(
         )
         .values_list("tenant_id", "id", "begin_s", "end_s", "closed")
     )
-    waiting_sql, waiting_params = waiting.query.sql_with_params()
     later_sql, later_params = later.query.sql_with_params()
     with connection.cursor() as cursor:
         cursor.execute(
@@ -178,7 +179,7 @@ def _read(
             (*waiting_params, *later_params, _at(entry.floor_s), _at(entry.cutoff_s)),
         )
         rows = cursor.fetchall()
-    waiting_spans = [(str(t), b, hi_s) for kind, t, _, b, _, _ in rows if kind == 0]
+    waiting_spans = [(str(t), b, hi_s) for kind, t, _, b, _, _ in rows if kind == 0 and b is not None]
     later_rows = [(str(t), i, b, e, c) for kind, t, i, b, e, c in rows if kind == 1]
     fp = next((int(t), int(i), int(b)) for kind, t, i, b, _, _ in rows if kind == 2)
     return waiting_spans, later_rows, fp
