@@ -36,10 +36,12 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from django.db import connection
-from django.db.models import Case, F, IntegerField, Q, Value, When
+from django.db.models import Case, F, IntegerField, Q, QuerySet, Value, When
 
+from cluster.compiled import compiled_at
 from cluster.expressions import EpochSeconds
 from cluster.models import Job
 from scheduling.service.closed_charge import GRID_S, MARGIN_S
@@ -151,26 +153,8 @@ def _read(
     hi = datetime.fromtimestamp(hi_s, tz=UTC)
     cutoff = math.floor((hi_s - MARGIN_S) / GRID_S) * GRID_S
     waiting_sql, waiting_params = pending_span_sql(hi)
-    # only the jobs finished after the kept cutoff (a few, by the job_finished_at index). A job
-    # that finished before it was submitted is in neither part: its span ends before it begins,
-    # so it covers nothing (clipped away by active_tenants_over; from scratch it never widens a
-    # run of RUNS_SQL either, its end being before its begin)
-    after_cutoff = datetime.fromtimestamp(entry.cutoff_s, tz=UTC)
-    later = (
-        Job.objects.filter(submitted_at__lt=hi, finished_at__gt=after_cutoff)
-        .order_by()
-        .annotate(
-            begin_s=EpochSeconds("submitted_at"),
-            end_s=EpochSeconds("finished_at"),
-            closed=Case(
-                When(_closed_q(entry.cutoff_s, cutoff), then=Value(1)),
-                default=Value(0),
-                output_field=IntegerField(),
-            ),
-        )
-        .values_list("tenant_id", "id", "begin_s", "end_s", "closed")
-    )
-    later_sql, later_params = later.query.sql_with_params()
+    kept_cutoff, new_cutoff = (datetime.fromtimestamp(s, tz=UTC) for s in (entry.cutoff_s, cutoff))
+    later_sql, later_params = compiled_at(later_query, hi, kept_cutoff, new_cutoff)
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT 0, tenant_id, NULL, begin_s, NULL, NULL FROM ({waiting_sql}) waiting "
@@ -183,6 +167,35 @@ def _read(
     later_rows = [(str(t), i, b, e, c) for kind, t, i, b, e, c in rows if kind == 1]
     fp = next((int(t), int(i), int(b)) for kind, t, i, b, _, _ in rows if kind == 2)
     return waiting_spans, later_rows, fp
+
+
+def later_query(hi: datetime, kept_cutoff: datetime, cutoff: datetime) -> QuerySet[Job, tuple[Any, ...]]:
+    """The jobs submitted before ``hi`` finished after ``kept_cutoff`` (the entry's cutoff W;
+    a few, by the ``job_finished_at`` index) as ``(tenant, id, begin s, end s, closed)``, closed
+    1 for those closed at ``cutoff`` (the cutoff of ``hi``: to advance the entry). A job that
+    finished before it was submitted is in neither part: its span ends before it begins, so it
+    covers nothing (clipped away by ``active_tenants_over``; from scratch it never widens a run of
+    ``RUNS_SQL`` either, its end being before its begin). Compiled once per process
+    (:func:`cluster.compiled.compiled_at`)."""
+    return (
+        Job.objects.filter(submitted_at__lt=hi, finished_at__gt=kept_cutoff)
+        .order_by()
+        .annotate(
+            begin_s=EpochSeconds("submitted_at"),
+            end_s=EpochSeconds("finished_at"),
+            closed=Case(
+                When(
+                    finished_at__gt=kept_cutoff,
+                    finished_at__lte=cutoff,
+                    submitted_at__lte=F("finished_at"),
+                    then=Value(1),
+                ),
+                default=Value(0),
+                output_field=IntegerField(),
+            ),
+        )
+        .values_list("tenant_id", "id", "begin_s", "end_s", "closed")
+    )
 
 
 def _advanced(

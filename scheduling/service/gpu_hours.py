@@ -23,9 +23,10 @@ from typing import Any
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
-from django.db.models import F, OuterRef, Q, Subquery
+from django.db.models import F, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce, Least
 
+from cluster.compiled import compiled_at
 from cluster.expressions import EpochSeconds
 from cluster.models import Job, Placement, Quota, Tenant
 from scheduling.core.types import JobId
@@ -319,7 +320,13 @@ def pending_span_sql(hi: datetime) -> tuple[str, tuple[Any, ...]]:
     twice) — those jobs all reach the window's end, so a 10,000-job queue is one span per
     tenant. Per tenant and active status the first entry of the ``job_tenant_status_submitted``
     index in submission order (a few index probes; a ``MIN`` grouped by tenant read all 7,000
-    such jobs of the benchmark); the earliest of them is the ``MIN`` over the tenant's jobs."""
+    such jobs of the benchmark); the earliest of them is the ``MIN`` over the tenant's jobs.
+    Compiled once per process (:func:`cluster.compiled.compiled_at`)."""
+    return compiled_at(pending_spans_query, hi)
+
+
+def pending_spans_query(hi: datetime) -> QuerySet[Tenant, tuple[Any, ...]]:
+    """The query of :func:`pending_span_sql`."""
     firsts = [
         Subquery(
             Job.objects.filter(
@@ -334,13 +341,11 @@ def pending_span_sql(hi: datetime) -> tuple[str, tuple[Any, ...]]:
     # Least (which is NULL as soon as one argument is on SQLite) sees a NULL only when all are
     rotated = [Coalesce(*firsts[k:], *firsts[:k]) for k in range(len(firsts))]
     earliest = Least(*rotated) if len(rotated) > 1 else rotated[0]
-    query = (
+    return (
         Tenant.objects.order_by()
         .annotate(tenant_id=F("pk"), begin_s=EpochSeconds(earliest))
         .values_list("tenant_id", "begin_s")
     )
-    sql, params = query.query.sql_with_params()
-    return sql, tuple(params)
 
 
 def job_spans_afresh(lo_s: float, hi_s: float) -> list[tuple[str, float, float]]:
