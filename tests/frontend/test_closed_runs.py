@@ -2,7 +2,8 @@
 spans the computation from scratch gives (``gpu_hours.job_spans_afresh``), after each kind of change:
 a job finishing in the open part, the cutoff moving on, a job committed late into the closed past,
 a deletion, a job moved out of the closed past; the quota panel's JSON with kept runs equals the
-JSON built from scratch, for an admin and for a member (who never sees another tenant's name)."""
+JSON built from scratch, for an admin and for a member (who never sees another tenant's name); the
+earliest active submission per tenant by hand; a job finished before it was submitted."""
 
 from __future__ import annotations
 
