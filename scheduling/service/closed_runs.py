@@ -171,7 +171,7 @@ def _read(
 
 def later_query(hi: datetime, kept_cutoff: datetime, cutoff: datetime) -> QuerySet[Job, tuple[Any, ...]]:
     """The jobs submitted before ``hi`` finished after ``kept_cutoff`` (the entry's cutoff W;
-    a few, by the ``job_finished_at`` index) as ``(tenant, id, begin s, end s, closed)``, closed
+    a few, by the index on ``finished_at``) as ``(tenant, id, begin s, end s, closed)``, closed
     1 for those closed at ``cutoff`` (the cutoff of ``hi``: to advance the entry). A job that
     finished before it was submitted is in neither part: its span ends before it begins, so it
     covers nothing (clipped away by ``active_tenants_over``; from scratch it never widens a run of
