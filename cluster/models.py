@@ -339,7 +339,7 @@ class Job(models.Model):
 
     ACTIVE_STATUSES = (Status.PENDING, Status.RUNNING)
 
-    #: No index of its own: ``job_tenant_status`` leads with the tenant (lookups and the cascade).
+    #: No index of its own: ``job_tenant_status_submitted`` leads with the tenant (lookups, cascade).
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="jobs", db_index=False)
     submitter = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs"
@@ -378,7 +378,7 @@ class Job(models.Model):
     failure_reason = models.TextField(blank=True, default="")
     submitted_at = models.DateTimeField(default=timezone.now, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True, db_index=True)
     idempotency_key = models.CharField(max_length=128, null=True, blank=True)
     request_digest = models.CharField(max_length=64, blank=True, default="", editable=False)
 
@@ -409,7 +409,7 @@ class Job(models.Model):
             ),
         ]
         indexes = [
-            models.Index(fields=["tenant", "status"], name="job_tenant_status"),
+            models.Index(fields=["tenant", "status", "submitted_at"], name="job_tenant_status_submitted"),
             models.Index(fields=["status"], name="job_status"),
         ]
 

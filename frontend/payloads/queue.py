@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Container, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -12,29 +12,10 @@ from django.utils import timezone
 from cluster.expressions import AnyOf
 from cluster.models import Job, JobEvent
 from frontend.payloads.clock import time_scale
-from frontend.payloads.common import JobNames, Viewer, job_label, payload, raw_rows, table
+from frontend.payloads.common import JobNames, Viewer, job_label, payload, table
+from frontend.payloads.queue_order import pending_fingerprint, positions, queue_order
 from frontend.payloads.rounds import RoundView, latest_rounds
 from scheduling import figures
-
-#: Above this many jobs submitted since the latest round, the arrival order is sorted in SQL
-#: over every pending job rather than over those newcomers.
-SQL_SORT_ABOVE = 500
-
-
-def policy_order(waiting: Container[int], latest: RoundView | None, arrivals: Sequence[int]) -> list[int]:
-    """Pending job ids in the order the policy considers them.
-
-    ``waiting``: the pending job ids (a set or a dict keyed by them); ``arrivals``: pending ids by
-    ``(submitted_at, id)`` (every one, or at least those the latest round did not rank). The
-    latest round lists its ``wait`` decisions in the policy's own order
-    (``scheduling.core.placement`` appends them as it walks the sorted queue), so those still
-    pending come first in that order; jobs submitted since (or requeued) follow by arrival, ties
-    by id, as every policy breaks ties (``scheduling.core.policies``).
-    """
-    ranked = [j for j in latest.wait_order if j in waiting] if latest is not None else []
-    seen = set(ranked)
-    ranked.extend(j for j in arrivals if j not in seen)
-    return ranked
 
 
 def queue_payload(viewer: Viewer, limit: int) -> dict[str, Any]:
@@ -42,18 +23,18 @@ def queue_payload(viewer: Viewer, limit: int) -> dict[str, Any]:
     (since submission or its last preemption/requeue), and the latest round's reason."""
     now = timezone.now()
     scale = time_scale()
-    owners = dict(raw_rows(_pending().order_by().values_list("id", "tenant_id")))
-    if not owners:
+    # the fingerprint before the round: the order is kept while both are those it was built for
+    fingerprint = pending_fingerprint()
+    if not fingerprint[0]:
         return payload(viewer, now, empty="No job is waiting.")
     rounds = latest_rounds(1)
     latest = rounds[0] if rounds else None
-    ranked = _ranked(owners, latest)
+    order = queue_order(fingerprint, latest)
     if viewer.is_admin:
-        total, shown = len(ranked), list(enumerate(ranked[:limit], 1))
-    else:  # a member's own jobs, at their place among all (viewer.sees, inlined: 6,000 calls)
-        mine = viewer.tenant_id
-        positions = [(i, j) for i, j in enumerate(ranked, 1) if owners[j] == mine]
-        total, shown = len(positions), positions[:limit]
+        total, shown = len(order.ranked), list(enumerate(order.ranked[:limit], 1))
+    else:  # a member's own jobs, at their place among all
+        mine = positions(order, viewer.tenant_id)
+        total, shown = len(mine), list(mine[:limit])
     if not total:
         return payload(viewer, now, empty="No job of yours is waiting.")
     jobs, rows = _shown_jobs(shown, latest, viewer, now, scale.speedup)
@@ -85,31 +66,6 @@ def queue_payload(viewer: Viewer, limit: int) -> dict[str, Any]:
             )
         },
     )
-
-
-def _pending() -> Any:
-    """The pending jobs (a queryset)."""
-    return Job.objects.filter(status=Job.Status.PENDING)
-
-
-def _ranked(owners: dict[int, int], latest: RoundView | None) -> list[int]:
-    """Every pending job id (``owners``: ``{job id: tenant id}``) in :func:`policy_order`, the
-    arrival order of those the latest round did not rank read from the database."""
-    ranked = policy_order(owners, latest, ())  # the pending jobs the round ranked, in its order
-    in_round = set(ranked)
-    newcomers = [j for j in owners if j not in in_round]
-    if len(newcomers) > SQL_SORT_ABOVE:  # sorting in SQL beats shipping the timestamps
-        arrivals = list(_pending().order_by("submitted_at", "id").values_list("id", flat=True))
-    elif newcomers:
-        arrivals = list(
-            _pending()
-            .filter(AnyOf(F("id"), newcomers))
-            .order_by("submitted_at", "id")
-            .values_list("id", flat=True)
-        )
-    else:  # every pending job was ranked: nothing to ask
-        arrivals = []
-    return ranked + [j for j in arrivals if j not in in_round]  # = policy_order(owners, latest, arrivals)
 
 
 def _shown_jobs(

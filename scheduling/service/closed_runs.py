@@ -36,14 +36,16 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from django.db import connection
-from django.db.models import Case, F, IntegerField, Q, Value, When
+from django.db.models import Case, F, IntegerField, Q, QuerySet, Value, When
 
+from cluster.compiled import compiled_at
 from cluster.expressions import EpochSeconds
 from cluster.models import Job
 from scheduling.service.closed_charge import GRID_S, MARGIN_S
-from scheduling.service.gpu_hours import RUNS_SQL, pending_span_rows
+from scheduling.service.gpu_hours import RUNS_SQL, pending_span_sql
 
 #: How far the floor may lag the window's start (s) before the entry is rebuilt: bounds the rows
 #: the fingerprint counts (a day's window reads at most an hour more).
@@ -150,26 +152,9 @@ def _read(
     fingerprint of ``entry``'s range ``(L, W]``."""
     hi = datetime.fromtimestamp(hi_s, tz=UTC)
     cutoff = math.floor((hi_s - MARGIN_S) / GRID_S) * GRID_S
-    submitted = Job.objects.filter(submitted_at__lt=hi).order_by()
-    waiting = pending_span_rows(submitted)
-    later = (
-        submitted.filter(
-            Q(finished_at__gt=datetime.fromtimestamp(entry.cutoff_s, tz=UTC))
-            | Q(finished_at__gt=datetime.fromtimestamp(lo_s, tz=UTC), submitted_at__gt=F("finished_at"))
-        )
-        .annotate(
-            begin_s=EpochSeconds("submitted_at"),
-            end_s=EpochSeconds("finished_at"),
-            closed=Case(
-                When(_closed_q(entry.cutoff_s, cutoff), then=Value(1)),
-                default=Value(0),
-                output_field=IntegerField(),
-            ),
-        )
-        .values_list("tenant_id", "id", "begin_s", "end_s", "closed")
-    )
-    waiting_sql, waiting_params = waiting.query.sql_with_params()
-    later_sql, later_params = later.query.sql_with_params()
+    waiting_sql, waiting_params = pending_span_sql(hi)
+    kept_cutoff, new_cutoff = (datetime.fromtimestamp(s, tz=UTC) for s in (entry.cutoff_s, cutoff))
+    later_sql, later_params = compiled_at(later_query, hi, kept_cutoff, new_cutoff)
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT 0, tenant_id, NULL, begin_s, NULL, NULL FROM ({waiting_sql}) waiting "
@@ -178,10 +163,39 @@ def _read(
             (*waiting_params, *later_params, _at(entry.floor_s), _at(entry.cutoff_s)),
         )
         rows = cursor.fetchall()
-    waiting_spans = [(str(t), b, hi_s) for kind, t, _, b, _, _ in rows if kind == 0]
+    waiting_spans = [(str(t), b, hi_s) for kind, t, _, b, _, _ in rows if kind == 0 and b is not None]
     later_rows = [(str(t), i, b, e, c) for kind, t, i, b, e, c in rows if kind == 1]
     fp = next((int(t), int(i), int(b)) for kind, t, i, b, _, _ in rows if kind == 2)
     return waiting_spans, later_rows, fp
+
+
+def later_query(hi: datetime, kept_cutoff: datetime, cutoff: datetime) -> QuerySet[Job, tuple[Any, ...]]:
+    """The jobs submitted before ``hi`` finished after ``kept_cutoff`` (the entry's cutoff W;
+    a few, by the index on ``finished_at``) as ``(tenant, id, begin s, end s, closed)``, closed
+    1 for those closed at ``cutoff`` (the cutoff of ``hi``: to advance the entry). A job that
+    finished before it was submitted is in neither part: its span ends before it begins, so it
+    covers nothing (clipped away by ``active_tenants_over``; from scratch it never widens a run of
+    ``RUNS_SQL`` either, its end being before its begin). Compiled once per process
+    (:func:`cluster.compiled.compiled_at`)."""
+    return (
+        Job.objects.filter(submitted_at__lt=hi, finished_at__gt=kept_cutoff)
+        .order_by()
+        .annotate(
+            begin_s=EpochSeconds("submitted_at"),
+            end_s=EpochSeconds("finished_at"),
+            closed=Case(
+                When(
+                    finished_at__gt=kept_cutoff,
+                    finished_at__lte=cutoff,
+                    submitted_at__lte=F("finished_at"),
+                    then=Value(1),
+                ),
+                default=Value(0),
+                output_field=IntegerField(),
+            ),
+        )
+        .values_list("tenant_id", "id", "begin_s", "end_s", "closed")
+    )
 
 
 def _advanced(

@@ -75,12 +75,12 @@ def quota_use(
     tenants = Tenant.objects.order_by()
     placements = Placement.objects.filter(active=True).order_by()
     ids = None if tenant_ids is None else list(tenant_ids)
+    # every job on the tenants' GPUs counts (a partner's share of a shared GPU changes theirs):
+    # the active placements are read whole and narrowed in Python to the GPUs that hold one of
+    # the tenants' jobs (the same rows as a semi-join in SQL, which read every job of the tenants)
+    narrow_to = None if ids is None or every_tenant else set(ids)
     if ids is not None:
         tenants = tenants.filter(pk__in=ids)
-        if not every_tenant:
-            # every job on the tenants' GPUs: a partner's share of a shared GPU changes theirs
-            mine = Placement.objects.filter(active=True, job__tenant_id__in=ids).values("gpu_id")
-            placements = placements.filter(gpu_id__in=mine)
     if rows is None:
         read = Quota.objects.order_by()
         read = read if ids is None else read.filter(tenant_id__in=ids)
@@ -88,7 +88,7 @@ def quota_use(
     else:
         wanted = None if ids is None else set(ids)
         quota_rows = [r for r in rows if wanted is None or r[0] in wanted]
-    used = _use_per_type(placements, splits_quota_use(policy_named(), scheduler_config()))
+    used = _use_per_type(placements, splits_quota_use(policy_named(), scheduler_config()), narrow_to)
     summed = summed_quotas((t, g, b) for t, _, g, b in quota_rows)
     typed: dict[int, dict[str, TenantQuota]] = defaultdict(dict)
     for tenant_id, gpu_type, g, b in quota_rows:
@@ -108,10 +108,13 @@ def quota_use(
     return out
 
 
-def _use_per_type(placements: Any, split: bool) -> dict[int, dict[str, float]]:
+def _use_per_type(
+    placements: Any, split: bool, narrow_to: set[int] | None = None
+) -> dict[int, dict[str, float]]:
     """``{tenant id: {GPU type: use}}`` of the active ``placements`` (a queryset): 1 per job and
     GPU, or with ``split`` the job's share of the GPU (:func:`scheduling.core.charge.charge_rates`
-    with :func:`~scheduling.service.gpu_hours.pair_rule`)."""
+    with :func:`~scheduling.service.gpu_hours.pair_rule`). ``narrow_to``: tenant ids; only the
+    placements on GPUs that hold a job of one of them count (``None``: every placement)."""
     rows = plain_rows(  # ints, a string and floats: nothing to convert
         placements.values_list(
             "job_id",
@@ -123,6 +126,9 @@ def _use_per_type(placements: Any, split: bool) -> dict[int, dict[str, float]]:
             "predicted_slowdown",
         )
     )
+    if narrow_to is not None:
+        theirs = {gpu for _, tenant_id, gpu, *_ in rows if tenant_id in narrow_to}
+        rows = [row for row in rows if row[2] in theirs]
     on_gpu: dict[int, list[JobId]] = defaultdict(list)
     owner: dict[JobId, tuple[int, str]] = {}
     xi: dict[tuple[JobId, JobId], float] = {}

@@ -2,7 +2,8 @@
 spans the computation from scratch gives (``gpu_hours.job_spans_afresh``), after each kind of change:
 a job finishing in the open part, the cutoff moving on, a job committed late into the closed past,
 a deletion, a job moved out of the closed past; the quota panel's JSON with kept runs equals the
-JSON built from scratch, for an admin and for a member (who never sees another tenant's name)."""
+JSON built from scratch, for an admin and for a member (who never sees another tenant's name); the
+earliest active submission per tenant by hand; a job finished before it was submitted."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ from typing import Any
 
 import pytest
 from django.core.cache import cache
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
 from cluster.models import Job, Node
 from scheduling.service import closed_charge, closed_runs
-from scheduling.service.gpu_hours import job_spans_afresh
+from scheduling.service.gpu_hours import job_spans_afresh, pending_span_sql
 from tests.frontend.conftest import make_job
 from tests.frontend.test_endpoints import get
 
@@ -152,3 +154,52 @@ def test_quota_json_with_kept_runs_equals_it_from_scratch(
         assert "team-c" not in text and "team-a" in text
     else:
         assert "team-c" in text
+
+
+def test_earliest_active_submission_per_tenant_by_hand(
+    cluster: list[Node], tenant_a: Any, tenant_c: Any
+) -> None:
+    """``pending_span_sql``: per tenant the earliest submission of its pending or running jobs
+    submitted before the window's end; a finished, a cancelled and a later job do not count, and
+    a tenant with none gets NULL."""
+    now = timezone.now()
+    hi = now - timedelta(minutes=1)
+    make_job(tenant_a, "a-wait", submitted_at=now - timedelta(hours=3))
+    running = make_job(tenant_a, "a-run", submitted_at=now - timedelta(hours=5))
+    Job.objects.filter(pk=running.pk).update(status=Job.Status.RUNNING, started_at=now)
+    finished(tenant_a, "a-done", 10, 9, now)
+    make_job(tenant_a, "a-cancelled", status=Job.Status.CANCELLED, submitted_at=now - timedelta(hours=8))
+    make_job(tenant_a, "a-later", submitted_at=now)  # after the window's end
+    make_job(tenant_c, "c-later", submitted_at=now)
+    sql, params = pending_span_sql(hi)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = {t: b for t, b in cursor.fetchall()}
+    assert rows.keys() == {tenant_a.pk, tenant_c.pk}
+    assert rows[tenant_c.pk] is None
+    assert rows[tenant_a.pk] == pytest.approx((now - timedelta(hours=5)).timestamp(), abs=1e-3)
+    # and a job of team-c pending since 2 h: its own earliest
+    make_job(tenant_c, "c-wait", submitted_at=now - timedelta(hours=2))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = {t: b for t, b in cursor.fetchall()}
+    assert rows[tenant_c.pk] == pytest.approx((now - timedelta(hours=2)).timestamp(), abs=1e-3)
+
+
+def test_a_job_finished_before_it_was_submitted_covers_nothing(
+    cluster: list[Node], tenant_a: Any, tenant_c: Any
+) -> None:
+    """Neither kept nor read after the cutoff, a job whose finish precedes its submission (a
+    clock step) changes no tenant's union, kept or from scratch, in the closed past or after."""
+    now = timezone.now()
+    hi = now.timestamp()
+    finished(tenant_c, "c1", 5, 4, now)
+    finished(tenant_c, "c-odd", 3, 6, now)  # finished 6 h ago, submitted 3 h ago
+    finished(tenant_a, "a-odd-now", 0.001, 0.002, now)  # after the cutoff
+    assert_kept_equals_afresh(hi)
+    kept = closed_runs.kept(DAY)
+    assert kept is not None and kept.fingerprint[0] == 1  # c1 only
+    runs = covered(closed_runs.job_spans(hi - DAY, hi), hi - DAY, hi)
+    assert list(runs) == [str(tenant_c.pk)]
+    assert [(round(hi - a), round(hi - b)) for a, b in runs[str(tenant_c.pk)]] == [(5 * 3600, 4 * 3600)]
+    assert_kept_equals_afresh(hi + 600)

@@ -493,7 +493,7 @@ def test_queue_order_scoping_and_wait(
 def test_policy_order_takes_the_rounds_first_place_of_each_pending_job_then_arrivals() -> None:
     from datetime import UTC, datetime
 
-    from frontend.payloads.queue import policy_order
+    from frontend.payloads.queue_order import policy_order
     from frontend.payloads.rounds import RoundView
     from scheduling.round_waits import pack_waits
 

@@ -1,6 +1,7 @@
-"""The indexes of the tables a round and a submission write (migrations ``cluster.0009`` and
-``scheduling.0008``): each one is written on every insert, and on every update of an indexed
-column, so none may duplicate another, and every lookup the code makes still has one.
+"""The indexes of the tables a round and a submission write (migrations ``cluster.0009``,
+``cluster.0010`` and ``scheduling.0008``): each one is written on every insert, and on every
+update of an indexed column, so none may duplicate another, and every lookup the code makes
+still has one.
 
 Redundant: a plain B-tree index whose columns lead another full (not partial) B-tree index's
 columns (the longer one serves every lookup of the shorter, and the cascade of a foreign key), or
@@ -22,10 +23,13 @@ TABLES = ("cluster_job", "cluster_placement", "cluster_jobevent", "scheduling_ag
 #: Lookups the code makes, as (table, leading columns an index must start with):
 #: the snapshot's running jobs and the queue's pending ones (status), a tenant's pending count and
 #: job list (tenant), the list's order (submitted_at), a job's placements and events, a GPU's
-#: placements (the PROTECT check), the events' order in the admin (at), a node's orders by seq.
+#: placements (the PROTECT check), the events' order in the admin (at), a node's orders by seq;
+#: a tenant's earliest pending or running job and the jobs finished after a cutoff (the dashboard's
+#: usage spans, scheduling.service.gpu_hours and closed_runs).
 NEEDED = (
     ("cluster_job", ("status",)),
-    ("cluster_job", ("tenant_id", "status")),
+    ("cluster_job", ("tenant_id", "status", "submitted_at")),
+    ("cluster_job", ("finished_at",)),
     ("cluster_job", ("submitted_at",)),
     ("cluster_job", ("submitter_id",)),
     ("cluster_placement", ("job_id",)),

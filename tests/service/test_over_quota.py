@@ -143,3 +143,22 @@ def test_quota_use_follows_the_split_charge_switch(cluster: list[Node]) -> None:
     with override_settings(SHAREWISE_POLICY="sjf-bsbf-fair", SHAREWISE_SPLIT_CHARGE=False):
         use = service.quota_use()[tenant.pk].total
     assert (use.gpus_in_use, use.gpus_over_quota, use.over_quota) == (2.0, 1.0, True)
+
+
+def test_a_narrowed_quota_use_keeps_the_other_tenants_partner(cluster: list[Node]) -> None:
+    """Narrowed to one tenant (a member's view), its job sharing a GPU with another tenant's still
+    gets half of it (the partner's row is read too), as with every tenant; the other tenant's GPU
+    of its own changes nothing."""
+    from scheduling import service
+    from tests.frontend.conftest import gpu, place
+
+    mine, _ = Tenant.create_with_owner("team-qa", quota_gpus=1, borrow_limit=0, username="qa")
+    other, _ = Tenant.create_with_owner("team-qb", quota_gpus=1, borrow_limit=0, username="qb")
+    place(make_job(mine, "a-one"), gpu("node-00", 0))
+    place(make_job(other, "b-one"), gpu("node-00", 0), slot=1)  # slowdowns unknown: ½ each
+    place(make_job(other, "b-two"), gpu("node-00", 1))
+    with override_settings(SHAREWISE_POLICY="sjf-bsbf-fair"):
+        narrowed = service.quota_use([mine.pk])[mine.pk].total
+        everyone = service.quota_use()
+    assert narrowed == everyone[mine.pk].total
+    assert narrowed.gpus_in_use == 0.5 and everyone[other.pk].total.gpus_in_use == 1.5
