@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("cluster", "0009_job_indexes_without_copies"),
+        ("cluster", "0010_job_finished_at_and_tenant_status_submitted"),
     ]
 
     operations = [
