@@ -13,7 +13,7 @@ from django.test import Client
 from django.utils import timezone
 
 from cluster.models import GPU, Job, Node, Placement, Tenant
-from frontend.payloads import memo
+from frontend.payloads import memo, timeline_rows
 from scheduling.service import closed_charge, closed_runs
 from tests.api import conftest as api_fixtures
 
@@ -21,9 +21,10 @@ from tests.api import conftest as api_fixtures
 @pytest.fixture(autouse=True)
 def _fresh_caches() -> Any:
     """Every cache the dashboard keeps dropped around each test: the shared cache (the closed
-    charge's entries), this process's kept bodies (``memo``), charge (``closed_charge``) and runs
-    of finished jobs (``closed_runs``). A database rolled back may give the next test's jobs the
-    same ids, hence the same fingerprints, so a kept entry would be taken for the new rows."""
+    charge's entries), this process's kept bodies (``memo``), charge (``closed_charge``), runs
+    of finished jobs (``closed_runs``) and timeline rows (``timeline_rows``). A database rolled
+    back may give the next test's jobs the same ids, hence the same fingerprints, so a kept
+    entry would be taken for the new rows."""
     forget_all()
     yield
     forget_all()
@@ -35,6 +36,7 @@ def forget_all() -> None:
     memo.forget()
     closed_charge.forget()
     closed_runs.forget()
+    timeline_rows.forget()
 
 
 # The API tests' fixtures, shared as they are (the same cluster and the same three people).
