@@ -33,7 +33,7 @@ import math
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connection
@@ -47,7 +47,10 @@ from frontend.payloads.common import placements_in_window, raw_rows
 from frontend.payloads.service import CLOSED_GRID_S as GRID_S
 from frontend.payloads.service import CLOSED_MARGIN_S as MARGIN_S
 
-#: A kept row: (id, GPU label, slot, job id, job name, tenant id, begin s, end s | None).
+#: A kept row: (id, GPU label, slot, job id, job name, tenant id, begin s, end s | None, begin
+#: µs, end µs | None). The seconds are the database's epoch seconds, as the JSON shows them; the
+#: µs are exact, to order and compare as the database does (SQLite's epoch seconds come from
+#: ``julianday`` and may be off by tens of µs: a placement ended at now may seem to end before).
 Row = tuple[Any, ...]
 #: A row of the window as the timeline draws it: (GPU label, slot, job id, job name, tenant id,
 #: tenant name, begin s, end s), begin and end clipped to the window.
@@ -62,7 +65,7 @@ class KeptRows:
     ``fingerprint``: (rows, sum of ids) of them, as the database gave it before they were read.
     ``open``: rows still held or ended after ``W`` (any order); ``open_fingerprint``: (rows, sum
     of ids, ended rows, sum of their ids). ``neg_ends``: minus each closed row's end (ascending,
-    to bisect); ``ties``: the positions ``i`` whose closed row ends when row ``i + 1`` does."""
+    to bisect; µs); ``ties``: the positions ``i`` whose closed row ends when row ``i + 1`` does."""
 
     floor_s: float
     cutoff_s: float
@@ -70,7 +73,7 @@ class KeptRows:
     fingerprint: tuple[int, int]
     open: tuple[Row, ...]
     open_fingerprint: tuple[int, int, int, int]
-    neg_ends: tuple[float, ...]
+    neg_ends: tuple[int, ...]
     ties: tuple[int, ...]
 
 
@@ -78,11 +81,16 @@ class KeptRows:
 _local: dict[float, KeptRows] = {}
 
 
-def order_key(lo_s: float, hi_s: float) -> Callable[[Row], tuple[float, float, int]]:
-    """The timeline's order of rows whose first field is the id and last two the begin and end
-    (s, end ``None`` while held), sorted with ``reverse=True``: latest end clipped to ``hi_s``
-    first, then latest begin clipped to ``lo_s``, then highest id."""
-    return lambda r: (hi_s if r[-1] is None or r[-1] > hi_s else r[-1], r[-2] if r[-2] > lo_s else lo_s, r[0])
+def order_key(lo: float, hi: float, begin_at: int, end_at: int) -> Callable[[Row], tuple[float, float, int]]:
+    """The timeline's order of rows whose first field is the id and fields ``begin_at`` and
+    ``end_at`` their begin and end (end ``None`` while held; ``lo`` and ``hi``, the window, in
+    their unit), sorted with ``reverse=True``: latest end clipped to ``hi`` first, then latest
+    begin clipped to ``lo``, then highest id."""
+    return lambda r: (
+        hi if r[end_at] is None or r[end_at] > hi else r[end_at],
+        r[begin_at] if r[begin_at] > lo else lo,
+        r[0],
+    )
 
 
 def placements_afresh(
@@ -126,7 +134,7 @@ def placements_afresh(
     )
     lo, hi = start.timestamp(), now.timestamp()
     if sort_here:
-        rows.sort(key=order_key(lo, hi), reverse=True)
+        rows.sort(key=order_key(lo, hi, 8, 9), reverse=True)
     labels: dict[tuple[str, int], str] = {}
     out = []
     for _, node, index, slot, job_id, name, tenant, tenant_name, b, e in rows:
@@ -156,21 +164,22 @@ def placements(
     process's kept rows for windows of ``window_s`` s (module docstring): one query while the
     rows did not change or the cutoff moved on, a join of the changed part when they did."""
     lo, hi = start.timestamp(), now.timestamp()
+    lo_us, hi_us = _us(start), _us(now)
     entry, names = kept_rows(lo, hi, window_s)
-    fresh = [r for r in entry.open if r[6] < hi and (r[7] is None or r[7] > lo)]
-    n = bisect_left(entry.neg_ends, -lo)  # the closed rows ending after the window's start
+    fresh = [r for r in entry.open if r[8] < hi_us and (r[9] is None or r[9] > lo_us)]
+    n = bisect_left(entry.neg_ends, -lo_us)  # the closed rows ending after the window's start
     closed: Sequence[Row] = entry.closed[:n]
-    if closed and max(r[6] for r in closed) >= hi:  # an odd row begun after it ended, and after now
-        closed = [r for r in closed if r[6] < hi]
+    if closed and max(r[8] for r in closed) >= hi_us:  # an odd row begun after it ended, and after now
+        closed = [r for r in closed if r[8] < hi_us]
     if tenant_id is not None:
         gpus = {r[1] for r in fresh if r[5] == tenant_id} | {r[1] for r in closed if r[5] == tenant_id}
         fresh = [r for r in fresh if r[1] in gpus]
         closed = [r for r in closed if r[1] in gpus]
-    key = order_key(lo, hi)
+    key = order_key(lo_us, hi_us, 8, 9)
     fresh.sort(key=key, reverse=True)
     # the closed rows are in order but for rows of one end both begun by the window's start (both
     # clipped to it, so then ordered by id): sorted again only then
-    if any(i + 1 < n and entry.closed[i][6] <= lo and entry.closed[i + 1][6] <= lo for i in entry.ties):
+    if any(i + 1 < n and entry.closed[i][8] <= lo_us and entry.closed[i + 1][8] <= lo_us for i in entry.ties):
         closed = sorted(closed, key=key, reverse=True)
     total = len(fresh) + len(closed)
     # every open row ends after the cutoff, every closed one by it: the open rows come first
@@ -188,7 +197,7 @@ def placements(
             b if b > lo else lo,
             hi if e is None or e > hi else e,
         )
-        for _, gpu, slot, job, name, tenant, b, e in chosen
+        for _, gpu, slot, job, name, tenant, b, e, _, _ in chosen
     ]
     return out, total
 
@@ -233,6 +242,24 @@ def _at(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, tz=UTC)
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def _us(moment: datetime) -> int:
+    """``moment`` (aware) as exact µs since the epoch."""
+    return (moment - _EPOCH) // _MICROSECOND
+
+
+def _us_of_column(value: datetime | str | None) -> int | None:
+    """A timestamp column as SQLite's driver gives it (a naive UTC datetime, or its text), as
+    exact µs since the epoch."""
+    if value is None:
+        return None
+    moment = value if isinstance(value, datetime) else datetime.fromisoformat(value)
+    return _us(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
+
+
 def _entry(
     floor_s: float,
     cutoff_s: float,
@@ -241,14 +268,14 @@ def _entry(
     opened: tuple[Row, ...],
     open_fingerprint: tuple[int, int, int, int],
 ) -> KeptRows:
-    ends = tuple(-r[7] for r in closed)
+    ends = tuple(-r[9] for r in closed)
     ties = tuple(i for i in range(len(ends) - 1) if ends[i] == ends[i + 1])
     return KeptRows(floor_s, cutoff_s, closed, fingerprint, opened, open_fingerprint, ends, ties)
 
 
 def _sorted(rows: Iterable[Row]) -> tuple[Row, ...]:
     """Closed rows in the timeline's order (unclipped: latest end, latest begin, highest id)."""
-    return tuple(sorted(rows, key=lambda r: (r[7], r[6], r[0]), reverse=True))
+    return tuple(sorted(rows, key=lambda r: (r[9], r[8], r[0]), reverse=True))
 
 
 def _moved_on(old: KeptRows, floor_s: float, cutoff_s: float) -> KeptRows:
@@ -256,10 +283,11 @@ def _moved_on(old: KeptRows, floor_s: float, cutoff_s: float) -> KeptRows:
     ``old``'s): closed rows ended by the new floor dropped, open rows ended by the new cutoff made
     closed, the counts and ids of both fingerprints moved with them (the caller checks the
     result against the database, as any entry)."""
-    keep = bisect_left(old.neg_ends, -floor_s)  # the closed rows ending after the new floor
+    floor_us, cutoff_us = _us(_at(floor_s)), _us(_at(cutoff_s))
+    keep = bisect_left(old.neg_ends, -floor_us)  # the closed rows ending after the new floor
     dropped = old.closed[keep:]
-    moved = [r for r in old.open if r[7] is not None and r[7] <= cutoff_s]
-    arrived = [r for r in moved if r[7] > floor_s]
+    moved = [r for r in old.open if r[9] is not None and r[9] <= cutoff_us]
+    arrived = [r for r in moved if r[9] > floor_us]
     closed = _sorted(arrived) + old.closed[:keep]
     count, ids = old.fingerprint
     fingerprint = (
@@ -276,29 +304,27 @@ def _moved_on(old: KeptRows, floor_s: float, cutoff_s: float) -> KeptRows:
 
 def _rows(q: Q) -> list[Row]:
     """The placement rows matching ``q`` as :data:`Row`."""
+    columns = ["id", "gpu__node__name", "gpu__index", "slot", "job_id", "job__name", "job__tenant_id"]
+    exact = connection.vendor == "postgresql"  # epoch seconds exact to the µs; not on SQLite
     qs = (
         Placement.objects.filter(q)
         .order_by()
         .annotate(begin_s=EpochSeconds("created_at"), end_s=EpochSeconds("ended_at"))
-        .values_list(
-            "id",
-            "gpu__node__name",
-            "gpu__index",
-            "slot",
-            "job_id",
-            "job__name",
-            "job__tenant_id",
-            "begin_s",
-            "end_s",
-        )
+        .values_list(*columns, *(() if exact else ("created_at", "ended_at")), "begin_s", "end_s")
     )
     labels: dict[tuple[str, int], str] = {}
     out = []
-    for i, node, index, slot, job, name, tenant, b, e in raw_rows(qs):
+    for i, node, index, slot, job, name, tenant, *times in raw_rows(qs):
         gpu = labels.get((node, index))
         if gpu is None:
             gpu = labels[(node, index)] = gpu_label(node, index)
-        out.append((i, gpu, slot, job, name, tenant, b, e))
+        if exact:
+            b, e = times
+            b_us, e_us = round(b * 1e6), None if e is None else round(e * 1e6)
+        else:
+            b_text, e_text, b, e = times  # the columns, then their epoch seconds
+            b_us, e_us = _us_of_column(b_text), _us_of_column(e_text)
+        out.append((i, gpu, slot, job, name, tenant, b, e, b_us, e_us))
     return out
 
 
