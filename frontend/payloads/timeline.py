@@ -90,36 +90,43 @@ def _bars_and_rows(
     ``viewer`` may see them, as columns per tenant (``None``: other tenants' jobs; the input of
     :func:`scheduling.figures.timeline_spec`), times as ``scale`` shows them, and the table's rows
     of the first :data:`MAX_TABLE_ROWS`."""
-    bars: dict[str | None, dict[str, list[Any]]] = {}
-    rows: list[list[Any]] = []
     at, per_s = scale.at, scale.speedup  # shown seconds per wall second
     admin, own = viewer.is_admin, viewer.tenant_id
     # each moment formatted once: every running bar ends now, many begin at the same instant
-    shown: dict[float, Any] = {}
-    for gpu, slot, job_id, name, tenant_id, tenant, begin, end in placements:
-        visible = admin or tenant_id == own  # viewer.sees, inlined: 2,000 bars
-        label = job_label(job_id, name) if visible else HIDDEN
-        begin_at = shown.get(begin)
-        if begin_at is None:
-            begin_at = shown[begin] = at(begin)
-        end_at = shown.get(end)
-        if end_at is None:
-            end_at = shown[end] = at(end)
-        shown_s = (end - begin) * per_s
-        key = tenant if visible else None
-        columns = bars.get(key)
-        if columns is None:
-            columns = bars[key] = {c: [] for c in figures.BAR_COLUMNS}
-        columns["gpu"].append(gpu)
-        columns["slot"].append(slot)
-        columns["label"].append(label)
-        columns["start"].append(begin_at)
-        columns["end"].append(end_at)
-        columns["duration_ms"].append(round(shown_s * 1000))
-        if len(rows) < MAX_TABLE_ROWS:
-            rows.append(
-                [gpu, label, tenant if visible else "another tenant", begin_at, end_at, round(shown_s)]
-            )
+    shown = {t: at(t) for t in {p[6] for p in placements} | {p[7] for p in placements}}
+    # the bars of each trace in their order (a trace per tenant seen, in order of first bar; None:
+    # other tenants' jobs), then each column built in one pass (viewer.sees inlined: 2,000 bars)
+    traces: dict[str | None, list[tuple]] = {}
+    for p in placements:
+        key = p[5] if admin or p[4] == own else None
+        members = traces.get(key)
+        if members is None:
+            traces[key] = [p]
+        else:
+            members.append(p)
+    bars: dict[str | None, dict[str, list[Any]]] = {}
+    for key, members in traces.items():
+        bars[key] = {
+            "gpu": [p[0] for p in members],
+            "slot": [p[1] for p in members],
+            "label": [job_label(p[2], p[3]) for p in members] if key is not None else [HIDDEN] * len(members),
+            "start": [shown[p[6]] for p in members],
+            "end": [shown[p[7]] for p in members],
+            "duration_ms": [round((p[7] - p[6]) * per_s * 1000) for p in members],
+        }
+    rows: list[list[Any]] = []
+    for gpu, _, job_id, name, tenant_id, tenant, begin, end in placements[:MAX_TABLE_ROWS]:
+        visible = admin or tenant_id == own
+        rows.append(
+            [
+                gpu,
+                job_label(job_id, name) if visible else HIDDEN,
+                tenant if visible else "another tenant",
+                shown[begin],
+                shown[end],
+                round((end - begin) * per_s),
+            ]
+        )
     return bars, rows
 
 
