@@ -37,10 +37,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connection
-from django.db.models import Q, Value
+from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce, Greatest, Least
 
-from cluster.expressions import EpochSeconds
+from cluster.expressions import AnyOf, EpochSeconds
 from cluster.models import Placement
 from common.shapes import gpu_label
 from frontend.payloads.common import placements_in_window, raw_rows
@@ -222,7 +222,7 @@ def kept_rows(lo_s: float, hi_s: float, window_s: float) -> tuple[KeptRows, dict
         if closed_fp != entry.fingerprint:
             closed = _sorted(_rows(Q(ended_at__gt=_at(entry.floor_s), ended_at__lte=_at(entry.cutoff_s))))
         if open_fp != entry.open_fingerprint:
-            opened = tuple(_rows(Q(ended_at__isnull=True, active=True) | Q(ended_at__gt=_at(entry.cutoff_s))))
+            opened = _open_rows(entry.open, entry.cutoff_s)
         entry = _entry(entry.floor_s, entry.cutoff_s, closed, closed_fp, opened, open_fp)
     _local[window_s] = entry
     return entry, names
@@ -302,8 +302,44 @@ def _moved_on(old: KeptRows, floor_s: float, cutoff_s: float) -> KeptRows:
     return _entry(floor_s, cutoff_s, closed, fingerprint, opened, open_fingerprint)
 
 
-def _rows(q: Q) -> list[Row]:
-    """The placement rows matching ``q`` as :data:`Row`."""
+def _open_rows(old: Sequence[Row], cutoff_s: float) -> tuple[Row, ...]:
+    """The rows still held or ended after ``cutoff_s``: their ids and ends read (a narrow
+    query), the rows of ``old`` (the last open part read) given their new end, and only the
+    others joined to their GPUs, jobs and tenants (what a placement shows but its end never
+    changes). ``old`` empty: all joined at once."""
+    q = Q(ended_at__isnull=True, active=True) | Q(ended_at__gt=_at(cutoff_s))
+    if not old:
+        return tuple(_rows(q))
+    exact = connection.vendor == "postgresql"
+    ends = raw_rows(
+        Placement.objects.filter(q)
+        .order_by()
+        .annotate(end_s=EpochSeconds("ended_at"))
+        .values_list("id", *(() if exact else ("ended_at",)), "end_s")
+    )
+    known = {r[0]: r for r in old}
+    new = [r[0] for r in ends if r[0] not in known]
+    joined = {r[0]: r for r in _rows(AnyOf(F("pk"), new))} if new else {}
+    out = []
+    for i, *times in ends:
+        r = known.get(i)
+        if r is None:
+            r = joined.get(i)  # None: deleted between the two reads (the next request reads again)
+        elif r[7] != times[-1]:  # ended since: the kept cells with the new end
+            end_us = _us_of_seconds(times[0]) if exact else _us_of_column(times[0])
+            r = (*r[:7], times[-1], r[8], end_us)
+        if r is not None:
+            out.append(r)
+    return tuple(out)
+
+
+def _us_of_seconds(seconds: float | None) -> int | None:
+    """PostgreSQL's epoch seconds (exact to the µs, in float8) as exact µs since the epoch."""
+    return None if seconds is None else round(seconds * 1e6)
+
+
+def _rows(q: Any) -> list[Row]:
+    """The placement rows matching ``q`` (a ``Q`` or a lookup) as :data:`Row`."""
     columns = ["id", "gpu__node__name", "gpu__index", "slot", "job_id", "job__name", "job__tenant_id"]
     exact = connection.vendor == "postgresql"  # epoch seconds exact to the µs; not on SQLite
     qs = (
@@ -318,12 +354,11 @@ def _rows(q: Q) -> list[Row]:
         gpu = labels.get((node, index))
         if gpu is None:
             gpu = labels[(node, index)] = gpu_label(node, index)
+        b, e = times[-2:]
         if exact:
-            b, e = times
-            b_us, e_us = round(b * 1e6), None if e is None else round(e * 1e6)
-        else:
-            b_text, e_text, b, e = times  # the columns, then their epoch seconds
-            b_us, e_us = _us_of_column(b_text), _us_of_column(e_text)
+            b_us, e_us = _us_of_seconds(b), _us_of_seconds(e)
+        else:  # the columns, then their epoch seconds
+            b_us, e_us = _us_of_column(times[0]), _us_of_column(times[1])
         out.append((i, gpu, slot, job, name, tenant, b, e, b_us, e_us))
     return out
 

@@ -113,8 +113,9 @@ def test_kept_rows_equal_the_json_from_scratch_after_each_change(
     assert_same(viewers, NOW)
     assert statements(NOW + timedelta(seconds=1)) == 1
     assert_same(viewers, NOW + timedelta(seconds=1))
-    # A's running job ends now: the open part differs
+    # A's running job ends now: the open part differs, its ids and ends read again (2 statements)
     Placement.objects.filter(pk=history["a-run"].pk).update(active=False, ended_at=NOW + timedelta(seconds=2))
+    assert statements(NOW + timedelta(seconds=3)) == 2
     assert_same(viewers, NOW + timedelta(seconds=3))
     entry = timeline_rows.kept(HOUR)
     assert entry is not None and entry.open_fingerprint == (
@@ -123,6 +124,12 @@ def test_kept_rows_equal_the_json_from_scratch_after_each_change(
         1,
         history["a-run"].pk,
     )
+    # a placement starts: only it is joined (3 statements)
+    started = placed(tenant_c, "c-new", gpu("node-01", 1), NOW + timedelta(seconds=3), None)
+    assert statements(NOW + timedelta(seconds=4)) == 3
+    assert b"c-new" in assert_same(viewers, NOW + timedelta(seconds=4))
+    Job.objects.filter(pk=started.job_id).delete()
+    assert b"c-new" not in assert_same(viewers, NOW + timedelta(seconds=5))
     # two minutes later the cutoff has moved past that end: the row moved to the closed part,
     # the window's start past no row (nothing read again)
     later = NOW + timedelta(minutes=2)
