@@ -168,19 +168,14 @@ def placements(
     entry, names = kept_rows(lo, hi, window_s)
     fresh = [r for r in entry.open if r[8] < hi_us and (r[9] is None or r[9] > lo_us)]
     n = bisect_left(entry.neg_ends, -lo_us)  # the closed rows ending after the window's start
-    closed: Sequence[Row] = entry.closed[:n]
+    closed: Sequence[Row] = _clipped_order(entry, n, lo_us)
     if closed and max(r[8] for r in closed) >= hi_us:  # an odd row begun after it ended, and after now
         closed = [r for r in closed if r[8] < hi_us]
     if tenant_id is not None:
         gpus = {r[1] for r in fresh if r[5] == tenant_id} | {r[1] for r in closed if r[5] == tenant_id}
         fresh = [r for r in fresh if r[1] in gpus]
         closed = [r for r in closed if r[1] in gpus]
-    key = order_key(lo_us, hi_us, 8, 9)
-    fresh.sort(key=key, reverse=True)
-    # the closed rows are in order but for rows of one end both begun by the window's start (both
-    # clipped to it, so then ordered by id): sorted again only then
-    if any(i + 1 < n and entry.closed[i][8] <= lo_us and entry.closed[i + 1][8] <= lo_us for i in entry.ties):
-        closed = sorted(closed, key=key, reverse=True)
+    fresh.sort(key=order_key(lo_us, hi_us, 8, 9), reverse=True)
     total = len(fresh) + len(closed)
     # every open row ends after the cutoff, every closed one by it: the open rows come first
     chosen = fresh + list(closed[: max(0, (total if limit is None else limit) - len(fresh))])
@@ -200,6 +195,27 @@ def placements(
         for _, gpu, slot, job, name, tenant, b, e, _, _ in chosen
     ]
     return out, total
+
+
+def _clipped_order(entry: KeptRows, n: int, lo_us: int) -> Sequence[Row]:
+    """The first ``n`` closed rows of ``entry`` in :func:`order_key`'s order for a window from
+    ``lo_us``: kept in it but for rows of one end begun by the window's start, which clipped to
+    it tie on their begin and go by id (a run of such rows sits together, after the rows of that
+    end begun later): only those runs are sorted again."""
+    closed = entry.closed
+    runs = [i for i in entry.ties if i + 1 < n and closed[i][8] <= lo_us and closed[i + 1][8] <= lo_us]
+    if not runs:
+        return closed[:n]
+    out = list(closed[:n])
+    first = last = runs[0]
+    for i in [*runs[1:], None]:
+        if i is not None and i == last + 1:
+            last = i
+            continue
+        out[first : last + 2] = sorted(out[first : last + 2], key=lambda r: r[0], reverse=True)
+        if i is not None:
+            first = last = i
+    return out
 
 
 def kept_rows(lo_s: float, hi_s: float, window_s: float) -> tuple[KeptRows, dict[int, str]]:

@@ -162,8 +162,17 @@ def test_clipped_bars_of_one_end_are_ordered_by_id_as_from_scratch(
     history: dict[str, Placement], viewers: list[Viewer]
 ) -> None:
     """a-old and a-old2 end at one instant, both begun before the window: clipped to its start
-    they tie, and the higher id comes first (their kept order, by begin, puts a-old first)."""
+    they tie, and the higher id comes first (their kept order, by begin, puts a-old first). Then
+    two more runs of such ties (ends shared by several GPUs' placements, some begun in the window)."""
     assert_same(viewers, NOW)
+    m = lambda minutes: NOW - timedelta(minutes=minutes)  # noqa: E731
+    tenant_a, tenant_c = history["a-old"].job.tenant, history["c-done"].job.tenant
+    for k, (begin, end) in enumerate([(61, 35), (75, 35), (45, 35), (62, 35), (80, 33), (90, 33), (34, 33)]):
+        placed(
+            tenant_a if k % 2 else tenant_c, f"tie{k}", gpu(f"node-0{k % 2}", 2 + k // 4), m(begin), m(end)
+        )
+    for minutes in (0, 1, 10, 20):
+        assert_same(viewers, NOW + timedelta(minutes=minutes))
     admin = viewers[0]
     with mock.patch("django.utils.timezone.now", return_value=NOW):
         rows = timeline.timeline_payload(admin, HOUR)["tables"]["timeline"]["rows"]
