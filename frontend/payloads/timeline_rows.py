@@ -14,13 +14,17 @@ Invalidation: every request runs one statement that gives, for the rows ended af
 still held, the count and the sum of ids of the closed ones, and the count, the sum of ids, the
 ended ones' count and sum of ids of the open ones, and the tenants' names. A closed part that
 differs (a row committed late into the past, a node, job or tenant deleted with its rows) is
-read again; so is an open part that differs (a placement starts, ends, or is deleted). The
-fingerprint is read before the rows it describes: a change in between makes the next request
-read them again, never the reverse. When the cutoff moves on, the open rows ended by the new
-cutoff move to the closed part and the rows ended by the new floor are dropped, their counts
-and ids moved with them, so a request checks the moved entry with the same statement. Not seen,
-as by the cached charge: an edit of ``created_at``, or of an ``ended_at`` that stays on the same
-side of the cutoff, that keeps the row's id.
+read again; so is an open part that differs (a placement starts, ends, or is deleted): its
+ids and ends only, the rows not kept joined. The fingerprint is read before the rows it
+describes: a change in between makes the next request read them again, never the reverse.
+When the cutoff moves on, the open rows ended by the new cutoff move to the closed part and the
+rows ended by the new floor are dropped, their counts and ids moved with them, so a request
+checks the moved entry with the same statement. Not seen, as by the cached charge: an edit of
+``created_at``, or of an ``ended_at`` that stays on the same side of the cutoff, that keeps the
+row's id.
+
+Order and window: compared in exact µs (the database's order), the JSON's times the database's
+epoch seconds, clipped as :func:`placements_afresh` clips them, so both give the same bytes.
 
 Cache: this process's own copy only (each request checks it against the database). Entries are
 never changed once kept (threads of one process share them): a new one replaces the old.
