@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -237,13 +237,12 @@ def kept_rows(lo_s: float, hi_s: float, window_s: float) -> tuple[KeptRows, dict
     if entry is None:
         entry = _entry(floor, cutoff, (), (-1, -1), (), (-1, -1, -1, -1))  # fingerprints no count matches
     closed_fp, open_fp, names = _fingerprints(entry.floor_s, entry.cutoff_s)
-    if closed_fp != entry.fingerprint or open_fp != entry.open_fingerprint:
-        closed, opened = entry.closed, entry.open
-        if closed_fp != entry.fingerprint:
-            closed = _sorted(_rows(Q(ended_at__gt=_at(entry.floor_s), ended_at__lte=_at(entry.cutoff_s))))
-        if open_fp != entry.open_fingerprint:
-            opened = _open_rows(entry.open, entry.cutoff_s)
-        entry = _entry(entry.floor_s, entry.cutoff_s, closed, closed_fp, opened, open_fp)
+    if closed_fp != entry.fingerprint:
+        closed = _sorted(_rows(Q(ended_at__gt=_at(entry.floor_s), ended_at__lte=_at(entry.cutoff_s))))
+        entry = _entry(entry.floor_s, entry.cutoff_s, closed, closed_fp, entry.open, entry.open_fingerprint)
+    if open_fp != entry.open_fingerprint:
+        # a new entry, the closed part's rows and their ends shared (never changed once kept)
+        entry = replace(entry, open=_open_rows(entry.open, entry.cutoff_s), open_fingerprint=open_fp)
     _local[window_s] = entry
     return entry, names
 
