@@ -6,42 +6,34 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db import connection
-from django.db.models import Value
-from django.db.models.functions import Coalesce, Greatest, Least
 from django.utils import timezone
 
-from cluster.expressions import EpochSeconds
-from cluster.models import Placement
-from common.shapes import gpu_label
+from frontend.payloads import timeline_rows
 from frontend.payloads.clock import TimeScale, time_scale
-from frontend.payloads.common import (
-    HIDDEN,
-    Viewer,
-    job_label,
-    payload,
-    placements_in_window,
-    raw_rows,
-    table,
-)
+from frontend.payloads.common import HIDDEN, Viewer, job_label, payload, table
 from scheduling import figures
 
 MAX_BARS = 2000
 MAX_TABLE_ROWS = 500
 
 
-def timeline_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
+def timeline_payload(viewer: Viewer, window_s: int, *, cached: bool = True) -> dict[str, Any]:
     """Gantt of jobs on GPUs over the last ``window_s`` seconds (of trace time during a replay,
     :mod:`frontend.payloads.clock`), shared intervals hatched.
 
     A tenant's member sees the GPUs their jobs used, with any co-located job of another tenant
     drawn anonymously (it explains the slowdown). At most :data:`MAX_BARS` bars: running
     placements first, then by latest end; the table lists the first :data:`MAX_TABLE_ROWS`.
+    ``cached``: the placements from this process's kept rows
+    (:func:`frontend.payloads.timeline_rows.placements`, the same body); ``False``: read afresh.
     """
     now = timezone.now()
     scale = time_scale()
     start = scale.window_start(now, window_s)
-    placements, total = _window_placements(start, now, viewer.tenant_id, limit=MAX_BARS)
+    if cached:
+        placements, total = timeline_rows.placements(start, now, window_s, viewer.tenant_id, limit=MAX_BARS)
+    else:
+        placements, total = timeline_rows.placements_afresh(start, now, viewer.tenant_id, limit=MAX_BARS)
     dropped = max(0, total - len(placements))
     minutes = scale.window_words(window_s)
     if not placements:
@@ -94,109 +86,48 @@ def _ms(scale: TimeScale, wall_s: float) -> int:
 def _bars_and_rows(
     placements: Sequence[tuple], viewer: Viewer, scale: TimeScale
 ) -> tuple[dict[str | None, dict[str, list[Any]]], list[list[Any]]]:
-    """The Gantt bars of ``placements`` (rows of :func:`_window_placements`) as ``viewer`` may see
-    them, as columns per tenant (``None``: other tenants' jobs; the input of
+    """The Gantt bars of ``placements`` (:data:`frontend.payloads.timeline_rows.Placed` rows) as
+    ``viewer`` may see them, as columns per tenant (``None``: other tenants' jobs; the input of
     :func:`scheduling.figures.timeline_spec`), times as ``scale`` shows them, and the table's rows
     of the first :data:`MAX_TABLE_ROWS`."""
-    bars: dict[str | None, dict[str, list[Any]]] = {}
-    rows: list[list[Any]] = []
     at, per_s = scale.at, scale.speedup  # shown seconds per wall second
     admin, own = viewer.is_admin, viewer.tenant_id
     # each moment formatted once: every running bar ends now, many begin at the same instant
-    shown: dict[float, Any] = {}
-    for gpu, slot, job_id, name, tenant_id, tenant, begin, end in placements:
-        visible = admin or tenant_id == own  # viewer.sees, inlined: 2,000 bars
-        label = job_label(job_id, name) if visible else HIDDEN
-        begin_at = shown.get(begin)
-        if begin_at is None:
-            begin_at = shown[begin] = at(begin)
-        end_at = shown.get(end)
-        if end_at is None:
-            end_at = shown[end] = at(end)
-        shown_s = (end - begin) * per_s
-        key = tenant if visible else None
-        columns = bars.get(key)
-        if columns is None:
-            columns = bars[key] = {c: [] for c in figures.BAR_COLUMNS}
-        columns["gpu"].append(gpu)
-        columns["slot"].append(slot)
-        columns["label"].append(label)
-        columns["start"].append(begin_at)
-        columns["end"].append(end_at)
-        columns["duration_ms"].append(round(shown_s * 1000))
-        if len(rows) < MAX_TABLE_ROWS:
-            rows.append(
-                [gpu, label, tenant if visible else "another tenant", begin_at, end_at, round(shown_s)]
-            )
-    return bars, rows
-
-
-def _window_placements(
-    start: datetime, now: datetime, tenant_id: int | None = None, limit: int | None = None
-) -> tuple[list[tuple], int]:
-    """Placements that held a GPU during ``[start, now]``: ``(gpu label, slot, job id, job name,
-    tenant id, tenant name, begin, end)``, times in seconds since the epoch clipped to the
-    window (``end`` is now for an active placement), latest end first (running ones), then latest
-    begin; at most ``limit`` of them (the database sorts and cuts), and how many there are in
-    all. With ``tenant_id``: only on GPUs that a job of that tenant held in the window (with the
-    other jobs on those GPUs)."""
-    placements = placements_in_window(start, now)
-    if tenant_id is not None:
-        placements = placements.filter(
-            gpu_id__in=placements_in_window(start, now).filter(job__tenant_id=tenant_id).values("gpu_id")
-        )
-    begin, end = Greatest("created_at", Value(start)), Coalesce(Least("ended_at", Value(now)), Value(now))
-    order = (end.desc(), begin.desc(), "-id")
-    chosen, sort_here = placements.order_by(*order), False
-    if limit is not None:
-        # the database sorts and cuts the narrow placement rows alone, then joins only those
-        # kept to their jobs, GPUs, nodes and tenants: one statement, no ids sent back and forth
-        chosen = Placement.objects.filter(pk__in=chosen.values("pk")[:limit])
-        # PostgreSQL's epoch seconds are exact (µs), so Python can put the 2,000 joined rows back
-        # in that order for less than the database sorting them again; SQLite's are to the ms
-        sort_here = connection.vendor == "postgresql"
-        if not sort_here:
-            chosen = chosen.order_by(*order)
-    rows = raw_rows(
-        chosen.annotate(begin_s=EpochSeconds("created_at"), end_s=EpochSeconds("ended_at")).values_list(
-            "id",
-            "gpu__node__name",
-            "gpu__index",
-            "slot",
-            "job_id",
-            "job__name",
-            "job__tenant_id",
-            "job__tenant__name",
-            "begin_s",
-            "end_s",
-        )
-    )
-    lo, hi = start.timestamp(), now.timestamp()
-    if sort_here:  # the order of `order`: latest clipped end, latest clipped begin, highest id
-        rows.sort(
-            key=lambda r: (hi if r[9] is None or r[9] > hi else r[9], r[8] if r[8] > lo else lo, r[0]),
-            reverse=True,
-        )
-    labels: dict[tuple[str, int], str] = {}
-    out = []
-    for _, node, index, slot, job_id, name, tenant, tenant_name, b, e in rows:
-        gpu = labels.get((node, index))
-        if gpu is None:
-            gpu = labels[(node, index)] = gpu_label(node, index)
-        out.append(
-            (
+    shown = {t: at(t) for t in {p[6] for p in placements} | {p[7] for p in placements}}
+    # the bars of each trace in their order (a trace per tenant seen, in order of first bar; None:
+    # other tenants' jobs), then each column built in one pass (viewer.sees inlined: 2,000 bars)
+    traces: dict[str | None, list[tuple]] = {}
+    for p in placements:
+        key = p[5] if admin or p[4] == own else None
+        members = traces.get(key)
+        if members is None:
+            traces[key] = [p]
+        else:
+            members.append(p)
+    bars: dict[str | None, dict[str, list[Any]]] = {}
+    for key, members in traces.items():
+        bars[key] = {
+            "gpu": [p[0] for p in members],
+            "slot": [p[1] for p in members],
+            "label": [job_label(p[2], p[3]) for p in members] if key is not None else [HIDDEN] * len(members),
+            "start": [shown[p[6]] for p in members],
+            "end": [shown[p[7]] for p in members],
+            "duration_ms": [round((p[7] - p[6]) * per_s * 1000) for p in members],
+        }
+    rows: list[list[Any]] = []
+    for gpu, _, job_id, name, tenant_id, tenant, begin, end in placements[:MAX_TABLE_ROWS]:
+        visible = admin or tenant_id == own
+        rows.append(
+            [
                 gpu,
-                slot,
-                job_id,
-                name,
-                tenant,
-                tenant_name,
-                b if b > lo else lo,
-                hi if e is None or e > hi else e,
-            )
+                job_label(job_id, name) if visible else HIDDEN,
+                tenant if visible else "another tenant",
+                shown[begin],
+                shown[end],
+                round((end - begin) * per_s),
+            ]
         )
-    # counted apart only when cut (a window count in the query costs more than this)
-    return out, placements.count() if limit is not None and len(out) == limit else len(out)
+    return bars, rows
 
 
 def shared_intervals(placements: Sequence[tuple]) -> list[tuple[str, float, float]]:

@@ -41,6 +41,8 @@ Units: seconds (s), MB, GPUs, iterations. Times given to the core are POSIX time
 
 from scheduling.service.agent_events import AgentError, AgentEvent, record_event
 from scheduling.service.bulk import insert_rows, insert_values
+from scheduling.service.closed_charge import GRID_S as CLOSED_GRID_S
+from scheduling.service.closed_charge import MARGIN_S as CLOSED_MARGIN_S
 from scheduling.service.closed_charge import WindowCharge, window_charge
 from scheduling.service.dispatch import (
     Dispatcher,
@@ -97,6 +99,8 @@ from scheduling.service.waiting import NOT_YET_CONSIDERED, Waiting, waiting_deta
 
 __all__ = [
     "CACHE_ERRORS",
+    "CLOSED_GRID_S",
+    "CLOSED_MARGIN_S",
     "DEFAULT_WINDOWS_S",
     "MAX_WINDOWS",
     "MAX_WINDOW_S",

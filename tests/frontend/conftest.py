@@ -13,7 +13,7 @@ from django.test import Client
 from django.utils import timezone
 
 from cluster.models import GPU, Job, Node, Placement, Tenant
-from frontend.payloads import memo, queue_order
+from frontend.payloads import memo, queue_order, timeline_rows
 from scheduling.service import closed_charge, closed_runs
 from tests.api import conftest as api_fixtures
 
@@ -22,9 +22,9 @@ from tests.api import conftest as api_fixtures
 def _fresh_caches() -> Any:
     """Every cache the dashboard keeps dropped around each test: the shared cache (the closed
     charge's entries), this process's kept bodies (``memo``), charge (``closed_charge``), runs
-    of finished jobs (``closed_runs``) and queue order (``queue_order``). A database rolled back
-    may give the next test's jobs the same ids, hence the same fingerprints, so a kept entry
-    would be taken for the new rows."""
+    of finished jobs (``closed_runs``), queue order (``queue_order``) and timeline rows
+    (``timeline_rows``). A database rolled back may give the next test's jobs the same ids, hence
+    the same fingerprints, so a kept entry would be taken for the new rows."""
     forget_all()
     yield
     forget_all()
@@ -37,6 +37,7 @@ def forget_all() -> None:
     closed_charge.forget()
     closed_runs.forget()
     queue_order.forget()
+    timeline_rows.forget()
 
 
 # The API tests' fixtures, shared as they are (the same cluster and the same three people).
