@@ -50,3 +50,28 @@ def test_on_a_pipe_the_progress_is_lines_read_from_the_database() -> None:
     (line,) = pipe.getvalue().splitlines()
     assert line.startswith("finished 2/2 jobs (100%); submitted 2; trace time ")
     assert "\r" not in pipe.getvalue()  # no bar redrawn on a pipe
+
+
+@pytest.mark.django_db
+def test_ended_jobs_are_asked_about_once_and_not_at_all_once_every_one_ended() -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from demo.live import EndedJobs
+
+    tenant, _ = Tenant.create_with_owner("team-a", quota_gpus=1)
+    a, b, c = (
+        Job.objects.create(tenant=tenant, name=f"j{i}", model="resnet50", batch_size=32, iterations=9, gpus=1)
+        for i in range(3)
+    )
+    Job.objects.filter(pk__in=[a.pk, b.pk]).update(status=Job.Status.SUCCEEDED)
+    ended = EndedJobs()
+    assert ended.count([a.pk, b.pk, c.pk]) == 2
+    Job.objects.filter(pk=c.pk).update(status=Job.Status.CANCELLED)
+    with CaptureQueriesContext(connection) as asked:
+        assert ended.count([a.pk, b.pk, c.pk]) == 3
+    (query,) = asked.captured_queries
+    assert str(c.pk) in query["sql"] and str(a.pk) not in query["sql"].split("WHERE", 1)[1]
+    with CaptureQueriesContext(connection) as asked:
+        assert ended.count([a.pk, b.pk, c.pk]) == 3
+    assert asked.captured_queries == []  # every one ended: nothing to ask
