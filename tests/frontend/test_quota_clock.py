@@ -1,7 +1,8 @@
 """The quota panel in the demo's trace time (docs/DASHBOARD.md, "Trace time in the demo"): its
 windows are trace seconds that never reach back before the replay began, its GPU-hours are wall
 GPU-hours × speed-up; outside a replay its body is byte for byte what it was before trace time
-reached it (``data/quota_wall_<database>_<viewer>.json``, written by the earlier code at the same frozen now)."""
+reached it (``data/quota_wall_<database>_<viewer>.json``, written by the earlier code at the same
+frozen now)."""
 
 from __future__ import annotations
 
@@ -63,6 +64,49 @@ def test_outside_a_replay_the_body_is_what_it_was(jobs: None, alice: Any, who: s
     got = quota_body(session_client(user))
     # per database: their epoch seconds differ in the last bits (SQLite computes them from a Julian day)
     golden = DATA / f"quota_wall_{connection.vendor}_{who}.json"
-    if not golden.exists():  # written once, by the code before trace time reached the panel
-        golden.write_bytes(got)
     assert got == golden.read_bytes()
+
+
+@pytest.fixture
+def replay(jobs: None) -> None:
+    """The replay at 50x whose trace time 0 s is ``ORIGIN`` (1,000 wall s before NOW)."""
+    record_trace_clock(SPEEDUP, 0.0, ORIGIN.timestamp(), "hand-built")
+
+
+def test_in_a_replay_windows_and_gpu_hours_are_trace_time(replay: None, admin_web: Client) -> None:
+    body = json.loads(quota_body(admin_web))
+    rows = {r["tenant"]: r for r in rows_of(body, "quota_windows")}
+    two, day = "last 2 h of trace time", "last 24 h of trace time"
+    a, c = rows["team-a"], rows["team-c"]
+    # 2 h of trace time = 7,200 / 50 = 144 wall s. team-a alone on a GPU all of it: 144 GPU-s × 50
+    # = 7,200 trace GPU-s = 2 GPU-h of 4 GPUs × 2 h = 8; team-c for 36 wall s: 1,800 = 0.5 GPU-h of 4
+    assert (a[f"GPU-hours ({two})"], a[f"guaranteed GPU-hours ({two})"]) == (2.0, 8.0)
+    assert (c[f"GPU-hours ({two})"], c[f"guaranteed GPU-hours ({two})"]) == (0.5, 4.0)
+    assert (a[f"share of guarantee ({two})"], c[f"share of guarantee ({two})"]) == (0.25, 0.125)
+    # 24 h of trace time = 1,728 wall s, more than the replay's 1,000: it begins at the replay's
+    # start (a-early, before it, is not counted): team-a 500 wall s × 50 = 6.944 GPU-h of
+    # 4 GPUs × 50,000 trace s = 55.556; team-c 0.5 of 2 × 50,000 s = 27.778
+    assert (a[f"GPU-hours ({day})"], a[f"guaranteed GPU-hours ({day})"]) == (6.944, 55.556)
+    assert (c[f"GPU-hours ({day})"], c[f"guaranteed GPU-hours ({day})"]) == (0.5, 27.778)
+    assert (a[f"share of guarantee ({day})"], c[f"share of guarantee ({day})"]) == (0.125, 0.018)
+    fair = {r["window"]: r for r in rows_of(body, "window_fairness")}
+    # both had work for at least half of the 144 wall s (team-a 600 s, team-c 100 s):
+    # x = 2 / 4 = 0.5 and 0.5 / 2 = 0.25, Jain (0.75)² / (2 × (0.25 + 0.0625)) = 0.9, max/min 2
+    assert (fair[two]["Jain's index"], fair[two]["max/min"]) == (0.9, 2.0)
+    assert fair[two]["tenants compared"] == "team-a, team-c"
+    # half of the 1,000 wall s since the replay began: team-a (600 s) only
+    assert (fair[day]["Jain's index"], fair[day]["tenants compared"]) == (1.0, "team-a")
+    assert body["summary"] == (
+        f"No tenant is over quota. Windowed Jain's index of GPU-hours ÷ guarantee: {two} 0.9; {day} 1.0."
+    )
+    assert "trace time" in body["tables"]["quota_windows"]["note"]
+    assert [d["name"] for d in body["figures"]["window_share"]["data"]] == [two, day]
+
+
+def test_a_member_sees_its_own_tenant_in_trace_time(replay: None, alice_web: Client) -> None:
+    body = json.loads(quota_body(alice_web))
+    (row,) = rows_of(body, "quota_windows")
+    assert (row["tenant"], row["GPU-hours (last 2 h of trace time)"]) == ("team-a", 2.0)
+    fair = {r["window"]: r for r in rows_of(body, "window_fairness")}
+    assert fair["last 2 h of trace time"]["tenants compared"] == 2
+    assert "team-c" not in json.dumps(body)
