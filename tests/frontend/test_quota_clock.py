@@ -18,6 +18,8 @@ from django.test import Client
 
 from cluster.models import Job, Node, Placement
 from demo.database import record_trace_clock
+from scheduling.service import closed_runs
+from scheduling.service.closed_charge import GRID_S, KEPT_ENTRIES, keep, window_charge
 from tests.frontend.conftest import gpu, make_job, place, session_client
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -44,8 +46,8 @@ def jobs(cluster: list[Node], tenant_a: Any, tenant_c: Any) -> None:
     place(make_job(tenant_c, "c-late", submitted_at=ago(100)), gpu("node-00", 1), since=ago(36))
 
 
-def quota_body(client: Client) -> bytes:
-    with mock.patch("django.utils.timezone.now", return_value=NOW):
+def quota_body(client: Client, at: datetime = NOW) -> bytes:
+    with mock.patch("django.utils.timezone.now", return_value=at):
         response = client.get("/dashboard/api/quota.json")
     assert response.status_code == 200, response.content
     return bytes(response.content)
@@ -110,3 +112,29 @@ def test_a_member_sees_its_own_tenant_in_trace_time(replay: None, alice_web: Cli
     fair = {r["window"]: r for r in rows_of(body, "window_fairness")}
     assert fair["last 2 h of trace time"]["tenants compared"] == 2
     assert "team-c" not in json.dumps(body)
+
+
+def test_a_window_from_the_replays_start_keeps_its_entry_as_now_moves_on(
+    replay: None, admin_web: Client
+) -> None:
+    # the last 24 h of trace time begin at the replay's start: 1,000 wall s before NOW, 1,005
+    # before NOW + 5 s — one step of the cutoff (17 × 60 s), one kept entry, not rebuilt
+    quota_body(admin_web)
+    first = closed_runs.kept(1000)
+    later = json.loads(quota_body(admin_web, NOW + timedelta(seconds=5)))
+    assert first is not None and closed_runs.kept(1005) is first
+    # and the 2 h of trace time are still 144 wall s ending at the later now
+    assert rows_of(later, "quota_windows")[0]["GPU-hours (last 2 h of trace time)"] == 2.0
+
+
+def test_each_process_keeps_a_few_entries(cluster: list[Node]) -> None:
+    hi = NOW.timestamp()
+    lengths = [GRID_S * k for k in range(1, KEPT_ENTRIES + 3)]
+    for length in lengths:
+        closed_runs.job_spans(hi - length, hi)
+        window_charge(hi - length, hi)
+    assert [closed_runs.kept(s) is not None for s in lengths] == [False, False] + [True] * KEPT_ENTRIES
+    local: dict[int, str] = {}
+    for k in range(KEPT_ENTRIES + 2):
+        keep(local, k, str(k))
+    assert local == {k: str(k) for k in range(2, KEPT_ENTRIES + 2)}  # the oldest two dropped
