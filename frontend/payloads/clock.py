@@ -5,7 +5,8 @@ dashboard's figures are the terminal's (mean JCT included).
 
 One :class:`TimeScale` per request (:func:`time_scale`, one small query); every payload that shows
 a time converts through it: moments with :meth:`TimeScale.at`, durations with
-:meth:`TimeScale.seconds`, a ``window`` parameter with :meth:`TimeScale.window_start`.
+:meth:`TimeScale.seconds` (GPU-hours too), a ``window`` parameter with
+:meth:`TimeScale.window_start` and :meth:`TimeScale.window_words`.
 """
 
 from __future__ import annotations
@@ -73,7 +74,9 @@ class TimeScale:
         return f"at {shown:,.0f} s of trace time" if isinstance(shown, float) else f"at {shown}"
 
     def seconds(self, wall_s: float) -> float:
-        """A duration of ``wall_s`` wall seconds as shown (s of trace time in a replay)."""
+        """A duration of ``wall_s`` wall seconds as shown (s of trace time in a replay), or any
+        figure that is a duration times a count — GPU-seconds, GPU-hours (GPUs × a duration) —
+        in the same unit (wall GPU-hours → GPU-hours of trace time): × ``speedup``."""
         return wall_s * self.speedup
 
     def window_start(self, now: datetime, window_s: float) -> datetime:
@@ -86,7 +89,12 @@ class TimeScale:
 
     def window_words(self, window_s: float) -> str:
         """``"60 min"`` or ``"60 min of trace time"``."""
-        return f"{window_s / 60:g} min" + (" of trace time" if self.is_trace else "")
+        return self.of_time(f"{window_s / 60:g} min")
+
+    def of_time(self, words: str) -> str:
+        """A span named in ``words`` (``"last 2 h"``) as shown: the same words for wall time,
+        ``"last 2 h of trace time"`` in a replay."""
+        return words + (" of trace time" if self.is_trace else "")
 
 
 @lru_cache(maxsize=8192)

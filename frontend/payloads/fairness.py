@@ -127,15 +127,14 @@ def shown_in(
     """The tenants' mean JCT and queueing delay (s) and GPU-seconds per bin as ``scale`` shows
     them (trace seconds during a replay: wall durations × speedup; the demo's terminal computes
     its JCTs the same way, ``demo.report.live_result``)."""
-    k = scale.speedup
     shown = {
         t: j._replace(
-            avg_jct_s=None if j.avg_jct_s is None else j.avg_jct_s * k,
-            avg_queue_s=None if j.avg_queue_s is None else j.avg_queue_s * k,
+            avg_jct_s=None if j.avg_jct_s is None else scale.seconds(j.avg_jct_s),
+            avg_queue_s=None if j.avg_queue_s is None else scale.seconds(j.avg_queue_s),
         )
         for t, j in jobs.items()
     }
-    return shown, {t: [v * k for v in values] for t, values in charged.items()}
+    return shown, {t: [scale.seconds(v) for v in values] for t, values in charged.items()}
 
 
 def mean_jct_words(visible: Mapping[int, str], jobs: Mapping[int, TenantJobs], scale: TimeScale) -> str:

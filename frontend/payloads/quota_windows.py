@@ -10,14 +10,17 @@ from typing import Any
 from django.utils import timezone
 
 from cluster.models import Tenant
+from frontend.payloads.clock import TimeScale, time_scale
 from frontend.payloads.common import Viewer, payload, rounded, table
 from frontend.payloads.service import DEFAULT_WINDOWS_S, quota_rows, quota_use, summed_quotas, usage_windows
 from scheduling import figures
 
 
-def window_name(window_s: int) -> str:
-    """``last 2 h``, ``last 30 min``: how a window is named on the panel."""
-    return f"last {window_s / 3600:g} h" if window_s % 3600 == 0 else f"last {window_s / 60:g} min"
+def window_name(window_s: int, scale: TimeScale) -> str:
+    """``last 2 h``, ``last 30 min``: how a window is named on the panel; during a replay
+    (``scale``, :func:`~frontend.payloads.clock.time_scale`) ``last 2 h of trace time``."""
+    words = f"last {window_s / 3600:g} h" if window_s % 3600 == 0 else f"last {window_s / 60:g} min"
+    return scale.of_time(words)
 
 
 def quota_windows_payload(viewer: Viewer) -> dict[str, Any]:
@@ -27,8 +30,15 @@ def quota_windows_payload(viewer: Viewer) -> dict[str, Any]:
     normalised progress), the guarantee's GPU-hours and their ratio. Table ``window_fairness``:
     each window's Jain's index and max/min ratio of ``GPU-hours ÷ guaranteed GPUs`` over the
     tenants that had work for at least half of it — cluster-wide; a member sees how many
-    tenants it is taken over, an admin their names. Figure ``window_share``: the ratios."""
+    tenants it is taken over, an admin their names. Figure ``window_share``: the ratios.
+
+    During a replay (docs/DASHBOARD.md, "Trace time in the demo") a window is trace seconds
+    (:meth:`~frontend.payloads.clock.TimeScale.window_start`: never before the replay began, the
+    guarantee's GPU-hours over that part only) and GPU-hours are trace GPU-hours (wall × speed-up,
+    :meth:`~frontend.payloads.clock.TimeScale.seconds`); ratios and Jain's index are the same in
+    either unit."""
     now = timezone.now()
+    scale = time_scale()
     names = dict(Tenant.objects.order_by("name").values_list("pk", "name"))
     if not names:
         return payload(viewer, now, empty="No tenants yet: create one with manage.py create_tenant.")
@@ -40,9 +50,11 @@ def quota_windows_payload(viewer: Viewer) -> dict[str, Any]:
     quotas = quota_rows()
     use = quota_use(visible, rows=quotas, every_tenant=len(visible) == len(names))
     guaranteed = {t: q.guaranteed_gpus for t, q in summed_quotas((t, g, b) for t, _, g, b in quotas).items()}
-    usage = usage_windows(windows, now, visible, cached=True, guaranteed=guaranteed)
+    # the wall seconds each window covers (fewer than it names in a replay)
+    lengths = [(now - scale.window_start(now, w)).total_seconds() for w in windows]
+    usage = usage_windows(windows, now, visible, cached=True, guaranteed=guaranteed, lengths_s=lengths)
     rows: list[list[Any]] = []
-    shares: dict[str, dict[str, dict[str, float | None]]] = {window_name(w): {} for w in windows}
+    shares: dict[str, dict[str, dict[str, float | None]]] = {window_name(w, scale): {} for w in windows}
     for t, name in visible.items():
         total = use[t].total
         typed = ", ".join(
@@ -60,13 +72,14 @@ def quota_windows_payload(viewer: Viewer) -> dict[str, Any]:
             typed or "-",
         ]
         for w in usage.per_tenant[t]:
-            row += [round(w.gpu_hours, 3), round(w.quota_gpu_hours, 3), rounded(w.share_of_quota, 3)]
-            shares[window_name(w.window_s)][name] = {"share": w.share_of_quota}
+            shown = (round(scale.seconds(w.gpu_hours), 3), round(scale.seconds(w.quota_gpu_hours), 3))
+            row += [*shown, rounded(w.share_of_quota, 3)]
+            shares[window_name(w.window_s, scale)][name] = {"share": w.share_of_quota}
         rows.append(row)
     over = [f"{n} ({use[t].total.gpus_over_quota:.3g} GPUs)" for t, n in visible.items() if use[t].over_quota]
     fairness_rows = [
         [
-            window_name(f.window_s),
+            window_name(f.window_s, scale),
             rounded(f.jain_index, 3),
             rounded(f.max_min_ratio, 3),
             ", ".join(names[t] for t in f.tenants) if viewer.is_admin else len(f.tenants),
@@ -87,7 +100,11 @@ def quota_windows_payload(viewer: Viewer) -> dict[str, Any]:
             )
         },
         tables={
-            "quota_windows": table(_columns(windows), rows, "Over quota: above guaranteed + borrow limit."),
+            "quota_windows": table(
+                _columns(windows, scale),
+                rows,
+                " ".join(n for n in ("Over quota: above guaranteed + borrow limit.", scale.note) if n),
+            ),
             "window_fairness": table(
                 ["window", "Jain's index", "max/min", "tenants compared"],
                 fairness_rows,
@@ -98,7 +115,7 @@ def quota_windows_payload(viewer: Viewer) -> dict[str, Any]:
     )
 
 
-def _columns(windows: Sequence[int]) -> list[str]:
+def _columns(windows: Sequence[int], scale: TimeScale) -> list[str]:
     """The ``quota_windows`` table's columns: quota now, then three per window."""
     columns = [
         "tenant",
@@ -110,7 +127,7 @@ def _columns(windows: Sequence[int]) -> list[str]:
         "over quota per GPU type",
     ]
     for w in windows:
-        name = window_name(w)
+        name = window_name(w, scale)
         columns += [f"GPU-hours ({name})", f"guaranteed GPU-hours ({name})", f"share of guarantee ({name})"]
     return columns
 

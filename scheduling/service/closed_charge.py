@@ -21,8 +21,9 @@ deleted), or a slowdown written to an ended row, makes them differ and the entry
 scratch. A job pair charged in a closed block that is open again makes it rebuilt too. When
 the cutoff moves on, an entry is advanced (only the rows open at the old cutoff are read).
 
-Cache: Django's default cache (one entry per window length, key prefix :data:`KEY`). Units:
-seconds (s), GPU-seconds (GPU-s).
+Cache: Django's default cache (one entry per window length in steps, key prefix :data:`KEY`),
+and this process's copies of the last :data:`KEPT_ENTRIES` used. Units: seconds (s),
+GPU-seconds (GPU-s).
 """
 
 from __future__ import annotations
@@ -48,6 +49,10 @@ GRID_S = 60.0
 MARGIN_S = 30.0
 #: Cache key prefix (then the window's length in steps).
 KEY = "sharewise:closed-charge:v1:"
+#: How many entries (window lengths) this process keeps at most: a window that begins where a
+#: replay of a trace began (``frontend.payloads.clock.TimeScale.window_start``) grows a step a
+#: minute, each step a new length; the oldest entry goes first.
+KEPT_ENTRIES = 8
 
 # window length key → this process's copy of the entry (at most one per window length polled)
 _local: dict[str, ClosedEntry] = {}
@@ -126,10 +131,18 @@ def window_charge(start_s: float, now_s: float, *, use_cache: bool = True) -> Wi
         curves = _curves(charge_segments(*intervals_of([r[1:] for r in rows], math.inf)))
         entry, dirty = replace(entry, open_curves=curves, open_fingerprint=open_fp), True
     if use_cache:
-        _local[key] = entry
+        keep(_local, key, entry)
         if dirty:
             cache.set(key, entry, timeout=int(4 * GRID_S + steps * GRID_S))
     return WindowCharge(entry.curves, entry.open_curves)
+
+
+def keep(local: dict[Any, Any], key: Any, entry: Any) -> None:
+    """Put ``entry`` at ``key`` of a process's ``local`` entries, the oldest put dropped beyond
+    :data:`KEPT_ENTRIES` (threads may put at once: a key already dropped is skipped)."""
+    local[key] = entry
+    for old in list(local)[: max(len(local) - KEPT_ENTRIES, 0)]:
+        local.pop(old, None)
 
 
 def forget() -> None:

@@ -26,7 +26,8 @@ by the same statement, so the new fingerprint is the old one plus theirs). The f
 by a rebuild once it lags the window's start by :data:`FLOOR_SLACK_S`.
 
 Cache: this process's own copy only (each process checks it against the database on every
-request; a rebuild is one sort of the window's finished jobs). Entries are never changed once
+request; a rebuild is one sort of the window's finished jobs), one entry per window length in
+steps of the cutoff, a few at most (``closed_charge.KEPT_ENTRIES``). Entries are never changed once
 kept (threads of one process share them): a new one replaces the old. Units: seconds (s).
 """
 
@@ -44,7 +45,7 @@ from django.db.models import Case, F, IntegerField, Q, QuerySet, Value, When
 from cluster.compiled import compiled_at
 from cluster.expressions import EpochSeconds
 from cluster.models import Job
-from scheduling.service.closed_charge import GRID_S, MARGIN_S
+from scheduling.service.closed_charge import GRID_S, MARGIN_S, keep
 from scheduling.service.gpu_hours import RUNS_SQL, pending_span_sql
 
 #: How far the floor may lag the window's start (s) before the entry is rebuilt: bounds the rows
@@ -67,8 +68,8 @@ class RunsEntry:
     fingerprint: tuple[int, int, int]
 
 
-# longest window (s) → this process's entry
-_local: dict[float, RunsEntry] = {}
+# longest window's length in steps (_key) → this process's entry (at most KEPT_ENTRIES)
+_local: dict[int, RunsEntry] = {}
 
 
 def job_spans(lo_s: float, hi_s: float, *, use_cache: bool = True) -> list[Span]:
@@ -78,7 +79,7 @@ def job_spans(lo_s: float, hi_s: float, *, use_cache: bool = True) -> list[Span]
     closed past as kept runs (module docstring). Spans may repeat or end before ``lo_s``.
     One query when the cutoff did not move or moved on, 2 more for a rebuild."""
     cutoff = math.floor((hi_s - MARGIN_S) / GRID_S) * GRID_S
-    key = hi_s - lo_s
+    key = _key(hi_s - lo_s)
     entry = _local.get(key) if use_cache else None
     if entry is not None and not (entry.floor_s <= lo_s <= entry.floor_s + FLOOR_SLACK_S):
         entry = None  # the window's start left the floor's range
@@ -92,13 +93,23 @@ def job_spans(lo_s: float, hi_s: float, *, use_cache: bool = True) -> list[Span]
     if entry.cutoff_s < cutoff:
         entry = _advanced(entry, cutoff, later)
     if use_cache:
-        _local[key] = entry
+        keep(_local, key, entry)
     return waiting + list(entry.runs) + [(t, b, e) for t, _, b, e, _ in later]
 
 
 def kept(window_s: float) -> RunsEntry | None:
     """This process's entry for windows of ``window_s`` s (``None``: none kept), to inspect."""
-    return _local.get(window_s)
+    return _local.get(_key(window_s))
+
+
+def _key(window_s: float) -> int:
+    """The key of a window's entry: its length in steps of the cutoff (:data:`GRID_S`). Not the
+    exact length: a window that begins where a replay of a trace began
+    (``frontend.payloads.clock.TimeScale.window_start``) is longer on every request, and would be
+    a new entry — a rebuild — each time. Any entry is correct for any window it is checked
+    against (its floor at or before the window's start, its cutoff not ahead, its fingerprint);
+    the key only keeps windows of other lengths from taking each other's entry away."""
+    return math.ceil(window_s / GRID_S)
 
 
 def forget() -> None:

@@ -81,7 +81,8 @@ def parse_windows(raw: str | None) -> tuple[int, ...]:
 @dataclass(frozen=True, slots=True)
 class TenantWindow:
     """One tenant over one window of ``window_s`` s: ``gpu_hours`` charged, ``quota_gpu_hours`` =
-    guaranteed GPUs × the window (h), and their ratio ``share_of_quota`` (``None`` without a
+    guaranteed GPUs × the wall time the window covers (h; the window itself outside a replay,
+    :func:`usage_windows`), and their ratio ``share_of_quota`` (``None`` without a
     guarantee)."""
 
     window_s: int
@@ -120,9 +121,17 @@ def usage_windows(
     *,
     cached: bool = False,
     guaranteed: Mapping[int, int] | None = None,
+    lengths_s: Sequence[float] | None = None,
 ) -> UsageWindows:
     """GPU-hours of each tenant (``None``: every tenant) over each window ending at ``now``, and
     the windowed fairness of each window over all tenants (it names nobody but by id). 4 queries.
+
+    ``lengths_s``: the wall seconds each window covers before ``now``, one per window (default:
+    ``windows_s``, wall time). A replay of a trace (``frontend.payloads.clock.TimeScale``) names a
+    window in trace seconds that covers fewer wall seconds; the windows keep their names
+    (``window_s``) and every figure is over the length — wall GPU-hours, the guarantee's
+    GPU-hours of the length, "work for at least half of the length" — for the caller to convert.
+    Raises ``ValueError`` when ``lengths_s`` and ``windows_s`` differ in length.
 
     ``cached``: the GPU-hours from the cached charge of the longest window
     (:func:`scheduling.service.closed_charge.window_charge`: what can no longer change charged once,
@@ -135,7 +144,10 @@ def usage_windows(
     default: read here.
     """
     now_s = now.timestamp()
-    longest = max(windows_s)
+    lengths_s = windows_s if lengths_s is None else lengths_s
+    if len(lengths_s) != len(windows_s):
+        raise ValueError(f"one length per window: {len(lengths_s)} lengths for {len(windows_s)} windows")
+    longest = max(lengths_s)
     if guaranteed is None:
         guaranteed = {
             t: q.guaranteed_gpus
@@ -153,7 +165,7 @@ def usage_windows(
         segments = charged_segments(now_s - longest, now_s)
         hours_in = partial(gpu_hours_between, segments, hi_s=now_s)
         spans = job_spans_afresh(now_s - longest, now_s)
-    actives = active_tenants_over(spans, now_s, windows_s)
+    actives = active_tenants_over(spans, now_s, lengths_s)
     wanted = (
         list(Tenant.objects.order_by("name").values_list("pk", flat=True))
         if tenant_ids is None
@@ -161,10 +173,10 @@ def usage_windows(
     )
     per_tenant: dict[int, list[TenantWindow]] = {t: [] for t in wanted}
     fairness = []
-    for window, active in zip(windows_s, actives, strict=True):
-        hours = hours_in(now_s - window)
+    for window, span, active in zip(windows_s, lengths_s, actives, strict=True):
+        hours = hours_in(now_s - span)
         for t in wanted:
-            used, entitled = hours.get(str(t), 0.0), guaranteed.get(t, 0) * window / 3600.0
+            used, entitled = hours.get(str(t), 0.0), guaranteed.get(t, 0) * span / 3600.0
             per_tenant[t].append(
                 TenantWindow(window, used, entitled, used / entitled if entitled > 0 else None)
             )
