@@ -1,0 +1,83 @@
+"""The simulator benchmarks the README and docs name run to the end on the smallest input they
+allow (the 61-job testbed trace, one policy or run where they take one), so a crash whatever the
+arguments (as ``nodes, per_node = parse_cluster(...)`` once was, after ``parse_cluster`` began
+returning node groups) fails the suite, not the first reader. Each run is a subprocess bounded
+by a timeout; skipped, with the reason, where the public traces are absent."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scheduling.datapaths import trace_path
+
+REPO = Path(__file__).resolve().parents[2]
+TRACE = "sjfbsbf-testbed-61.csv"
+
+needs_trace = pytest.mark.skipif(
+    not trace_path(TRACE).is_file(),
+    reason=f"public trace {TRACE} absent (set SHAREWISE_DATA_DIR to the data folder)",
+)
+
+
+def run_benchmark(*argv: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
+    """``python benchmarks/<argv>`` from the repository root, its output captured."""
+    return subprocess.run(
+        [sys.executable, *argv],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+@needs_trace
+def test_eta_accuracy_runs_as_docs_api_gives_it() -> None:
+    result = run_benchmark("benchmarks/eta_accuracy.py", "--policies", "sjf-bsbf")
+    assert result.returncode == 0, result.stderr
+    assert "trace sjfbsbf-testbed-61.csv, cluster 4x8" in result.stdout
+    assert "sjf-bsbf " in result.stdout and "of 61" in result.stdout
+
+
+@needs_trace
+def test_bench_sim_runs_on_the_small_trace() -> None:
+    result = run_benchmark(
+        "benchmarks/bench_sim.py", "--trace", TRACE, "--cluster", "4x8", "--runs", "1", "--policies", "fifo"
+    )
+    assert result.returncode == 0, result.stderr
+    assert "cluster 4x8 (32 GPUs)" in result.stdout
+    assert "fifo" in result.stdout and " 61 " in result.stdout  # 61 jobs finished
+
+
+@needs_trace
+def test_gains_table_runs_as_the_readme_gives_it() -> None:
+    result = run_benchmark(
+        "benchmarks/gains_table.py",
+        "--traces",
+        f"{TRACE}:4x8",
+        "--presets",
+        "ours",
+        "--workers",
+        "1",
+        "--no-progress",
+    )
+    assert result.returncode == 0, result.stderr
+    rows = [
+        line for line in result.stdout.splitlines() if line.startswith("| sjfbsbf-testbed-61 | 4x8 | ours |")
+    ]
+    assert len(rows) == 2  # the shipped and the strict profile
+
+
+@needs_trace
+@pytest.mark.parametrize("script", ["bench_sim.py", "eta_accuracy.py"])
+def test_a_bad_cluster_is_one_line_and_exit_2(script: str) -> None:
+    result = run_benchmark(f"benchmarks/{script}", "--cluster", "4y8")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: bad --cluster '4y8': cluster shape must look like NODESxGPUS, e.g. 4x8; got '4y8'"
+    ]
