@@ -34,7 +34,7 @@ from scheduling.datapaths import trace_path  # noqa: E402
 from scheduling.profiles import load_default_profile  # noqa: E402
 from scheduling.sim.cli import DEFAULT_POLICIES, CliError, build_cluster, parse_cluster  # noqa: E402
 from scheduling.sim.engine import SimConfig, simulate  # noqa: E402
-from scheduling.sim.loaders import load_traces  # noqa: E402
+from scheduling.sim.loaders import TraceError, load_traces  # noqa: E402
 
 
 def main() -> None:
@@ -53,7 +53,10 @@ def main() -> None:
     profile = load_default_profile()
 
     t0 = time.perf_counter()
-    trace = load_traces(trace_path(args.trace), max_gpus=cluster.healthy_gpus)
+    try:
+        trace = load_traces(trace_path(args.trace), max_gpus=cluster.healthy_gpus)
+    except TraceError as exc:  # e.g. the data folder absent: one line, the hint to SHAREWISE_DATA_DIR
+        parser.exit(2, f"error: {exc}\n")
     load_s = time.perf_counter() - t0
     print(f"machine: {machine()}")
     print(

@@ -48,7 +48,7 @@ from scheduling.profiles import load_default_profile  # noqa: E402
 from scheduling.sim import sweep  # noqa: E402
 from scheduling.sim.cli import CliError, build_cluster, parse_cluster  # noqa: E402
 from scheduling.sim.engine import SimConfig, simulate  # noqa: E402
-from scheduling.sim.loaders import load_traces  # noqa: E402
+from scheduling.sim.loaders import TraceError, load_traces  # noqa: E402
 from scheduling.sim.presets import PRESETS  # noqa: E402
 
 PROFILES = ("shipped", "strict")
@@ -104,9 +104,9 @@ def main() -> int:
         name, _, shape = item.partition(":")  # the shape may hold colons itself (2x8:a100:81920)
         try:
             cluster = build_cluster(parse_cluster(shape), 49_140, "v100")
-        except CliError as exc:
+            jobs = tuple(load_traces(trace_path(name), max_gpus=cluster.healthy_gpus).jobs)
+        except (CliError, TraceError) as exc:  # a bad shape, a trace not found: one line
             parser.exit(2, f"error: {exc}\n")
-        jobs = tuple(load_traces(trace_path(name), max_gpus=cluster.healthy_gpus).jobs)
         for preset in args.presets.split(","):
             config = SimConfig() if preset == "ours" else PRESETS[preset].sim_config()
             factor = config.fidelity.iteration_time_factor

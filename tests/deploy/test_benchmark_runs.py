@@ -13,26 +13,26 @@ from pathlib import Path
 
 import pytest
 
-from scheduling.datapaths import trace_path
-
 REPO = Path(__file__).resolve().parents[2]
 TRACE = "sjfbsbf-testbed-61.csv"
 
-needs_trace = pytest.mark.skipif(
-    not trace_path(TRACE).is_file(),
-    reason=f"public trace {TRACE} absent (set SHAREWISE_DATA_DIR to the data folder)",
-)
+#: Where the public traces are needed: the conftest's ``shared_data`` fixture skips, with the
+#: reason, when the data folder is absent.
+needs_trace = pytest.mark.usefixtures("shared_data")
 
 
-def run_benchmark(*argv: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
-    """``python benchmarks/<argv>`` from the repository root, its output captured."""
+def run_benchmark(
+    *argv: str, timeout_s: float = 60.0, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python benchmarks/<argv>`` from the repository root (``env`` added to this process's
+    environment), its output captured."""
     return subprocess.run(
         [sys.executable, *argv],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=timeout_s,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
     )
 
 
@@ -73,11 +73,38 @@ def test_gains_table_runs_as_the_readme_gives_it() -> None:
     assert len(rows) == 2  # the shipped and the strict profile
 
 
-@needs_trace
-@pytest.mark.parametrize("script", ["bench_sim.py", "eta_accuracy.py"])
+@pytest.mark.parametrize("script", ["bench_sim.py", "eta_accuracy.py", "bench_scaling.py"])
 def test_a_bad_cluster_is_one_line_and_exit_2(script: str) -> None:
     result = run_benchmark(f"benchmarks/{script}", "--cluster", "4y8")
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "error: bad --cluster '4y8': cluster shape must look like NODESxGPUS, e.g. 4x8; got '4y8'"
     ]
+
+
+def test_gains_tables_bad_shape_is_one_line_and_exit_2() -> None:
+    result = run_benchmark("benchmarks/gains_table.py", "--traces", f"{TRACE}:4y8", "--workers", "1")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: bad --cluster '4y8': cluster shape must look like NODESxGPUS, e.g. 4x8; got '4y8'"
+    ]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["eta_accuracy.py"],
+        ["bench_sim.py", "--trace", TRACE, "--cluster", "4x8"],
+        ["gains_table.py", "--traces", f"{TRACE}:4x8", "--workers", "1"],
+        ["bench_scaling.py"],
+    ],
+)
+def test_an_absent_data_folder_is_one_line_and_exit_2(argv: list[str], tmp_path: Path) -> None:
+    """Where the public traces are not: the loader's message (it names SHAREWISE_DATA_DIR), no
+    traceback."""
+    argv[0] = f"benchmarks/{argv[0]}"
+    result = run_benchmark(*argv, env={"SHAREWISE_DATA_DIR": str(tmp_path / "absent")})
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"error: trace not found: {tmp_path / 'absent' / 'traces'}/")
+    assert "SHAREWISE_DATA_DIR" in line
