@@ -108,3 +108,18 @@ def test_an_absent_data_folder_is_one_line_and_exit_2(argv: list[str], tmp_path:
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"error: trace not found: {tmp_path / 'absent' / 'traces'}/")
     assert "SHAREWISE_DATA_DIR" in line
+
+
+def test_bench_kueue_states_the_jobs_it_writes_and_refuses_a_folder_in_one_line(tmp_path: Path) -> None:
+    """``--jobs 90`` is 120 jobs (30 tenants × 2 small + 1 medium + 1 large, by hand), as the
+    help says; a folder as ``--write-trace`` is one line and exit 2, not IsADirectoryError."""
+    help_text = " ".join(run_benchmark("benchmarks/bench_kueue.py", "--help").stdout.split())
+    assert "at least 90 jobs (--jobs 90 gives 120)" in help_text
+    out = tmp_path / "kueue.csv"
+    result = run_benchmark("benchmarks/bench_kueue.py", "--jobs", "90", "--write-trace", str(out))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [f"wrote 120 jobs to {out}"]
+    assert len(out.read_text().splitlines()) == 1 + 120
+    result = run_benchmark("benchmarks/bench_kueue.py", "--jobs", "90", "--write-trace", str(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [f"error: cannot write {tmp_path}: Is a directory"]
