@@ -32,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from machine import machine  # benchmarks/machine.py
 
-from scheduling.datapaths import REPO_ROOT  # noqa: E402
+from common.shapes import ShapeError, parse_shape  # noqa: E402
+from scheduling.datapaths import REPO_ROOT, trace_path  # noqa: E402
 
 CHILD = """
 import json, sys, time
@@ -76,7 +77,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="runs per row (medians)")
     parser.add_argument("--baseline", type=Path, help="another checkout, run interleaved with ours")
     args = parser.parse_args()
-    nodes, per_node = (int(x) for x in args.cluster.lower().split("x"))
+    try:  # one shape only: a baseline checkout may predate node groups of GPU types
+        nodes, per_node = parse_shape(args.cluster)
+    except ShapeError as exc:
+        parser.exit(2, f"error: bad --cluster {args.cluster!r}: {exc}\n")
+    if not trace_path("chronus-philly-mix1.csv").is_file():  # the children would fail one by one
+        parser.exit(
+            2, f"error: trace not found: {trace_path('chronus-philly-mix1.csv')} (set SHAREWISE_DATA_DIR)\n"
+        )
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.2f} at the start")
     print(
         f"chronus-philly-mix1.csv prefixes on {args.cluster}, rounds every 60 s; {args.runs} run(s) per row"

@@ -30,12 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from machine import machine  # benchmarks/machine.py
 
 from scheduling.core.policies import get_policy  # noqa: E402
-from scheduling.core.types import Cluster  # noqa: E402
 from scheduling.datapaths import trace_path  # noqa: E402
 from scheduling.profiles import load_default_profile  # noqa: E402
-from scheduling.sim.cli import DEFAULT_POLICIES, parse_cluster  # noqa: E402
+from scheduling.sim.cli import DEFAULT_POLICIES, CliError, build_cluster, parse_cluster  # noqa: E402
 from scheduling.sim.engine import SimConfig, simulate  # noqa: E402
-from scheduling.sim.loaders import load_traces  # noqa: E402
+from scheduling.sim.loaders import TraceError, load_traces  # noqa: E402
 
 
 def main() -> None:
@@ -47,12 +46,17 @@ def main() -> None:
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
-    nodes, per_node = parse_cluster(args.cluster)
-    cluster = Cluster.uniform(nodes, per_node)
+    try:
+        cluster = build_cluster(parse_cluster(args.cluster), 49_140, "v100")
+    except CliError as exc:
+        parser.exit(2, f"error: {exc}\n")
     profile = load_default_profile()
 
     t0 = time.perf_counter()
-    trace = load_traces(trace_path(args.trace), max_gpus=cluster.healthy_gpus)
+    try:
+        trace = load_traces(trace_path(args.trace), max_gpus=cluster.healthy_gpus)
+    except TraceError as exc:  # e.g. the data folder absent: one line, the hint to SHAREWISE_DATA_DIR
+        parser.exit(2, f"error: {exc}\n")
     load_s = time.perf_counter() - t0
     print(f"machine: {machine()}")
     print(

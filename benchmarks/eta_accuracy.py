@@ -47,9 +47,9 @@ from scheduling.core.types import (  # noqa: E402
 )
 from scheduling.datapaths import trace_path  # noqa: E402
 from scheduling.profiles import load_default_profile  # noqa: E402
-from scheduling.sim.cli import parse_cluster  # noqa: E402
+from scheduling.sim.cli import CliError, build_cluster, parse_cluster  # noqa: E402
 from scheduling.sim.engine import SimConfig, simulate  # noqa: E402
-from scheduling.sim.loaders import load_traces  # noqa: E402
+from scheduling.sim.loaders import TraceError, load_traces  # noqa: E402
 
 
 class Estimating:
@@ -127,14 +127,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--demo-quotas", action="store_true", help="two tenants, equal quotas (the demo's)")
     parser.add_argument("--json", type=Path, help="also write the numbers here")
     args = parser.parse_args(argv)
-    nodes, per_node = parse_cluster(args.cluster)
-    cluster = Cluster.uniform(nodes, per_node, args.gpu_memory_mb)
+    try:
+        cluster = build_cluster(parse_cluster(args.cluster), args.gpu_memory_mb, "v100")
+    except CliError as exc:
+        parser.exit(2, f"error: {exc}\n")
     profile = load_default_profile()
-    trace = load_traces(
-        args.trace or str(trace_path("sjfbsbf-testbed-61.csv")),
-        max_gpus=cluster.healthy_gpus,
-        throughput=profile.isolated_throughput,
-    )
+    try:
+        trace = load_traces(
+            args.trace or str(trace_path("sjfbsbf-testbed-61.csv")),
+            max_gpus=cluster.healthy_gpus,
+            throughput=profile.isolated_throughput,
+        )
+    except TraceError as exc:  # e.g. the data folder absent: one line, the hint to SHAREWISE_DATA_DIR
+        parser.exit(2, f"error: {exc}\n")
     jobs, quotas = trace.jobs, None
     if args.demo_quotas:
         tenants = ("team-a", "team-b")

@@ -46,9 +46,9 @@ from scheduling.core.types import Cluster, Job  # noqa: E402
 from scheduling.datapaths import trace_path  # noqa: E402
 from scheduling.profiles import load_default_profile  # noqa: E402
 from scheduling.sim import sweep  # noqa: E402
-from scheduling.sim.cli import parse_cluster  # noqa: E402
+from scheduling.sim.cli import CliError, build_cluster, parse_cluster  # noqa: E402
 from scheduling.sim.engine import SimConfig, simulate  # noqa: E402
-from scheduling.sim.loaders import load_traces  # noqa: E402
+from scheduling.sim.loaders import TraceError, load_traces  # noqa: E402
 from scheduling.sim.presets import PRESETS  # noqa: E402
 
 PROFILES = ("shipped", "strict")
@@ -101,10 +101,12 @@ def main() -> int:
     t0 = time.perf_counter()
     cases, tasks = [], []  # one case per trace × preset: Tiresias, then SJF-FFS and SJF-BSBF per profile
     for item in args.traces.split(","):
-        name, shape = item.split(":")
-        nodes, per_node = parse_cluster(shape)
-        cluster = Cluster.uniform(nodes, per_node)
-        jobs = tuple(load_traces(trace_path(name), max_gpus=cluster.healthy_gpus).jobs)
+        name, _, shape = item.partition(":")  # the shape may hold colons itself (2x8:a100:81920)
+        try:
+            cluster = build_cluster(parse_cluster(shape), 49_140, "v100")
+            jobs = tuple(load_traces(trace_path(name), max_gpus=cluster.healthy_gpus).jobs)
+        except (CliError, TraceError) as exc:  # a bad shape, a trace not found: one line
+            parser.exit(2, f"error: {exc}\n")
         for preset in args.presets.split(","):
             config = SimConfig() if preset == "ours" else PRESETS[preset].sim_config()
             factor = config.fidelity.iteration_time_factor

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -109,6 +110,25 @@ def scaled_counts(jobs: int) -> dict[str, int]:
     return {c.name: max(1, round(c.per_tenant * jobs / KUEUE_JOBS)) for c in CLASSES}
 
 
+#: The fewest jobs a scaled scenario has: one of each class for each of the 30 tenants (90).
+MIN_JOBS = COHORTS * QUEUES_PER_COHORT * len(CLASSES)
+
+
+def total_jobs(jobs: int) -> int:
+    """How many jobs :func:`kueue_workload` ``(jobs)`` has: 30 tenants × the sum of
+    :func:`scaled_counts` (e.g. 15,000 → 15,000; 90 → 30 × (2 + 1 + 1) = 120; 1 → 90). Raises
+    ``ValueError`` for ``jobs`` < 1."""
+    return COHORTS * QUEUES_PER_COHORT * sum(scaled_counts(jobs).values())
+
+
+#: ``--jobs``' help, the same in ``kueue_shape.py`` and ``bench_kueue.py``.
+JOBS_HELP = (
+    f"about this many jobs (default {KUEUE_JOBS:,}: Kueue's): each class's count a tenant is "
+    f"max(1, round(Kueue's count x N / {KUEUE_JOBS:,})), so every tenant gets at least one of each "
+    f"class and a run has at least {MIN_JOBS} jobs (--jobs 90 gives 120); the summary states the count"
+)
+
+
 def kueue_workload(jobs: int = KUEUE_JOBS) -> tuple[core.Job, ...]:
     """The scenario's jobs (:func:`scaled_counts` per class and tenant), sorted by submit time
     (then tenant, class), ids 0… in that order. Each tenant's ``k``-th job of a class (``k`` = 1…)
@@ -176,24 +196,55 @@ def summary(jobs: Sequence[core.Job]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python benchmarks/kueue_shape.py [--jobs N] [--out FILE]``: print :func:`summary` of the
-    workload of about ``N`` jobs (default 15,000: Kueue's) and, with ``--out``, write it as a
-    Chronus-format CSV (:func:`write_trace`). Returns the exit status, 0; a bad argument exits 2."""
+    workload of about ``N`` jobs (:data:`JOBS_HELP`; default 15,000: Kueue's) and, with ``--out``,
+    write it as a Chronus-format CSV (:func:`write_trace`). Returns the exit status: 0; 2 for a
+    bad argument or an ``--out`` that cannot be written (one line on stderr, nothing printed);
+    1, quietly, when stdout is closed early (``| head``)."""
     from cli_args import positive_int  # benchmarks/cli_args.py (here: importing this module needs none)
 
     parser = argparse.ArgumentParser(
         description="The Kueue-shaped workload of bench_kueue.py: print its summary, optionally write it "
         "as a trace (docs/PERFORMANCE.md)."
     )
-    parser.add_argument("--jobs", type=positive_int, default=KUEUE_JOBS, help="about this many jobs (15000)")
+    parser.add_argument("--jobs", type=positive_int, default=KUEUE_JOBS, help=JOBS_HELP)
     parser.add_argument(
         "--out", type=Path, help="also write them to this CSV (the simulator's and manage.py demo --trace's)"
     )
     args = parser.parse_args(argv)
     jobs = kueue_workload(args.jobs)
-    print("\n".join(summary(jobs)))
+    if args.out is not None:  # written first: a path that cannot be written fails before any output
+        error = write_trace_or_error(args.out, jobs)
+        if error is not None:
+            print(error, file=sys.stderr)
+            return 2
+    lines = summary(jobs)
     if args.out is not None:
-        write_trace(args.out, jobs)
-        print(f"wrote {len(jobs):,} jobs to {args.out}")
+        lines.append(f"wrote {len(jobs):,} jobs to {args.out}")
+    return print_lines(lines)
+
+
+def write_trace_or_error(path: Path, jobs: Sequence[core.Job]) -> str | None:
+    """:func:`write_trace`; ``None`` when written, else the one-line error (a missing folder, a
+    folder given as the file, no permission: the ``OSError``'s reason) for the caller to print
+    before exiting 2."""
+    try:
+        write_trace(path, jobs)
+    except OSError as exc:
+        return f"error: cannot write {path}: {exc.strerror or exc}"
+    return None
+
+
+def print_lines(lines: Sequence[str]) -> int:
+    """Print ``lines`` to stdout; 0, or 1 when the reader closed the pipe early (``| head``):
+    then stdout is pointed at ``/dev/null`` so the interpreter's final flush does not fail again
+    (the pattern of the Python documentation, "Note on SIGPIPE", in the ``signal`` module)."""
+    try:
+        print("\n".join(lines))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
     return 0
 
 

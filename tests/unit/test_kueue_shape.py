@@ -3,6 +3,8 @@ test (5 cohorts × 6 queues; per queue 350 small, 100 medium, 50 large workloads
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -72,3 +74,46 @@ def test_run_as_a_script_it_prints_the_workloads_summary_and_writes_the_trace(
     rows = out.read_text().splitlines()
     assert rows[0] == "job_id,user,num_gpu,submit_time,iterations,model_name,duration"
     assert len(rows) == 1 + 15_000
+
+
+def test_the_count_is_the_per_tenant_minimum_times_30_as_the_help_says() -> None:
+    """By hand: --jobs 90 → small round(350·90/15,000) = round(2.1) = 2, medium round(0.6) = 1,
+    large max(1, round(0.3)) = 1: 30 × 4 = 120; --jobs 1 and 10 → one of each, 30 × 3 = 90."""
+    assert shape.MIN_JOBS == 90
+    assert shape.total_jobs(90) == len(shape.kueue_workload(90)) == 120
+    assert shape.total_jobs(1) == shape.total_jobs(10) == len(shape.kueue_workload(10)) == 90
+    assert shape.total_jobs(15_000) == 15_000
+    assert "at least 90 jobs (--jobs 90 gives 120)" in shape.JOBS_HELP
+
+
+@pytest.mark.parametrize("where", ["missing/dir/x.csv", "."])
+def test_an_out_that_cannot_be_written_is_one_line_and_exit_2(
+    where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A missing folder (FileNotFoundError) or a folder (IsADirectoryError): no traceback, no
+    summary, one line naming the path and the reason."""
+    out = tmp_path / where
+    assert shape.main(["--jobs", "90", "--out", str(out)]) == 2
+    said = capsys.readouterr()
+    reason = "No such file or directory" if where != "." else "Is a directory"
+    assert said.out == ""
+    assert said.err.splitlines() == [f"error: cannot write {out}: {reason}"]
+
+
+def test_a_closed_pipe_ends_it_quietly() -> None:
+    """``kueue_shape.py | head`` where head has gone: no BrokenPipeError traceback (stdout is a
+    pipe whose reading end is closed before the script writes, so its first write fails)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run(
+            [sys.executable, str(Path(shape.__file__)), "--jobs", "90"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(write_end)
+    assert result.stderr == ""
+    assert result.returncode == 1
