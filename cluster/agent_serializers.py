@@ -96,9 +96,27 @@ class DistinctGPUIndexes:
         return gpus
 
 
-class HeartbeatSerializer(DistinctGPUIndexes, serializers.Serializer):
+class DistinctRunningJobs:
+    """The rule of a heartbeat's ``running`` (AGENT.md §3), for the heartbeat endpoint and the batch
+    report's heartbeat alike: each job once (the agent keeps one run per job,
+    ``agent.core.Agent.running``). A job listed twice, say with two generations, would leave the
+    server to pick which one the node runs."""
+
+    def validate_running(self, running: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``running`` unchanged; raises ``ValidationError`` naming the first job listed more than
+        once (``"job 7 is listed 2 times; list each job the node runs once"``)."""
+        counts = Counter(int(item["job_id"]) for item in running)
+        for job_id, count in counts.items():  # in the order of first appearance
+            if count > 1:
+                raise serializers.ValidationError(
+                    f"job {job_id} is listed {count} times; list each job the node runs once"
+                )
+        return running
+
+
+class HeartbeatSerializer(DistinctGPUIndexes, DistinctRunningJobs, serializers.Serializer):
     """A node agent's heartbeat (AGENT.md §3); ``node`` must be the token's node; each GPU index
-    once (:class:`DistinctGPUIndexes`)."""
+    once (:class:`DistinctGPUIndexes`), each running job once (:class:`DistinctRunningJobs`)."""
 
     node = StrictCharField(max_length=64)
     gpus = AgentGPUSerializer(many=True, max_length=MAX_GPUS_PER_NODE)
@@ -127,9 +145,9 @@ class BatchChunkSerializer(AgentLogSerializer):
     job_id = StrictIntegerField(min_value=0, max_value=models.MAX_ID)
 
 
-class BatchHeartbeatSerializer(DistinctGPUIndexes, serializers.Serializer):
+class BatchHeartbeatSerializer(DistinctGPUIndexes, DistinctRunningJobs, serializers.Serializer):
     """The heartbeat of a batch report: a heartbeat of AGENT.md §3 without its ``node`` (the
-    report's), under the same rules (:class:`DistinctGPUIndexes`)."""
+    report's), under the same rules (:class:`DistinctGPUIndexes`, :class:`DistinctRunningJobs`)."""
 
     gpus = AgentGPUSerializer(many=True, max_length=MAX_GPUS_PER_NODE)
     running = AgentRunningSerializer(many=True, max_length=MAX_RUNNING_PER_HEARTBEAT)

@@ -27,7 +27,7 @@ from cluster.job_serializers import AgentLogSerializer, JobEventSerializer, LogP
 from cluster.joblogs import OutputRefused, append_output, read_output
 from cluster.models import Job, JobEvent
 from cluster.permissions import IsNodeAgent, IsTenantMember, tenant_of
-from cluster.query_params import single_or_400
+from cluster.query_params import decimal_number, single_or_400, whole_number
 from cluster.visibility import JobNames, Viewer
 
 #: Seconds between two looks at the database while a log read waits for output **(ours)**.
@@ -78,10 +78,10 @@ def int_param(request: Request, name: str, default: int) -> int:
     text = single_or_400(request.query_params, name)
     if text is None:
         return default
-    try:
-        return int(text)
-    except ValueError:
-        raise ValidationError({name: [f"must be an integer, got {text!r}"]}) from None
+    value = whole_number(text, signed=True)  # ASCII digits only (cluster.query_params)
+    if value is None:
+        raise ValidationError({name: [f"must be an integer, got {text[:40]!r}"]})
+    return value
 
 
 def float_param(request: Request, name: str, default: float, low: float, high: float) -> float:
@@ -90,12 +90,9 @@ def float_param(request: Request, name: str, default: float, low: float, high: f
     text = single_or_400(request.query_params, name)
     if text is None:
         return default
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValidationError({name: [f"must be a number, got {text!r}"]}) from None
-    if value != value:  # NaN
-        raise ValidationError({name: ["must be a number"]})
+    value = decimal_number(text)  # ASCII digits only, finite (cluster.query_params)
+    if value is None:
+        raise ValidationError({name: [f"must be a number, got {text[:40]!r}"]})
     return min(high, max(low, value))
 
 

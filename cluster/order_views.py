@@ -5,7 +5,10 @@ The node is the token's (``Authorization: Node <token>``): no other node's order
 visible. ``after`` acknowledges the orders up to it; the answer holds the ones after it, waiting
 up to ``wait`` seconds for one to come (:func:`scheduling.service.orders.poll_orders`). An
 unknown query parameter is a 400, and so is an empty ``after`` or ``wait`` (``?after=``: the
-serializer would take the default, 0, silently; ``?node=`` is the token's node).
+serializer would take the default, 0, silently; ``?node=`` is the token's node), and so is a
+number not written in ASCII digits alone (``?after=\u0661``, Arabic-Indic one, was read as 1 by the
+serializer's ``int()`` and acknowledged order 1; ``?wait=%20%201`` as 1): the one rule of
+:mod:`cluster.query_params`, as the REST API's ``?limit=``.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from rest_framework.response import Response
 from cluster.agent_serializers import agent_errors
 from cluster.authentication import NodeTokenAuthentication
 from cluster.permissions import IsNodeAgent, token_node_mismatch
-from cluster.query_params import single_or_400
+from cluster.query_params import decimal_number, single_or_400, whole_number
 from scheduling.service.orders import MAX_WAIT_S, poll_orders
 
 OrdersAnswer = inline_serializer(
@@ -62,8 +65,9 @@ class OrdersQuery(serializers.Serializer[Any]):
     )
 
 
-#: The query's numbers: an empty one is a 400, not the default.
-NUMBERS = ("after", "wait")
+#: The query's numbers and how each is written (:mod:`cluster.query_params`): an empty one is a
+#: 400, not the default, and so is one the parser refuses; the serializer then checks the bounds.
+NUMBERS = {"after": (whole_number, "a whole number"), "wait": (decimal_number, "a number of seconds")}
 
 
 class AgentOrdersView(generics.GenericAPIView):
@@ -86,8 +90,13 @@ class AgentOrdersView(generics.GenericAPIView):
             raise ValidationError({unknown[0]: ["unknown parameter: use after, wait and node"]})
         for name in OrdersQuery().fields:  # the serializer would take the last of two silently
             value = single_or_400(request.query_params, name)
-            if value == "" and name in NUMBERS:  # ... and the default for an empty one
+            if value is None or name not in NUMBERS:
+                continue
+            if value == "":  # ... and the default for an empty one
                 raise ValidationError({name: ["is empty: give a number, or leave the parameter out"]})
+            parse, words = NUMBERS[name]
+            if parse(value) is None:  # int() and float() read "\u0661" and " 1" too
+                raise ValidationError({name: [f"must be {words} in ASCII digits (0-9), got {value[:40]!r}"]})
         query = self.get_serializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         mismatch = token_node_mismatch(request.auth, query.validated_data.get("node") or request.auth.name)

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 
-from cluster.query_params import single_or_400
+from cluster.query_params import single_or_400, whole_number
 
 #: Largest ``?offset=`` accepted **(ours)**: far above any table's rows, far below the 64-bit
 #: range of the databases' OFFSET.
 MAX_OFFSET = 10**12
-DIGITS = re.compile(r"[0-9]{1,13}")
 
 
 class JobPagination(LimitOffsetPagination):
@@ -40,7 +38,7 @@ class JobPagination(LimitOffsetPagination):
         raw = single_or_400(request.query_params, name)
         if raw is None:
             return default
-        value = int(raw) if DIGITS.fullmatch(raw) else None
+        value = whole_number(raw)
         if value is None or not lo <= value <= hi:
             raise ValidationError({name: [f"must be a whole number from {lo} to {hi:,}, got {raw[:40]!r}"]})
         return value

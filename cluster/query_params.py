@@ -5,13 +5,45 @@
 (the dashboard, ``frontend/views.py``) or :func:`single_or_400` (the API's views, pagination and
 filters), so a parameter given twice is a 400 naming it, never a guess. A parameter that is a list
 (``?windows=2h,24h``) is one value, comma-separated, there too.
+
+A number in a query is read by :func:`whole_number` or :func:`decimal_number`, the one rule for
+every reader: ASCII digits only, nothing around them. Python's ``int()`` and ``float()`` (and DRF's
+``IntegerField`` and ``FloatField``, which call them) also take other scripts' digits and
+surrounding whitespace: ``?after=\u0661`` (Arabic-Indic one) was read as 1 and acknowledged order 1.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Protocol
 
 from rest_framework.exceptions import ValidationError
+
+#: A whole number in a query **(ours)**: ASCII digits (``[0-9]`` is the 10 code points, unlike
+#: ``\d`` or ``str.isdigit``), at most 19 (every value below 2⁶³), an optional ``-`` where the
+#: reader allows it.
+WHOLE = re.compile(r"-?[0-9]{1,19}")
+#: A decimal number in a query **(ours)**: ASCII digits, an optional fraction and exponent, as
+#: Python's ``str(float)`` writes one (``25.0``, ``1e-05``); no sign, ``inf``, ``nan`` or blanks.
+DECIMAL = re.compile(r"[0-9]{1,19}(?:\.[0-9]{0,19})?(?:[eE][-+]?[0-9]{1,3})?")
+
+
+def whole_number(text: str, *, signed: bool = False) -> int | None:
+    """``text`` as an ``int`` when it is 1–19 ASCII digits (after a ``-`` when ``signed``);
+    ``None`` otherwise (``""``, ``" 5"``, ``"\u0661"``, ``"1.0"``, ``"+5"``)."""
+    if not WHOLE.fullmatch(text) or (text.startswith("-") and not signed):
+        return None
+    return int(text)
+
+
+def decimal_number(text: str) -> float | None:
+    """``text`` as a finite, non-negative ``float`` when it matches :data:`DECIMAL`; ``None``
+    otherwise (``""``, ``" 1"``, ``"\u0661"``, ``"-1"``, ``"nan"``, ``"inf"``, ``"1e999"``)."""
+    if not DECIMAL.fullmatch(text):
+        return None
+    value = float(text)
+    return value if math.isfinite(value) else None
 
 
 class QueryValues(Protocol):

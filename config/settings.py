@@ -49,6 +49,8 @@ if SHAREWISE_ENV == "production":
         )
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+# a failed check on a dashboard JSON path answers JSON, Django's page elsewhere
+CSRF_FAILURE_VIEW = "frontend.errors.csrf_failure"
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -13,12 +13,13 @@ from functools import wraps
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from cluster.query_params import single
+from cluster.query_params import single, whole_number
+from frontend.errors import error, get_only
 from frontend.payloads import cluster_map, decisions, fairness, learning, memo, queue, quota_windows, timeline
 from frontend.payloads.clock import time_scale
 from frontend.payloads.common import viewer_of
@@ -59,10 +60,6 @@ CSP = (
 )
 
 
-def _error(message: str, status: int) -> JsonResponse:
-    return JsonResponse({"error": message}, status=status)
-
-
 def _int_param(request: HttpRequest, name: str, default: int, lo: int, hi: int) -> int:
     """``request.GET[name]`` as an integer in ``[lo, hi]`` (``default`` when absent).
 
@@ -73,10 +70,9 @@ def _int_param(request: HttpRequest, name: str, default: int, lo: int, hi: int) 
     raw = single(request.GET, name)
     if raw is None:
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be a whole number from {lo} to {hi}, got {raw[:40]!r}") from None
+    value = whole_number(raw)  # ASCII digits only: int() also reads "\u0663\u0660\u0660" and " 300"
+    if value is None:
+        raise ValueError(f"{name} must be a whole number from {lo} to {hi}, got {raw[:40]!r}")
     if not lo <= value <= hi:
         raise ValueError(f"{name} must be from {lo} to {hi}, got {value}")
     return value
@@ -131,22 +127,22 @@ def _param_or(request: HttpRequest, name: str, default: int, lo: int, hi: int) -
         return default
 
 
-@require_GET
+@get_only
 @never_cache
 def endpoint(request: HttpRequest, name: str) -> HttpResponse:
     """One JSON endpoint of :data:`ENDPOINTS` (see :mod:`frontend.payloads` for the body)."""
     if not request.user.is_authenticated:
-        return _error("log in first (session authentication)", 401)
+        return error("log in first (session authentication)", 401)
     viewer = viewer_of(request.user)
     if viewer is None:
-        return _error("this account is neither a cluster admin nor a member of a tenant", 403)
+        return error("this account is neither a cluster admin nor a member of a tenant", 403)
     payload, param, default, lo, hi = ENDPOINTS[name]
     if param is None:
         return _body(payload(viewer))
     try:
         value = _int_param(request, param, default, lo, hi)
     except ValueError as exc:
-        return _error(str(exc), 400)
+        return error(str(exc), 400)
     return _body(payload(viewer, value))
 
 

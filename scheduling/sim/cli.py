@@ -122,7 +122,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         required=True,
         metavar="PATH",
-        help="trace file(s): Tiresias/Muri CSV, Chronus CSV, Gavel .trace file or folder",
+        help="trace file(s): Tiresias/Muri CSV, Chronus CSV, Gavel .trace file or folder; a file name "
+        "alone, missing here, is the public trace of that name ($SHAREWISE_DATA_DIR/traces)",
     )
     parser.add_argument(
         "--cluster",

@@ -200,15 +200,36 @@ def _gavel_row(
     return None, Job(0, tenant, model, batch, gpus, iterations, submit, 1.0 / steps_per_s)
 
 
-def shared_hint(path: Path) -> str:
-    """For a trace path that does not exist: ``" (the public trace of that name is at P)"`` when
-    the shared data folder (``$SHAREWISE_DATA_DIR``, else ``../shared/data`` beside the checkout)
-    holds a trace of that file name, else a reminder of that folder; the README's commands name
-    traces relative to a checkout beside that folder."""
+def is_bare_name(path: Path) -> bool:
+    """Whether ``path`` is a file name alone (``t.csv``), not a path (``./t.csv``, ``../d/t.csv``,
+    ``/d/t.csv``): a bare name missing here is looked for among the public traces."""
+    return not path.is_absolute() and len(path.parts) == 1 and path.parts[0] not in (".", "..")
+
+
+def resolve_trace(path: Path) -> Path:
+    """``path`` itself when it exists or is a path; for a bare file name missing from the current
+    folder, the public trace of that name (:func:`scheduling.datapaths.trace_path`) when there is
+    one. Never raises: a missing trace is :func:`detect_format`'s error."""
+    if path.exists() or not is_bare_name(path):
+        return path
     shared = trace_path(path.name)
-    if shared.is_file():
-        return f" (the public trace of that name is at {shared})"
-    return f" (public traces are read from {shared.parent}; set SHAREWISE_DATA_DIR to their folder)"
+    return shared if shared.exists() else path
+
+
+def missing_trace_message(path: Path) -> str:
+    """Why ``path`` (missing) was not found, and where to look. A bare name was looked for in the
+    shared data folder too (``$SHAREWISE_DATA_DIR``, else ``../shared/data`` beside the checkout),
+    so the message names that folder and the setting; for a path the setting would not help, so
+    it says the file does not exist, and where the public trace of that file name is, if any (the
+    README's commands name traces relative to a checkout beside that folder)."""
+    shared = trace_path(path.name)
+    if is_bare_name(path):
+        return (
+            f"trace not found: {path} (neither in the current folder nor among the public traces in "
+            f"{shared.parent}; set SHAREWISE_DATA_DIR to the folder holding traces/)"
+        )
+    found = f"; the public trace of that name is at {shared}" if shared.is_file() else ""
+    return f"trace not found: {path}: no such file or folder{found}"
 
 
 def detect_format(path: Path) -> str:
@@ -218,7 +239,7 @@ def detect_format(path: Path) -> str:
     its header (``user`` → Chronus; ``iteration_time`` and ``batch_size`` → Tiresias/Muri).
     """
     if not path.exists():
-        raise TraceNotFoundError(f"trace not found: {path}{shared_hint(path)}")
+        raise TraceNotFoundError(missing_trace_message(path))
     if path.is_dir() or path.suffix.lower() in GAVEL_SUFFIXES:
         return "gavel"
     try:
@@ -308,7 +329,7 @@ def load_traces(
     loaded: list[tuple[int | None, Job]] = []
     formats: list[str] = []
     for raw in paths:
-        path = Path(raw)
+        path = resolve_trace(Path(raw))
         fmt = detect_format(path)
         formats.append(fmt)
         before = sum(counts.values())

@@ -103,3 +103,30 @@ def test_submit_many_uses_the_bulk_endpoint_in_order_and_safely_twice(service: S
         with pytest.raises(UsageError):
             client.submit_many(jobs, keys[:2])
     assert Job.objects.filter(name__startswith="bulk-").count() == 5
+
+
+def test_a_400_names_every_field_the_api_lists_on_one_line() -> None:
+    """The API's ``error`` names the first field only; the client's message names each, nested
+    ones by their path, fields with one message together, in the API's order."""
+    from sharewise.errors import Rejected, error_for
+
+    body = {
+        "error": "invalid input: model: This field is required.",
+        "fields": {
+            "model": ["This field is required."],
+            "heartbeat": {"gpus": ["GPU index 1 is listed 2 times; list each GPU of the node once"]},
+            "events": [{}, {"job_id": ["A valid integer is required."]}],
+            "gpus": ["This field is required."],
+        },
+    }
+    exc = error_for(400, body)
+    assert isinstance(exc, Rejected) and exc.fields == body["fields"]
+    assert str(exc) == (
+        "invalid input: model, gpus: This field is required.; "
+        "heartbeat: gpus: GPU index 1 is listed 2 times; list each GPU of the node once; "
+        "events: job_id: A valid integer is required."
+    )
+    one = {"error": "invalid input: gpus: too many", "fields": {"gpus": ["too many"]}}
+    assert str(error_for(400, one)) == "invalid input: gpus: too many"  # as the API says it
+    bulk = {"error": "1 of 2 job(s) are invalid; none was submitted", "items": {"1": {"model": ["x"]}}}
+    assert str(error_for(400, bulk)) == bulk["error"]

@@ -166,6 +166,12 @@ def test_login_saves_a_private_config_that_later_commands_use(
 NO_FILE = "sharewise: error: cannot read job file missing.yaml: No such file or directory"
 NOTHING = "sharewise: error: nothing to submit: give a job FILE or the fields as flags (see --help)"
 TOO_WIDE = "sharewise: error: invalid input: gpus: at most 8 GPUs (the healthy GPUs of the cluster), got 99"
+#: every field the API's ``fields`` names (its ``error`` names only ``model``)
+MISSING = "sharewise: error: invalid input: model, batch_size, iterations, gpus: This field is required."
+MIXED = (
+    "sharewise: error: invalid input: model: This field is required.; "
+    "gpus: at most 8 GPUs (the healthy GPUs of the cluster), got 99"
+)
 
 
 @pytest.mark.parametrize(
@@ -173,6 +179,8 @@ TOO_WIDE = "sharewise: error: invalid input: gpus: at most 8 GPUs (the healthy G
     [
         ("show 999999", 3, "sharewise: error: not found"),
         ("submit --name x --model m --batch-size 8 --iterations 1 --gpus 99", 4, TOO_WIDE),
+        ("submit --name x", 4, MISSING),
+        ("submit --name x --batch-size 8 --iterations 1 --gpus 99", 4, MIXED),
         ("submit", 2, NOTHING),
         ("submit missing.yaml", 2, NO_FILE),
         ("submit --set novalue", 2, "sharewise: error: --set takes KEY=VALUE, got 'novalue'"),

@@ -602,3 +602,28 @@ def test_fairness_survives_a_placement_that_ends_before_its_start(
     # the skewed interval is empty and charges nothing; c alone holds the GPU for 10 min
     assert rows["team-a"]["GPU-hours (60 min)"] == 0.0
     assert rows["team-c"]["GPU-hours (60 min)"] == pytest.approx(10 / 60, abs=0.002)
+
+
+#: ARABIC-INDIC DIGITS THREE, ZERO, ZERO
+THREE_HUNDRED = "\u0663\u0660\u0660"
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        (
+            f"window={THREE_HUNDRED}",
+            f"window must be a whole number from 60 to 604800, got '{THREE_HUNDRED}'",
+        ),
+        ("window=%20300", "window must be a whole number from 60 to 604800, got ' 300'"),
+        ("window=300%20", "window must be a whole number from 60 to 604800, got '300 '"),
+    ],
+)
+def test_the_dashboard_reads_ascii_digits_alone_as_the_rest_api_does(
+    alice_web: Client, query: str, message: str
+) -> None:
+    """``int()`` read ``"\u0663\u0660\u0660"`` (Arabic-Indic 300) as 300 and ``" 300"`` too;
+    ``/api/v1/jobs/?limit=`` answered 400 for both (``cluster.query_params.whole_number``)."""
+    answer = alice_web.get(f"/dashboard/api/timeline.json?{query}")
+    assert answer.status_code == 400
+    assert answer.json() == {"error": message}

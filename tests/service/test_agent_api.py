@@ -337,6 +337,20 @@ def test_heartbeat_records_time_and_gpu_health(
     assert GPU.objects.schedulable().count() == 7
 
 
+def test_a_heartbeat_listing_a_job_twice_is_400_naming_it(
+    fleet: dict, django_capture_on_commit_callbacks: Callable
+) -> None:
+    """It used to be a 200: which generation of job 7 does the node run?"""
+    node, token = fleet["node-00"]
+    running = [{"job_id": 7, "generation": 1}, {"job_id": 8, "generation": 1}, {"job_id": 7, "generation": 2}]
+    response = beat(token, "node-00", django_capture_on_commit_callbacks, running=running)
+    assert response.status_code == 400
+    said = "job 7 is listed 2 times; list each job the node runs once"
+    assert response.json() == {"error": f"invalid input: running: {said}", "fields": {"running": [said]}}
+    node.refresh_from_db()
+    assert node.last_heartbeat is None  # nothing recorded
+
+
 def test_a_heartbeat_listing_a_gpu_index_twice_is_400_naming_it(
     fleet: dict, django_capture_on_commit_callbacks: Callable
 ) -> None:

@@ -179,6 +179,25 @@ def test_a_heartbeat_listing_a_gpu_index_twice_refuses_the_batch_as_the_endpoint
     assert not JobEvent.objects.filter(job=jobs[0], kind=JobEvent.Kind.STARTED).exists()  # none applied
 
 
+def test_a_heartbeat_listing_a_job_twice_refuses_the_batch_as_the_endpoint_does(
+    fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable
+) -> None:
+    capture = django_capture_on_commit_callbacks
+    jobs = placed(tenant, capture, 1)["node-00"]
+    started = {"job_id": jobs[0].pk, "generation": 1, "event": "started", "iterations_done": 0}
+    running = [{"job_id": jobs[0].pk, "generation": 1}] * 3
+    body = {"node": "node-00", "events": [started], "heartbeat": {"gpus": GPUS, "running": running}}
+    with capture(execute=True):
+        answer = agent(fleet["node-00"][1]).post(BATCH_URL, body, format="json")
+    assert answer.status_code == 400
+    said = f"job {jobs[0].pk} is listed 3 times; list each job the node runs once"
+    assert answer.json() == {
+        "error": f"invalid input: heartbeat: running: {said}",
+        "fields": {"heartbeat": {"running": [said]}},
+    }
+    assert not JobEvent.objects.filter(job=jobs[0], kind=JobEvent.Kind.STARTED).exists()  # none applied
+
+
 def test_another_nodes_job_and_an_unknown_job_are_refused_in_their_place(
     fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable
 ) -> None:

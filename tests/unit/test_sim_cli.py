@@ -580,16 +580,61 @@ def test_quota_warnings_name_what_looks_wrong() -> None:
     assert quota_warnings({"x": TenantQuota(2), "y": TenantQuota(2)}, jobs, 4) == []
 
 
-def test_a_missing_trace_points_at_the_shared_one_of_that_name(
+def test_a_missing_trace_path_says_it_does_not_exist_and_where_the_shared_one_is(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Run from elsewhere, the README's ``../shared/data/traces/…`` misses: the error names where
-    the public trace of that name is (``$SHAREWISE_DATA_DIR``), or where traces are looked for."""
+    """Run from elsewhere, the README's ``../shared/data/traces/…`` misses: the error says the
+    file does not exist and names where the public trace of that name is; it no longer suggests
+    SHAREWISE_DATA_DIR, which an explicit path does not read."""
     (tmp_path / "data" / "traces").mkdir(parents=True)
     shared = tmp_path / "data" / "traces" / "t.csv"
     shared.write_text("x\n")
     monkeypatch.setenv("SHAREWISE_DATA_DIR", str(tmp_path / "data"))
     code, _, err = run_cli(["--trace", "../elsewhere/t.csv", "--cluster", "1x2"], capsys)
-    assert code == 2 and f"(the public trace of that name is at {shared})" in err
+    said = (
+        "trace not found: ../elsewhere/t.csv: no such file or folder; "
+        f"the public trace of that name is at {shared}"
+    )
+    assert code == 2 and said in err and "SHAREWISE_DATA_DIR" not in err
     code, _, err = run_cli(["--trace", "../elsewhere/u.csv", "--cluster", "1x2"], capsys)
-    assert code == 2 and f"(public traces are read from {tmp_path / 'data' / 'traces'};" in err
+    assert code == 2 and "trace not found: ../elsewhere/u.csv: no such file or folder\n" in err
+    assert "SHAREWISE_DATA_DIR" not in err
+
+
+def test_a_bare_trace_name_is_read_from_the_shared_folder_or_names_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file name alone, missing from the current folder, is the public trace of that name;
+    missing there too, the error names that folder and SHAREWISE_DATA_DIR."""
+    (tmp_path / "data" / "traces").mkdir(parents=True)
+    (tmp_path / "data" / "traces" / "t.csv").write_text(
+        "job_id,num_gpu,submit_time,iterations,model_name,duration,interval,batch_size,iteration_time\n"
+        "1,1,0,100,resnet50,10,0,32,0.1\n"
+    )
+    monkeypatch.setenv("SHAREWISE_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)  # no t.csv here
+    code, out, err = run_cli(["--trace", "t.csv", "--cluster", "1x2", "--policies", "fifo"], capsys)
+    assert code == 0, err
+    code, _, err = run_cli(["--trace", "u.csv", "--cluster", "1x2"], capsys)
+    assert (
+        code == 2
+        and (
+            f"trace not found: u.csv (neither in the current folder nor among the public traces in "
+            f"{tmp_path / 'data' / 'traces'}; set SHAREWISE_DATA_DIR to the folder holding traces/)"
+        )
+        in err
+    )
+
+
+def test_manage_py_simulate_says_an_absolute_trace_path_does_not_exist(tmp_path: Path) -> None:
+    """``manage.py simulate --trace /nonexistent.csv`` suggested SHAREWISE_DATA_DIR, which an
+    absolute path does not read."""
+    from django.core.management import CommandError, call_command
+
+    from scheduling.management.commands.simulate import Command
+
+    missing = tmp_path / "nonexistent.csv"
+    with pytest.raises(CommandError) as info:
+        call_command(Command(), "--trace", str(missing), "--cluster", "1x2", stdout=io.StringIO())
+    assert info.value.returncode == 2
+    assert str(info.value) == f"trace not found: {missing}: no such file or folder"

@@ -92,6 +92,32 @@ class JobEnded(SharewiseError):
     exit_code = 7
 
 
+#: How the API's ``error`` of a 400 begins when it comes with ``fields`` (``cluster/exceptions.py``).
+INVALID_INPUT = "invalid input: "
+
+
+def first_message(value: Any) -> str:
+    """The first message of one entry of ``fields``: a list of messages, a nested object
+    (``{"gpus": ["..."]}`` → ``"gpus: ..."``) or a list of them (``[{}, {"job_id": [...]}]``)."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            return f"{key}: {first_message(inner)}"
+        return "invalid"
+    if isinstance(value, list):
+        return next((first_message(v) for v in value if v not in ({}, [], None, "")), "invalid")
+    return str(value)
+
+
+def fields_message(fields: dict[str, Any]) -> str:
+    """Every field of a 400's ``fields`` on one line, fields with the same message together, in the
+    API's order: ``"model, batch_size: This field is required.; gpus: at most 8 GPUs ..."``. The
+    API's ``error`` names only the first field."""
+    by_message: dict[str, list[str]] = {}
+    for name, value in fields.items():
+        by_message.setdefault(first_message(value), []).append(str(name))
+    return "; ".join(f"{', '.join(names)}: {message}" for message, names in by_message.items())
+
+
 def error_for(status: int, body: Any) -> ApiError:
     """The exception for a 4xx answer with JSON ``body`` (``{"error": ..., "fields": ...}``, the
     API's error shape; anything else is quoted)."""
@@ -99,6 +125,12 @@ def error_for(status: int, body: Any) -> ApiError:
         message = body["error"]
         # "items": a bulk submission's invalid jobs by index, shaped as fields are
         fields = next((body[k] for k in ("fields", "items") if isinstance(body.get(k), dict)), None)
+        if (
+            message.startswith(INVALID_INPUT)
+            and isinstance(body.get("fields"), dict)
+            and len(body["fields"]) > 1
+        ):
+            message = INVALID_INPUT + fields_message(body["fields"])
     else:
         message = f"HTTP {status}: {str(body)[:200]}"
         fields = None

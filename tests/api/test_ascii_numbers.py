@@ -1,0 +1,111 @@
+"""Numbers in a query are ASCII digits alone, everywhere (``cluster.query_params``).
+
+Python's ``int()`` reads ``"\u0661"`` (ARABIC-INDIC DIGIT ONE) as 1 and ``"  1"`` as 1: the agent
+orders view (through DRF's ``IntegerField``/``FloatField``) and the dashboard accepted both, and
+``?after=\u0661`` acknowledged (deleted) order 1, while ``/api/v1/jobs/?limit=\u0661`` was a 400.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from cluster.models import Node
+from cluster.query_params import decimal_number, whole_number
+from scheduling.models import AgentOrder
+from scheduling.service import orders
+from tests.api.conftest import JOBS_URL, job_body
+from tests.api.test_agent_orders import URL, agent_client, start
+
+ONE = "\u0661"  # ARABIC-INDIC DIGIT ONE
+THREE_HUNDRED = "\u0663\u0660\u0660"
+
+
+@pytest.mark.parametrize(
+    ("text", "signed", "expected"),
+    [("0", False, 0), ("300", False, 300), ("-5", True, -5), ("-5", False, None), (ONE, False, None),
+     (" 300", False, None), ("300 ", False, None), ("300\n", False, None), ("", False, None),
+     ("+5", False, None), ("1.0", False, None), ("1_000", False, None), ("9" * 20, False, None),
+     ("\uff11", False, None)],  # FULLWIDTH DIGIT ONE
+)  # fmt: skip
+def test_whole_number_takes_ascii_digits_alone(text: str, signed: bool, expected: int | None) -> None:
+    assert whole_number(text, signed=signed) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("0", 0.0), ("25.0", 25.0), ("1e-05", 1e-05), ("2.", 2.0), (ONE, None), ("  1", None), ("1 ", None),
+     ("-1", None), ("nan", None), ("inf", None), ("1e999", None), ("", None), ("\u0661.5", None)],
+)  # fmt: skip
+def test_decimal_number_takes_ascii_digits_alone(text: str, expected: float | None) -> None:
+    assert decimal_number(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        (f"after={ONE}", f"after: must be a whole number in ASCII digits (0-9), got '{ONE}'"),
+        ("after=%201", "after: must be a whole number in ASCII digits (0-9), got ' 1'"),
+        ("wait=%20%201", "wait: must be a number of seconds in ASCII digits (0-9), got '  1'"),
+        (f"wait={ONE}", f"wait: must be a number of seconds in ASCII digits (0-9), got '{ONE}'"),
+    ],
+)
+def test_agent_orders_refuse_other_digits_and_acknowledge_nothing(
+    cluster: list[Node], query: str, message: str
+) -> None:
+    agent = agent_client(cluster[0])
+    orders.record_orders([start("node-00", 7, 1), start("node-00", 8, 1)])
+    answer = agent.get(f"{URL}?{query}")
+    assert answer.status_code == 400, answer.content
+    assert answer.json()["error"] == f"invalid input: {message}"
+    assert list(AgentOrder.objects.values_list("seq", flat=True).order_by("seq")) == [
+        1,
+        2,
+    ]  # none acknowledged
+
+
+def test_agent_orders_still_read_ascii_numbers(cluster: list[Node]) -> None:
+    agent = agent_client(cluster[0])
+    orders.record_orders([start("node-00", 7, 1), start("node-00", 8, 1)])
+    answer = agent.get(f"{URL}?after=1&wait=0.0")
+    assert answer.status_code == 200, answer.content
+    assert [o["seq"] for o in answer.json()["orders"]] == [2]
+
+
+@pytest.mark.parametrize(
+    ("query", "name", "detail"),
+    [
+        (f"offset={ONE}", "offset", f"must be an integer, got '{ONE}'"),
+        ("offset=%20-1", "offset", "must be an integer, got ' -1'"),
+        (f"wait={ONE}", "wait", f"must be a number, got '{ONE}'"),
+        ("wait=%201", "wait", "must be a number, got ' 1'"),
+        ("wait=inf", "wait", "must be a number, got 'inf'"),
+    ],
+)
+def test_job_logs_refuse_other_digits(
+    alice_api: APIClient, alice_job: Any, query: str, name: str, detail: str
+) -> None:
+    answer = alice_api.get(f"{JOBS_URL}{alice_job['id']}/logs/?{query}")
+    assert answer.status_code == 400, answer.content
+    assert answer.json()["fields"] == {name: [detail]}
+
+
+@pytest.mark.parametrize("query", [f"limit={ONE}", "limit=%20%205", f"offset={ONE}"])
+def test_job_list_refuses_other_digits(alice_api: APIClient, query: str) -> None:
+    answer = alice_api.get(f"{JOBS_URL}?{query}")
+    name, raw = query.split("=")
+    shown = {ONE: ONE, "%20%205": "  5"}[raw]
+    bounds = "1 to 500" if name == "limit" else "0 to 1,000,000,000,000"
+    assert answer.status_code == 400
+    assert answer.json()["fields"] == {name: [f"must be a whole number from {bounds}, got {shown!r}"]}
+
+
+@pytest.mark.parametrize("field", ["batch_size", "iterations", "gpus"])
+def test_a_submitted_number_written_as_text_is_refused(alice_api: APIClient, field: str) -> None:
+    """Request bodies take JSON numbers only (``cluster.fields.StrictIntegerField``): a string,
+    ASCII or not, is a 400 (DRF's own ``IntegerField`` would read ``"\u0661"`` as 1)."""
+    answer = alice_api.post(JOBS_URL, {**job_body(), field: ONE}, format="json")
+    assert answer.status_code == 400
+    assert answer.json()["fields"] == {field: ["A valid integer is required."]}
