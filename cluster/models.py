@@ -193,12 +193,10 @@ class Node(models.Model):
     name = models.CharField(max_length=64, unique=True, validators=[name_validator])
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.READY)
     last_heartbeat = models.DateTimeField(null=True, blank=True)
-    #: The executor the node's agent declared in its latest heartbeat: ``emulated`` jobs need no
-    #: command, ``subprocess`` ones run it (``cluster.runnable``).
+    #: What its agent declared it runs jobs with, last heartbeat (``cluster.runnable``, AGENT.md §3).
     executor = models.CharField(max_length=16, choices=Executor.choices, blank=True, default="")
-    #: How long the agent's previous report took from send to answer (s), as its latest heartbeat
-    #: said (0: none said, an older agent): the silence rule counts the heartbeat timeout on top of
-    #: the fleet's (``scheduling.service.silence``, docs/AGENT.md §3).
+    #: Its agent's previous report, send to answer (s; 0: not said): ``scheduling.service.silence``
+    #: counts the heartbeat timeout on top of the fleet's (docs/AGENT.md §3).
     report_latency_s = models.FloatField(default=0.0)
     agent_token_hash = models.CharField(max_length=64, editable=False)
     created_at = models.DateTimeField(default=timezone.now)
@@ -364,16 +362,14 @@ class Job(models.Model):
     attained_gpu_s = models.FloatField(default=0.0)
     #: The latest iteration time an agent measured (s, includes the co-location slowdown ξ).
     measured_iteration_time_s = models.FloatField(null=True, blank=True)
-    #: ``never``: the job never shares a GPU (as incoming job or resident); set from the tenant's
-    #: ``default_sharing`` when the submission gives none.
+    #: ``never``: it never shares a GPU (incoming or resident); the tenant's ``default_sharing`` if unset.
     sharing = models.CharField(max_length=8, choices=Sharing.choices, default=Sharing.ALLOWED)
     #: GPU types the job accepts, e.g. ``["a100"]`` (empty: any type; scheduling.core.gpu_types).
     gpu_types = models.JSONField(default=list, blank=True)
     #: Peak memory per GPU an agent measured, brought to the full batch (MB); makes the job's
     #: memory known to the scheduler (docs/LEARNING.md, "In the service").
     measured_memory_mb = models.FloatField(null=True, blank=True)
-    #: Times the job was requeued after running out of memory beside another job (bounded by
-    #: ``SHAREWISE_OOM_RETRIES``).
+    #: Requeues after running out of memory beside another job (at most ``SHAREWISE_OOM_RETRIES``).
     oom_retries = models.PositiveSmallIntegerField(default=0)
     failure_reason = models.TextField(blank=True, default="")
     submitted_at = models.DateTimeField(default=timezone.now, db_index=True)
