@@ -4,6 +4,7 @@ with explicit types and bounds (numbers must be JSON numbers, strings JSON strin
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 from drf_spectacular.utils import OpenApiResponse
@@ -79,6 +80,14 @@ def report_latency_field() -> StrictFloatField:
     return StrictFloatField(min_value=0.0, max_value=MAX_REPORT_LATENCY_S, required=False, default=0.0)
 
 
+def listed_once(values: Iterable[int], message: str) -> None:
+    """Raises ``ValidationError`` with ``message.format(value, count)`` for the first of ``values``
+    (in the order of first appearance) listed more than once; nothing when each is listed once."""
+    for value, count in Counter(values).items():
+        if count > 1:
+            raise serializers.ValidationError(message.format(value, count))
+
+
 class DistinctGPUIndexes:
     """The rule of a heartbeat's ``gpus`` (AGENT.md §3), for the heartbeat endpoint and the batch
     report's heartbeat alike: each GPU of the node once. The server matches GPUs by ``(node,
@@ -87,12 +96,10 @@ class DistinctGPUIndexes:
     def validate_gpus(self, gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """``gpus`` unchanged; raises ``ValidationError`` naming the first index listed more than
         once (``"GPU index 1 is listed 2 times; list each GPU of the node once"``)."""
-        counts = Counter(int(gpu["index"]) for gpu in gpus)
-        for index, count in counts.items():  # in the order of first appearance
-            if count > 1:
-                raise serializers.ValidationError(
-                    f"GPU index {index} is listed {count} times; list each GPU of the node once"
-                )
+        listed_once(
+            (int(gpu["index"]) for gpu in gpus),
+            "GPU index {} is listed {} times; list each GPU of the node once",
+        )
         return gpus
 
 
@@ -105,12 +112,10 @@ class DistinctRunningJobs:
     def validate_running(self, running: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """``running`` unchanged; raises ``ValidationError`` naming the first job listed more than
         once (``"job 7 is listed 2 times; list each job the node runs once"``)."""
-        counts = Counter(int(item["job_id"]) for item in running)
-        for job_id, count in counts.items():  # in the order of first appearance
-            if count > 1:
-                raise serializers.ValidationError(
-                    f"job {job_id} is listed {count} times; list each job the node runs once"
-                )
+        listed_once(
+            (int(item["job_id"]) for item in running),
+            "job {} is listed {} times; list each job the node runs once",
+        )
         return running
 
 
