@@ -219,14 +219,20 @@ def resolve_trace(path: Path) -> Path:
 def missing_trace_message(path: Path) -> str:
     """Why ``path`` (missing) was not found, and where to look. A bare name was looked for in the
     shared data folder too (``$SHAREWISE_DATA_DIR``, else ``../shared/data`` beside the checkout),
-    so the message names that folder and the setting; for a path the setting would not help, so
-    it says the file does not exist, and where the public trace of that file name is, if any (the
+    so the message names that folder and the setting, as it does for a path into that folder (the
+    benchmarks resolve names so); for another path the setting would not help, so it says the file
+    does not exist, and where the public trace of that file name is, if any (the
     README's commands name traces relative to a checkout beside that folder)."""
     shared = trace_path(path.name)
     if is_bare_name(path):
         return (
             f"trace not found: {path} (neither in the current folder nor among the public traces in "
             f"{shared.parent}; set SHAREWISE_DATA_DIR to the folder holding traces/)"
+        )
+    if path.parent.resolve() == shared.parent.resolve():  # a path into the public traces (the benchmarks')
+        return (
+            f"trace not found: {path} (not among the public traces in {shared.parent}; "
+            "set SHAREWISE_DATA_DIR to the folder holding traces/)"
         )
     found = f"; the public trace of that name is at {shared}" if shared.is_file() else ""
     return f"trace not found: {path}: no such file or folder{found}"
