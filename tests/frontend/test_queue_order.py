@@ -18,6 +18,7 @@ from django.utils import timezone
 from cluster.models import Job, Node, Tenant
 from frontend.payloads import queue_order
 from scheduling.models import Round
+from scheduling.round_waits import wait_entry
 from tests.frontend.conftest import make_job
 
 NOW = timezone.now()
@@ -31,19 +32,7 @@ def record_waits(jobs: list[Job]) -> Round:
         n_started=0,
         n_waiting=len(jobs),
         n_preempted=0,
-        decisions=[
-            {
-                "job_id": j.pk,
-                "action": "wait",
-                "gpu_ids": [],
-                "gpus": [],
-                "sub_batch": None,
-                "accum_steps": None,
-                "shares": [],
-                "reason": f"rank {k + 1}",
-            }
-            for k, j in enumerate(jobs)
-        ],
+        decisions=[wait_entry(j.pk, f"rank {k + 1}") for k, j in enumerate(jobs)],
         finished_at=NOW - timedelta(seconds=30),
     )
 
