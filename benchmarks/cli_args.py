@@ -39,6 +39,22 @@ def positive_float(text: str) -> float:
     return value
 
 
+def non_negative_float(text: str) -> float:
+    """A finite number ≥ 0 (e.g. a noise's standard deviation)."""
+    value = _number(text, float)
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number ≥ 0, got {text}")
+    return value
+
+
+def fraction(text: str) -> float:
+    """A number in ``[0, 1)`` (e.g. a relative error)."""
+    value = _number(text, float)
+    if not (0.0 <= value < 1.0):  # also false for NaN
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text}")
+    return value
+
+
 def policy_name(text: str) -> str:
     """A registered scheduling policy (``scheduling.core.policies``)."""
     if str(REPO) not in sys.path:  # a benchmark runs as a script from benchmarks/

@@ -5,6 +5,8 @@ Runs the simulator (``scheduling.sim``) on the shared data folder's
 
 - ``traces/muri-testbed-400.csv`` on 8 × 8 GPUs of 49,140 MB;
 - ``traces/chronus-philly-mix1.csv`` on 16 × 8 GPUs of 49,140 MB;
+- and, only when asked (``--only testbed``), ``traces/sjfbsbf-testbed-61.csv`` on 4 × 8 GPUs: the
+  smallest input, a minute's check that the table runs;
 
 under ``sjf-bsbf`` in four modes, the truth always the shipped table:
 
@@ -23,7 +25,7 @@ decisions at most half of the prior-only run's); the machine and the command.
 
 Usage::
 
-    python benchmarks/learning_table.py [--only muri|chronus] [--seeds 0,1,2] [--error 0.3]
+    python benchmarks/learning_table.py [--only muri|chronus|testbed] [--seeds 0,1,2] [--error 0.3]
         [--noise 0] [--json out.json] [--workers N | --dask tcp://host:port]
 
 The runs go to ``--workers`` processes (default: the cores) or a Dask scheduler; the rows are the
@@ -45,6 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from cli_args import fraction, non_negative_float  # noqa: E402  (benchmarks/cli_args.py)
 from machine import machine  # noqa: E402  (benchmarks/machine.py)
 
 from scheduling.core.policies import get_policy  # noqa: E402
@@ -57,7 +60,13 @@ from scheduling.sim.engine import SimConfig, simulate  # noqa: E402
 from scheduling.sim.loaders import TraceError, load_traces  # noqa: E402
 from scheduling.sim.perturbed import PerturbedProfile  # noqa: E402
 
-TRACES = {"muri": ("traces/muri-testbed-400.csv", 8, 8), "chronus": ("traces/chronus-philly-mix1.csv", 16, 8)}
+TRACES = {
+    "muri": ("traces/muri-testbed-400.csv", 8, 8),
+    "chronus": ("traces/chronus-philly-mix1.csv", 16, 8),
+    "testbed": ("traces/sjfbsbf-testbed-61.csv", 4, 8),
+}
+#: The traces of the table when ``--only`` is not given (the testbed is a smoke-size input).
+DEFAULT_TRACES = ("muri", "chronus")
 MEMORY_MB = 49_140
 POLICY = "sjf-bsbf"
 MODES = ("oracle", "prior only", "learning", "learning, exact prior")
@@ -149,21 +158,28 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--only", choices=sorted(TRACES), help="one trace only")
     parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds of the prior's error")
-    parser.add_argument("--error", type=float, default=0.3, help="relative error E of the prior's slowdowns")
     parser.add_argument(
-        "--noise", type=float, default=0.0, help="measurement noise S (ln standard deviation)"
+        "--error", type=fraction, default=0.3, help="relative error E of the prior's slowdowns"
+    )
+    parser.add_argument(
+        "--noise", type=non_negative_float, default=0.0, help="measurement noise S (ln standard deviation)"
     )
     parser.add_argument("--json", type=Path, help="also write the rows as JSON")
     parser.add_argument("--no-progress", action="store_true")
     sweep.add_arguments(parser)
     args = parser.parse_args(argv)
-    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    try:
+        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    except ValueError:
+        parser.error(f"--seeds: comma-separated whole numbers expected, got {args.seeds!r}")
+    if not seeds:
+        parser.error("--seeds: at least one seed is needed")
     print(f"machine: {machine()}; {'Dask ' + args.dask if args.dask else f'{args.workers} worker(s)'}")
     given = " ".join(argv if argv is not None else sys.argv[1:])
     print(f"command: python benchmarks/learning_table.py {given}".rstrip())
     tasks = []
     for name, (path, nodes, per_node) in TRACES.items():
-        if args.only and name != args.only:
+        if name != args.only if args.only else name not in DEFAULT_TRACES:
             continue
         cluster = Cluster.uniform(nodes, per_node, MEMORY_MB)
         try:

@@ -73,6 +73,36 @@ def test_gains_table_runs_as_the_readme_gives_it() -> None:
     assert len(rows) == 2  # the shipped and the strict profile
 
 
+@needs_trace
+def test_learning_table_runs_on_the_small_trace() -> None:
+    """The four modes on the 61-job testbed trace. Learning over the exact prior without
+    measurement noise only ever hears the truth it already believes, so its decisions — and the
+    average JCT — are the oracle's (a gap of +0.0 %); the prior-only row is off the oracle."""
+    result = run_benchmark(
+        "benchmarks/learning_table.py", "--only", "testbed", "--seeds", "0", "--workers", "1", "--no-progress"
+    )
+    assert result.returncode == 0, result.stderr
+    rows = {
+        line[9:31].strip(): line.split()
+        for line in result.stdout.splitlines()
+        if line.startswith("testbed  ")
+    }
+    assert sorted(rows) == ["learning", "learning, exact prior", "oracle", "prior only"]
+    # columns from the end: CPU s, reports, ξ MAPE last/first tenth, regretted, shares, vs oracle, avg JCT
+    exact, oracle = rows["learning, exact prior"], rows["oracle"]
+    assert exact[-8:-4] == oracle[-8:-4]  # average JCT, gap, share decisions, regretted
+    assert oracle[-7] == "+0.0%" and oracle[-5] == "0"  # the oracle regrets nothing
+    assert rows["prior only"][-7] != "+0.0%"
+
+
+@pytest.mark.parametrize("argv", [["--seeds", "x"], ["--seeds", ","], ["--error", "1"], ["--noise", "-1"]])
+def test_learning_tables_bad_arguments_are_one_line_and_exit_2(argv: list[str]) -> None:
+    result = run_benchmark("benchmarks/learning_table.py", *argv)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith("learning_table.py: error: ")
+    assert "Traceback" not in result.stderr
+
+
 @pytest.mark.parametrize("script", ["bench_sim.py", "eta_accuracy.py", "bench_scaling.py"])
 def test_a_bad_cluster_is_one_line_and_exit_2(script: str) -> None:
     result = run_benchmark(f"benchmarks/{script}", "--cluster", "4y8")
@@ -97,6 +127,7 @@ def test_gains_tables_bad_shape_is_one_line_and_exit_2() -> None:
         ["bench_sim.py", "--trace", TRACE, "--cluster", "4x8"],
         ["gains_table.py", "--traces", f"{TRACE}:4x8", "--workers", "1"],
         ["bench_scaling.py"],
+        ["learning_table.py", "--only", "testbed", "--workers", "1"],
     ],
 )
 def test_an_absent_data_folder_is_one_line_and_exit_2(argv: list[str], tmp_path: Path) -> None:
