@@ -17,6 +17,7 @@ import pytest
 from django.utils import timezone
 
 from cluster.models import Job, JobEvent, Node, Placement, Tenant
+from frontend.payloads.fairness import tenant_jobs_and_bins
 from scheduling.core import types as core
 from scheduling.models import Round
 from scheduling.service import rounds
@@ -64,7 +65,8 @@ def test_a_run_begins_at_the_later_of_round_time_and_submission(
     """By hand, a round at T = now starting two jobs: ``early`` submitted at T − 30 s begins at T
     (queueing delay 30 s); ``late`` (2 GPUs) submitted at T + 5 s begins at T + 5 s (delay 0, not
     −5). Preempted by a round at T + 10 s, ``late`` has attained 2 GPUs × (T + 10 − (T + 5)) =
-    10 GPU-s (20 GPU-s had its run been dated T); the round's own time stays T."""
+    10 GPU-s (20 GPU-s had its run been dated T); the round's own time stays T, and the dashboard's
+    mean queueing delay (submit → first start) is 15 s."""
     t = timezone.now().replace(microsecond=0)
     early = make_job(tenant_a, "early", submitted_at=t - timedelta(seconds=30))
     late = make_job(tenant_a, "late", gpus=2, submitted_at=t + timedelta(seconds=5))
@@ -77,6 +79,9 @@ def test_a_run_begins_at_the_later_of_round_time_and_submission(
     assert run_dates(late) == ({at}, at, {at})
     assert (early.started_at - early.submitted_at).total_seconds() == 30.0
     assert (late.started_at - late.submitted_at).total_seconds() == 0.0
+    # the dashboard's mean queueing delay of team-a: (30 + 0) / 2 = 15 s (12.5 s with the −5 s)
+    tenants, _ = tenant_jobs_and_bins(t - timedelta(hours=1), t + timedelta(seconds=10), 60.0)
+    assert tenants[tenant_a.pk].avg_queue_s == pytest.approx(15.0, abs=1e-3)
     stop = FixedPolicy(preemptions=(core.Preempt(late.pk, "test"),))
     round_now(django_capture_on_commit_callbacks, now=t + timedelta(seconds=10), policy=stop)
     late.refresh_from_db()
