@@ -12,6 +12,7 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from agent.messages import MAX_REPORT_LATENCY_S as _MAX_REPORT_LATENCY_S
 from scheduling.core.policies import POLICY_NAMES as _POLICY_NAMES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -283,6 +284,19 @@ SHAREWISE_ROUND_INTERVAL_S = env.float("SHAREWISE_ROUND_INTERVAL_S", default=10.
 SHAREWISE_ROUND_DEBOUNCE_S = env.float("SHAREWISE_ROUND_DEBOUNCE_S", default=2.0)
 # A node silent for longer (s) takes no new job: three of the agent's 5 s heartbeats.
 SHAREWISE_HEARTBEAT_TIMEOUT_S = env.float("SHAREWISE_HEARTBEAT_TIMEOUT_S", default=15.0)
+# The most (s) of the fleet's report latency that a node's silence may count on top of the timeout
+# (docs/AGENT.md §3): a dead node is found within timeout + this (a whole fleet silent at once:
+# twice that) however slow the fleet says the service is; a service slower than this marks
+# healthy nodes silent again. 0: no allowance. 0 … 3600 (report_latency_s's own bound).
+try:
+    SHAREWISE_SILENCE_ALLOWANCE_MAX_S = env.float("SHAREWISE_SILENCE_ALLOWANCE_MAX_S", default=60.0)
+except ValueError:
+    SHAREWISE_SILENCE_ALLOWANCE_MAX_S = float("nan")  # refused just below, naming the setting
+if not 0.0 <= SHAREWISE_SILENCE_ALLOWANCE_MAX_S <= _MAX_REPORT_LATENCY_S:  # NaN fails too
+    raise ImproperlyConfigured(
+        f"SHAREWISE_SILENCE_ALLOWANCE_MAX_S must be a number of seconds from 0 to {_MAX_REPORT_LATENCY_S:g}; "
+        f"got {env.str('SHAREWISE_SILENCE_ALLOWANCE_MAX_S', default='')!r}"
+    )
 # Seconds between an agent's heartbeats (the agent's --heartbeat-s): a job missing from two
 # heartbeats in a row, placed longer ago than this, was lost by its agent and is requeued.
 SHAREWISE_HEARTBEAT_INTERVAL_S = env.float("SHAREWISE_HEARTBEAT_INTERVAL_S", default=5.0)

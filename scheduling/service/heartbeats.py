@@ -48,8 +48,8 @@ def check_heartbeats(now: datetime | None = None) -> dict[str, list[int]]:
     wall clock, and the timeout counts on top of the fleet's report latency as the agents
     measured it (:func:`~scheduling.service.silence.is_silent`): a service too busy or too slow to
     read heartbeats blames no node for its own delay, while a node whose agent died among live
-    ones is detected within the timeout plus that latency (every node silent at once: within
-    twice that). A node never heard from
+    ones is detected within the timeout plus that latency, at most ``SHAREWISE_SILENCE_ALLOWANCE_MAX_S``
+    (every node silent at once: within twice that). A node never heard from
     gets the same deadline from its registration (``created_at``): an agent that never starts
     must not hold jobs forever (:func:`~scheduling.service.snapshot.node_takes_jobs` gives it no
     new ones after that either). Its first heartbeat makes it ``ready`` again. Returns ``{node

@@ -2,7 +2,8 @@
 ``Placement`` rows (slot 0 or 1, so the database's "at most two active jobs per GPU" constraint
 holds), the jobs' status and ``JobEvent`` rows, and the decision records of the
 :class:`~scheduling.models.Round`; the messages to send after commit come back in a
-:class:`RoundPlan`. Generations: :mod:`scheduling.service.generations`.
+:class:`RoundPlan`. Generations: :mod:`scheduling.service.generations`. A run begins at the round's
+time, never before its job's submission (:func:`run_start`).
 
 Units: seconds (s), GPUs, iterations.
 """
@@ -56,6 +57,16 @@ class RoundPlan:
     n_preempted: int = 0
 
 
+def run_start(now: datetime, submitted_at: datetime) -> datetime:
+    """When a run that a round at ``now`` starts begins (its placements' ``created_at``, its
+    ``placed`` event, the job's first ``started_at``): the round's time, but never before the
+    job's ``submitted_at``. The round's clock is read before its snapshot, so a job committed
+    while the snapshot was being read (or submitted by a web process whose clock runs a little
+    ahead) would otherwise start before it was submitted, with a negative queueing delay
+    (start − submit, the dashboard's and the metrics' definition, must be ≥ 0)."""
+    return max(now, submitted_at)
+
+
 def persist_round(
     state: ClusterState, decisions: core.RoundDecisions, profile: core.Profile, now: datetime
 ) -> RoundPlan:
@@ -105,16 +116,20 @@ def persist_round(
         plan.n_preempted += 1
 
     # -- starts: only jobs still pending (a cancel may have won the race); gangs all or nothing.
-    # Their rows are locked, and their commands (for the start messages) read, in one query.
-    commands: dict[int, str] = (
-        dict(
-            Job.objects.select_for_update()
-            .filter(AnyOf(F("pk"), starting), status=Job.Status.PENDING)
-            .values_list("pk", "command")
-        )
+    # Their rows are locked, and their commands (for the start messages) and submission times
+    # (for their start's date) read, in one query.
+    locked = (
+        Job.objects.select_for_update()
+        .filter(AnyOf(F("pk"), starting), status=Job.Status.PENDING)
+        .values_list("pk", "command", "submitted_at")
         if starting
-        else {}
+        else []
     )
+    commands: dict[int, str] = {}
+    begins: dict[int, datetime] = {}  # started job → when its run begins (placements, event)
+    for pk, command, submitted in locked:
+        commands[pk] = command
+        begins[pk] = run_start(now, submitted)
     # values of the new rows, in the order of PLACEMENT_FIELDS (the co-location filled in below)
     new_rows: list[list[Any]] = []
     rows_of: dict[int, dict[int, list[Any]]] = {}  # started job → core GPU id → its new row
@@ -137,7 +152,7 @@ def persist_round(
         for g, slot in zip(s.gpu_ids, slots_for, strict=True):
             changed_partners.update(job for job, _ in occupied.get(g, {}).values())
             occupied.setdefault(g, {})[slot] = (s.job_id, s.sub_batch)
-            row = [s.job_id, state.gpu_pks[g], gen, s.sub_batch, slot, True, now, None, None]
+            row = [s.job_id, state.gpu_pks[g], gen, s.sub_batch, slot, True, begins[s.job_id], None, None]
             new_rows.append(row)
             rows_of.setdefault(s.job_id, {})[g] = row
         job_gpus[s.job_id] = list(s.gpu_ids)
@@ -150,9 +165,12 @@ def persist_round(
             row[7], _, row[8] = colo.partners.get(g, (None, None, None))
     insert_values(Placement, PLACEMENT_FIELDS, new_rows)
     started_ids = [s.job_id for s in started]
-    if started_ids:
-        Job.objects.filter(AnyOf(F("pk"), started_ids), status=Job.Status.PENDING).update(
-            status=Job.Status.RUNNING, started_at=Coalesce(F("started_at"), Value(now))
+    by_begin: dict[datetime, list[int]] = {}  # one UPDATE per start time: nearly always one
+    for job_pk in started_ids:
+        by_begin.setdefault(begins[job_pk], []).append(job_pk)
+    for begin, pks in by_begin.items():
+        Job.objects.filter(AnyOf(F("pk"), pks), status=Job.Status.PENDING).update(
+            status=Job.Status.RUNNING, started_at=Coalesce(F("started_at"), Value(begin))
         )
     for s in started:
         decision = decision_entry(s.job_id, "start", s.reason, state, s.gpu_ids, s)
@@ -163,7 +181,7 @@ def persist_round(
             "sub_batch": s.sub_batch,
             "accum_steps": s.accum_steps,
         }
-        events.append((s.job_id, JobEvent.Kind.PLACED, now, s.reason, data))
+        events.append((s.job_id, JobEvent.Kind.PLACED, begins[s.job_id], s.reason, data))
         plan.messages.extend(
             placement_messages(
                 state,

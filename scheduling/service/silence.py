@@ -29,11 +29,23 @@ agents, which do not send the field, count as 0, the rule without an allowance (
 The value is the *previous* report's: only a latency that grows by more than the timeout between
 two reports of a node can still have it marked.
 
+**The allowance is capped** at ``SHAREWISE_SILENCE_ALLOWANCE_MAX_S`` (default 60 s; 0 … 3600,
+checked when the settings load) **(ours)**. Uncapped, it reached the field's bound
+(``MAX_REPORT_LATENCY_S``, an hour): a fleet that last reported an hour's latency (a service
+stalled on a lock) and then died went unnoticed for up to two hours, while the service ran again.
+What the cap trades: a service answering slower than it marks healthy nodes silent once more
+(requeues, the failure above), but one that slow is broken anyway, and the requeue is bounded in
+time. 60 s is above the latencies measured under load: in the loaded 15,000-job run of
+docs/PERFORMANCE.md §10 healthy nodes were read up to 32 s apart before the allowance, up to 52 s
+after. With the default timeout (15 s) a dead node is then found within 75 s (150 s when the whole
+fleet fell silent), below Kubernetes' default time to evict the pods of an unreachable node (40 s
+of ``--node-monitor-grace-period`` plus 300 s of the ``unreachable`` toleration).
+
 **Detection bounds.** A dead agent among live ones is marked once the service has read the
 others' heartbeats ``timeout + allowance`` past its last one: within the timeout when the service
-is fast (the allowance is then about 0), within ``timeout + W`` when the fleet measures W (at most
-``timeout + MAX_REPORT_LATENCY_S``, the field's bound, and only if a majority of nodes report
-that), plus the time to the next check. What this cannot tell apart: every node falling silent at
+is fast (the allowance is then about 0), within ``timeout + W`` when the fleet measures W, at most
+``timeout + cap`` (and that only if a majority of nodes report the cap or more), plus the time to
+the next check. What this cannot tell apart: every node falling silent at
 once — the whole fleet died, or the service read nothing at all. Then silence is counted against
 the wall clock with a second timeout of grace (detection within ``2 × (timeout + allowance)``),
 the same caution as Kubernetes' node lifecycle controller, which stops evicting when every node
@@ -66,27 +78,34 @@ def heartbeat_timeout_s() -> float:
     return float(settings.SHAREWISE_HEARTBEAT_TIMEOUT_S)
 
 
+def allowance_cap_s() -> float:
+    """The most (s) the allowance may be: setting ``SHAREWISE_SILENCE_ALLOWANCE_MAX_S``, 0 … 3600
+    (config/settings.py refuses other values when it loads; module docstring)."""
+    return float(settings.SHAREWISE_SILENCE_ALLOWANCE_MAX_S)
+
+
 @dataclass(frozen=True, slots=True)
 class Hearing:
     """What the service has heard from its fleet, read once per check (:func:`fleet_hearing`):
     ``newest``, the newest heartbeat read from any node (``None``: none yet), and ``allowance_s``,
-    the fleet's report latency (s, :func:`fleet_allowance_s`) counted on top of the timeout."""
+    the fleet's report latency (s, :func:`fleet_allowance_s`, capped) counted on top of the timeout."""
 
     newest: datetime | None
     allowance_s: float = 0.0
 
 
-def fleet_allowance_s(latencies: Iterable[float]) -> float:
+def fleet_allowance_s(latencies: Iterable[float], cap_s: float) -> float:
     """The allowance (s) from the report latencies (s) of the ready nodes heard from: their lower
-    median (a value that more than half of them reported or exceeded; module docstring), 0 for
-    none. E.g. ``[0, 20, 20, 3600]`` → 20, ``[0, 3600]`` → 0."""
+    median (a value that more than half of them reported or exceeded; module docstring), at most
+    ``cap_s`` (s, :func:`allowance_cap_s`), 0 for none. E.g. cap 60: ``[0, 20, 20, 3600]`` → 20,
+    ``[0, 3600]`` → 0, ``[90, 3600, 3600]`` → 60."""
     values = list(latencies)
-    return float(statistics.median_low(values)) if values else 0.0
+    return min(float(statistics.median_low(values)), cap_s) if values else 0.0
 
 
 def fleet_hearing() -> Hearing:
     """The :class:`Hearing` of the fleet now, in one query (each node's status, last heartbeat
-    and last reported latency)."""
+    and last reported latency); the allowance capped at :func:`allowance_cap_s`."""
     newest: datetime | None = None
     latencies: list[float] = []
     for status, heard, latency in Node.objects.order_by().values_list(
@@ -97,7 +116,7 @@ def fleet_hearing() -> Hearing:
         newest = heard if newest is None or heard > newest else newest
         if status == Node.Status.READY:
             latencies.append(latency)
-    return Hearing(newest, fleet_allowance_s(latencies))
+    return Hearing(newest, fleet_allowance_s(latencies, allowance_cap_s()))
 
 
 def silent_for_s(

@@ -18,6 +18,7 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
+from agent.messages import MAX_REPORT_LATENCY_S
 from cluster.models import Node, Placement, Tenant
 from scheduling import service
 from scheduling.service.silence import Hearing, fleet_allowance_s, fleet_hearing, is_silent, silent_for_s
@@ -39,15 +40,17 @@ def at(s: float) -> datetime:
 
 
 def test_the_allowance_is_the_lower_median_of_the_reported_latencies() -> None:
-    assert fleet_allowance_s([]) == 0.0
-    assert fleet_allowance_s([20.0]) == 20.0
+    # the median alone: a cap at the field's bound (3600 s) cuts nothing here
+    cap = MAX_REPORT_LATENCY_S
+    assert fleet_allowance_s([], cap) == 0.0
+    assert fleet_allowance_s([20.0], cap) == 20.0
     # sorted 19, 20, 20, 21: the lower median is the second, 20 (3 of 4 reported ≥ 20)
-    assert fleet_allowance_s([21.0, 20.0, 19.0, 20.0]) == 20.0
+    assert fleet_allowance_s([21.0, 20.0, 19.0, 20.0], cap) == 20.0
     # one slow node cannot raise it (a maximum would be 3600: an hour to detect a dead node)
-    assert fleet_allowance_s([0.0, 0.0, 0.0, 3600.0]) == 0.0
-    assert fleet_allowance_s([0.0, 3600.0]) == 0.0
+    assert fleet_allowance_s([0.0, 0.0, 0.0, 3600.0], cap) == 0.0
+    assert fleet_allowance_s([0.0, 3600.0], cap) == 0.0
     # a majority can: the service is slow for most nodes
-    assert fleet_allowance_s([0.0, 20.0, 20.0, 3600.0]) == 20.0
+    assert fleet_allowance_s([0.0, 20.0, 20.0, 3600.0], cap) == 20.0
 
 
 def test_a_slow_fleet_by_hand() -> None:
