@@ -15,6 +15,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connection
+from django.db.models import Model
+from django.db.models.options import Options
 
 #: Moments no query of the service is given: 1970-01-02, -03, … (one per moment of a query).
 _SENTINEL_DAY = datetime(1970, 1, 2, tzinfo=UTC)
@@ -42,6 +44,12 @@ def compiled_at(build: Callable[..., Any], *moments: datetime) -> tuple[str, tup
     sql, params, where = kept
     values = [_adapted(m) for m in moments]
     return sql, tuple(values[where[i]] if i in where else p for i, p in enumerate(params))
+
+
+def meta(model: type[Model]) -> Options:
+    """``model._meta``: Django's documented Model ``_meta`` API (public despite its underscore),
+    for the plain statements written from a model's table and column names."""
+    return model._meta
 
 
 def forget() -> None:
