@@ -16,7 +16,7 @@ from cluster.expressions import EpochSeconds
 from cluster.models import Job, Quota, Tenant
 from frontend.payloads.bins import curve_bins, demand_bins, finished_bins
 from frontend.payloads.clock import TimeScale, time_scale
-from frontend.payloads.common import Viewer, payload, rounded, table
+from frontend.payloads.common import Viewer, kept_rows, payload, rounded, table
 from frontend.payloads.service import policy_named, scheduler_config, summed_quotas, window_charge
 from scheduling import figures
 from scheduling.core.metrics import jain_index
@@ -71,12 +71,10 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     now = timezone.now()
     scale = time_scale()
     start = scale.window_start(now, window_s)
-    tenants = dict(Tenant.objects.values_list("id", "name"))
+    tenants = dict(kept_rows(_tenants))
     if not tenants:
         return payload(viewer, now, empty="No tenants yet: create one with manage.py create_tenant.")
-    quotas = summed_quotas(
-        Quota.objects.order_by().values_list("tenant_id", "guaranteed_gpus", "borrow_limit")
-    )
+    quotas = summed_quotas(kept_rows(_quotas))
     guaranteed = {t: q.guaranteed_gpus for t, q in quotas.items()}
     config, policy = scheduler_config(), policy_named()
     # bins of wall seconds (a replay's window never reaches back before the replay began)
@@ -119,6 +117,17 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
             "usage": _usage_table(times, usage, jain),
         },
     )
+
+
+def _tenants() -> Any:
+    """``(id, name)`` of every tenant (a queryset, :func:`~frontend.payloads.common.kept_rows`)."""
+    return Tenant.objects.values_list("id", "name")
+
+
+def _quotas() -> Any:
+    """``(tenant id, guaranteed GPUs, borrow limit)`` of every quota row (a queryset,
+    :func:`~frontend.payloads.common.kept_rows`)."""
+    return Quota.objects.order_by().values_list("tenant_id", "guaranteed_gpus", "borrow_limit")
 
 
 def shown_in(
