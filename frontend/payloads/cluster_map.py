@@ -7,6 +7,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from cluster.compiled import kept_rows
 from cluster.models import GPU, Node, Placement
 from common.shapes import gpu_label
 from frontend.payloads import memo
@@ -14,7 +15,6 @@ from frontend.payloads.common import (
     HIDDEN,
     Viewer,
     job_label,
-    kept_rows,
     payload,
     rounded,
     table,
@@ -96,7 +96,7 @@ def _active_placements() -> list[tuple]:
 
 
 def _active_placements_query() -> Any:
-    """The query of :func:`_active_placements` (:func:`~frontend.payloads.common.kept_rows`)."""
+    """The query of :func:`_active_placements` (:func:`~cluster.compiled.kept_rows`)."""
     return (
         Placement.objects.filter(active=True)
         .order_by("gpu_id", "slot")
@@ -115,7 +115,7 @@ def _active_placements_query() -> Any:
 
 def _gpus() -> Any:
     """``(GPU id, node name, index, healthy, node status)`` of every GPU in node, index order
-    (a queryset, :func:`~frontend.payloads.common.kept_rows`)."""
+    (a queryset, :func:`~cluster.compiled.kept_rows`)."""
     return GPU.objects.order_by("node__name", "index").values_list(
         "id", "node__name", "index", "healthy", "node__status"
     )

@@ -6,14 +6,14 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from django.db import connection
 from django.db.models import Q
 
-from cluster.compiled import compiled_at
+from cluster.compiled import kept_rows
 from cluster.models import Placement, Tenant
 
 # The redaction of other tenants' jobs lives beside the API that shares it; these names stay
@@ -73,7 +73,7 @@ def visible_tenants(viewer: Viewer) -> list[str]:
 
 
 def _tenant_names() -> Any:
-    """Every tenant's name, in name order (a queryset, :func:`kept_rows`)."""
+    """Every tenant's name, in name order (a queryset, :func:`cluster.compiled.kept_rows`)."""
     return Tenant.objects.order_by("name").values_list("name")
 
 
@@ -82,18 +82,6 @@ def raw_rows(queryset: Any) -> list[tuple]:
     strings; booleans as 0/1 on SQLite). Annotations must come last in ``values_list``: that is
     their place in the SQL."""
     sql, params = queryset.query.sql_with_params()
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchall()
-
-
-def kept_rows(build: Callable[[], Any]) -> list[tuple]:
-    """:func:`raw_rows` of ``build()``, a ``values_list`` queryset that depends on nothing (the
-    same SQL and parameters every time), its SQL compiled once per process
-    (:func:`cluster.compiled.compiled_at` with no moments): the small reads of every poll (the
-    tenants, quotas, GPUs) cost the ORM more CPU to compile than the database took to answer.
-    ``build`` must be a module-level function (the kept SQL's key)."""
-    sql, params = compiled_at(build)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()

@@ -12,11 +12,12 @@ from django.db import connection
 from django.db.models import Avg, Count, Min, Q, Sum
 from django.utils import timezone
 
+from cluster.compiled import kept_rows
 from cluster.expressions import EpochSeconds
 from cluster.models import Job, Quota, Tenant
 from frontend.payloads.bins import curve_bins, demand_bins, finished_bins
 from frontend.payloads.clock import TimeScale, time_scale
-from frontend.payloads.common import Viewer, kept_rows, payload, rounded, table
+from frontend.payloads.common import Viewer, payload, rounded, table
 from frontend.payloads.service import policy_named, scheduler_config, summed_quotas, window_charge
 from scheduling import figures
 from scheduling.core.metrics import jain_index
@@ -120,13 +121,13 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
 
 
 def _tenants() -> Any:
-    """``(id, name)`` of every tenant (a queryset, :func:`~frontend.payloads.common.kept_rows`)."""
+    """``(id, name)`` of every tenant (a queryset, :func:`~cluster.compiled.kept_rows`)."""
     return Tenant.objects.values_list("id", "name")
 
 
 def _quotas() -> Any:
     """``(tenant id, guaranteed GPUs, borrow limit)`` of every quota row (a queryset,
-    :func:`~frontend.payloads.common.kept_rows`)."""
+    :func:`~cluster.compiled.kept_rows`)."""
     return Quota.objects.order_by().values_list("tenant_id", "guaranteed_gpus", "borrow_limit")
 
 

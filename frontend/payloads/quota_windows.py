@@ -9,9 +9,10 @@ from typing import Any
 
 from django.utils import timezone
 
+from cluster.compiled import kept_rows
 from cluster.models import Tenant
 from frontend.payloads.clock import TimeScale, time_scale
-from frontend.payloads.common import Viewer, kept_rows, payload, rounded, table
+from frontend.payloads.common import Viewer, payload, rounded, table
 from frontend.payloads.service import DEFAULT_WINDOWS_S, quota_rows, quota_use, summed_quotas, usage_windows
 from scheduling import figures
 
@@ -25,7 +26,7 @@ def window_name(window_s: int, scale: TimeScale) -> str:
 
 def _tenants_by_name() -> Any:
     """``(id, name)`` of every tenant in name order (a queryset,
-    :func:`~frontend.payloads.common.kept_rows`)."""
+    :func:`~cluster.compiled.kept_rows`)."""
     return Tenant.objects.order_by("name").values_list("pk", "name")
 
 

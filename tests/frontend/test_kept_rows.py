@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
+from cluster.compiled import kept_rows
 from cluster.models import Tenant
 from cluster.visibility import Viewer
-from frontend.payloads.common import kept_rows, visible_tenants
+from frontend.payloads.common import visible_tenants
 
 pytestmark = pytest.mark.django_db
 
