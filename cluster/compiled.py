@@ -46,15 +46,15 @@ def compiled_at(build: Callable[..., Any], *moments: datetime) -> tuple[str, tup
     return sql, tuple(values[where[i]] if i in where else p for i, p in enumerate(params))
 
 
-def kept_rows(build: Callable[[], Any]) -> list[tuple]:
-    """The rows of ``build()``, a ``values_list`` queryset that depends on nothing (the same SQL
-    and parameters every time), as the cursor gives them (plain numbers and strings, no ORM
-    converters: booleans are 0/1 and moments strings on SQLite), its SQL compiled once per
-    process (:func:`compiled_at` with no moments). For the small reads of every dashboard poll
-    (the tenants, quota rows, GPUs, active placements), which cost the ORM more CPU to compile
-    than the database took to answer. The SQL is kept, never the rows. ``build`` must be a
-    module-level function (it is the kept SQL's key)."""
-    sql, params = compiled_at(build)
+def kept_rows(build: Callable[..., Any], *moments: datetime) -> list[tuple]:
+    """The rows of ``build(*moments)``, a ``values_list`` queryset whose SQL depends on nothing
+    but the values of ``moments`` (:func:`compiled_at`: compiled once per process), as the
+    cursor gives them (plain numbers and strings, no ORM converters: booleans are 0/1 and
+    moments strings on SQLite). For the reads of every dashboard poll (the tenants, quota rows,
+    GPUs, active placements, the placements open at a cutoff), which cost the ORM more CPU to
+    compile and convert than the database took to answer. The SQL is kept, never the rows.
+    ``build`` must be a module-level function (it is the kept SQL's key)."""
+    sql, params = compiled_at(build, *moments)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
