@@ -15,6 +15,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connection
+from django.db.models import Model
+from django.db.models.options import Options
 
 #: Moments no query of the service is given: 1970-01-02, -03, … (one per moment of a query).
 _SENTINEL_DAY = datetime(1970, 1, 2, tzinfo=UTC)
@@ -42,6 +44,26 @@ def compiled_at(build: Callable[..., Any], *moments: datetime) -> tuple[str, tup
     sql, params, where = kept
     values = [_adapted(m) for m in moments]
     return sql, tuple(values[where[i]] if i in where else p for i, p in enumerate(params))
+
+
+def kept_rows(build: Callable[..., Any], *moments: datetime) -> list[tuple]:
+    """The rows of ``build(*moments)``, a ``values_list`` queryset whose SQL depends on nothing
+    but the values of ``moments`` (:func:`compiled_at`: compiled once per process), as the
+    cursor gives them (plain numbers and strings, no ORM converters: booleans are 0/1 and
+    moments strings on SQLite). For the reads of every dashboard poll (the tenants, quota rows,
+    GPUs, active placements, the placements open at a cutoff), which cost the ORM more CPU to
+    compile and convert than the database took to answer. The SQL is kept, never the rows.
+    ``build`` must be a module-level function (it is the kept SQL's key)."""
+    sql, params = compiled_at(build, *moments)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def meta(model: type[Model]) -> Options:
+    """``model._meta``: Django's documented Model ``_meta`` API (public despite its underscore),
+    for the plain statements written from a model's table and column names."""
+    return model._meta
 
 
 def forget() -> None:

@@ -22,14 +22,9 @@ from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import Field, Model
-from django.db.models.options import Options
 
+from cluster.compiled import meta
 from cluster.models import Job, JobEvent
-
-
-def meta(model: type[Model]) -> Options:
-    """``model._meta``: Django's documented Model ``_meta`` API (public despite its underscore)."""
-    return model._meta
 
 
 def supported() -> bool:

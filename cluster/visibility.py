@@ -7,12 +7,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
+from django.db import connection
 from django.db.models import F
 
+from cluster.compiled import meta
 from cluster.expressions import AnyOf
-from cluster.models import Job, Membership
+from cluster.models import Job, Membership, Tenant
 
 #: How a job of another tenant is named to a tenant's member.
 HIDDEN = "another tenant's job"
@@ -47,11 +50,26 @@ def viewer_of(user: Any) -> Viewer | None:
         return None
     if user.is_staff:
         return Viewer()
-    try:
-        membership = Membership.objects.select_related("tenant").get(user=user)
-    except Membership.DoesNotExist:
-        return None
-    return Viewer(membership.tenant_id, membership.tenant.name)
+    with connection.cursor() as cursor:
+        cursor.execute(_membership_sql(), [user.pk])
+        row = cursor.fetchone()  # at most one: a user belongs to at most one tenant
+    return None if row is None else Viewer(row[0], row[1])
+
+
+@cache
+def _membership_sql() -> str:
+    """``SELECT tenant id, tenant name`` of the membership of user ``%s``: one plain statement
+    (every dashboard poll of a member asks; the ORM's compilation of the join cost more CPU than
+    the database took to answer it, docs/PERFORMANCE.md §6)."""
+    q = connection.ops.quote_name
+    member, tenant = meta(Membership), meta(Tenant)
+    tenant_col, user_col = member.get_field("tenant").column, member.get_field("user").column
+    return (
+        f"SELECT m.{q(tenant_col)}, t.{q(tenant.get_field('name').column)} "
+        f"FROM {q(member.db_table)} m JOIN {q(tenant.db_table)} t "
+        f"ON t.{q(tenant.pk.column)} = m.{q(tenant_col)} "
+        f"WHERE m.{q(user_col)} = %s"
+    )
 
 
 def job_label(job_id: int, name: str) -> str:

@@ -89,8 +89,12 @@ MIDDLEWARE = [
 # django-axes first: it refuses a locked-out address before the password is even checked.
 AUTHENTICATION_BACKENDS = [
     "cluster.login_throttle.AxesRequestBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    # Django's ModelBackend, a session's user read in one plain statement (a session recorded
+    # with django.contrib.auth.backends.ModelBackend, before this one, must log in again)
+    "cluster.user_backend.UserBackend",
 ]
+# Django's database sessions, loaded in one plain statement (cluster/session_store.py)
+SESSION_ENGINE = "cluster.session_store"
 # Dashboard and admin logins: this many failed passwords in a row from one address lock it out...
 AXES_FAILURE_LIMIT = env.int("SHAREWISE_LOGIN_FAILURE_LIMIT", default=5)
 # ...for this many seconds (answered 429 meanwhile); a successful login clears the count.

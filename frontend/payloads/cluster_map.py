@@ -7,6 +7,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from cluster.compiled import kept_rows
 from cluster.models import GPU, Node, Placement
 from common.shapes import gpu_label
 from frontend.payloads import memo
@@ -15,7 +16,6 @@ from frontend.payloads.common import (
     Viewer,
     job_label,
     payload,
-    raw_rows,
     rounded,
     table,
     visible_tenants,
@@ -28,11 +28,7 @@ def cluster_map_payload(viewer: Viewer) -> Mapping[str, Any]:
     """Nodes × GPUs coloured by tenant, shared GPUs marked, hover with jobs, sub-batches and
     slowdowns (the latest round's ξ for jobs it paired, else the profile's)."""
     now = timezone.now()
-    gpus = raw_rows(
-        GPU.objects.order_by("node__name", "index").values_list(
-            "id", "node__name", "index", "healthy", "node__status"
-        )
-    )
+    gpus = kept_rows(_gpus)
     if not gpus:
         return payload(
             viewer,
@@ -96,7 +92,12 @@ def _body(
 def _active_placements() -> list[tuple]:
     """``[(GPU id, slot, sub-batch, job id, job name, model, tenant id, tenant name)]`` of the
     active placements, by GPU and slot."""
-    return raw_rows(
+    return kept_rows(_active_placements_query)
+
+
+def _active_placements_query() -> Any:
+    """The query of :func:`_active_placements` (:func:`~cluster.compiled.kept_rows`)."""
+    return (
         Placement.objects.filter(active=True)
         .order_by("gpu_id", "slot")
         .values_list(
@@ -109,6 +110,14 @@ def _active_placements() -> list[tuple]:
             "job__tenant_id",
             "job__tenant__name",
         )
+    )
+
+
+def _gpus() -> Any:
+    """``(GPU id, node name, index, healthy, node status)`` of every GPU in node, index order
+    (a queryset, :func:`~cluster.compiled.kept_rows`)."""
+    return GPU.objects.order_by("node__name", "index").values_list(
+        "id", "node__name", "index", "healthy", "node__status"
     )
 
 

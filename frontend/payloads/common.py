@@ -13,6 +13,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import Q
 
+from cluster.compiled import kept_rows
 from cluster.models import Placement, Tenant
 
 # The redaction of other tenants' jobs lives beside the API that shares it; these names stay
@@ -67,8 +68,13 @@ def rounded(value: float | None, digits: int = 2) -> float | None:
 def visible_tenants(viewer: Viewer) -> list[str]:
     """Names of the tenants ``viewer`` sees, in name order (the order that fixes their colours)."""
     if viewer.is_admin:
-        return list(Tenant.objects.order_by("name").values_list("name", flat=True))
+        return [name for (name,) in kept_rows(_tenant_names)]
     return [viewer.tenant_name]
+
+
+def _tenant_names() -> Any:
+    """Every tenant's name, in name order (a queryset, :func:`cluster.compiled.kept_rows`)."""
+    return Tenant.objects.order_by("name").values_list("name")
 
 
 def raw_rows(queryset: Any) -> list[tuple]:

@@ -52,7 +52,7 @@ def decisions_payload(viewer: Viewer, n_rounds: int) -> Mapping[str, Any]:
     counts = round_summaries(max(COUNTED_ROUNDS, n_rounds))
     if not counts:
         return payload(viewer, now, empty="No scheduling round has run yet.")
-    shown = latest_rounds(n_rounds)
+    shown = latest_rounds(n_rounds, counts)  # the newest n_rounds of the rows just read
     names = JobNames()
     own = _own_jobs(viewer, shown)
     waits = {r.pk: r.waits if own is None else own_waits(r, own, viewer.tenant_id) for r in shown}

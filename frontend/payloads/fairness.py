@@ -12,6 +12,7 @@ from django.db import connection
 from django.db.models import Avg, Count, Min, Q, Sum
 from django.utils import timezone
 
+from cluster.compiled import kept_rows
 from cluster.expressions import EpochSeconds
 from cluster.models import Job, Quota, Tenant
 from frontend.payloads.bins import curve_bins, demand_bins, finished_bins
@@ -71,12 +72,10 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
     now = timezone.now()
     scale = time_scale()
     start = scale.window_start(now, window_s)
-    tenants = dict(Tenant.objects.values_list("id", "name"))
+    tenants = dict(kept_rows(_tenants))
     if not tenants:
         return payload(viewer, now, empty="No tenants yet: create one with manage.py create_tenant.")
-    quotas = summed_quotas(
-        Quota.objects.order_by().values_list("tenant_id", "guaranteed_gpus", "borrow_limit")
-    )
+    quotas = summed_quotas(kept_rows(_quotas))
     guaranteed = {t: q.guaranteed_gpus for t, q in quotas.items()}
     config, policy = scheduler_config(), policy_named()
     # bins of wall seconds (a replay's window never reaches back before the replay began)
@@ -119,6 +118,17 @@ def fairness_payload(viewer: Viewer, window_s: int) -> dict[str, Any]:
             "usage": _usage_table(times, usage, jain),
         },
     )
+
+
+def _tenants() -> Any:
+    """``(id, name)`` of every tenant (a queryset, :func:`~cluster.compiled.kept_rows`)."""
+    return Tenant.objects.values_list("id", "name")
+
+
+def _quotas() -> Any:
+    """``(tenant id, guaranteed GPUs, borrow limit)`` of every quota row (a queryset,
+    :func:`~cluster.compiled.kept_rows`)."""
+    return Quota.objects.order_by().values_list("tenant_id", "guaranteed_gpus", "borrow_limit")
 
 
 def shown_in(

@@ -9,6 +9,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from cluster.compiled import kept_rows
 from cluster.models import Tenant
 from frontend.payloads.clock import TimeScale, time_scale
 from frontend.payloads.common import Viewer, payload, rounded, table
@@ -21,6 +22,12 @@ def window_name(window_s: int, scale: TimeScale) -> str:
     (``scale``, :func:`~frontend.payloads.clock.time_scale`) ``last 2 h of trace time``."""
     words = f"last {window_s / 3600:g} h" if window_s % 3600 == 0 else f"last {window_s / 60:g} min"
     return scale.of_time(words)
+
+
+def _tenants_by_name() -> Any:
+    """``(id, name)`` of every tenant in name order (a queryset,
+    :func:`~cluster.compiled.kept_rows`)."""
+    return Tenant.objects.order_by("name").values_list("pk", "name")
 
 
 def quota_windows_payload(viewer: Viewer) -> dict[str, Any]:
@@ -39,7 +46,7 @@ def quota_windows_payload(viewer: Viewer) -> dict[str, Any]:
     either unit."""
     now = timezone.now()
     scale = time_scale()
-    names = dict(Tenant.objects.order_by("name").values_list("pk", "name"))
+    names = dict(kept_rows(_tenants_by_name))
     if not names:
         return payload(viewer, now, empty="No tenants yet: create one with manage.py create_tenant.")
     windows = DEFAULT_WINDOWS_S

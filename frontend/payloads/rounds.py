@@ -85,14 +85,15 @@ def round_summaries(limit: int) -> list[tuple]:
     return list(Round.objects.order_by("-started_at", "-id").values_list(*_ROUND_FIELDS)[:limit])
 
 
-def latest_rounds(limit: int) -> list[RoundView]:
-    """The ``limit`` most recent rounds as :class:`RoundView`, newest first.
+def latest_rounds(limit: int, summaries: Sequence[tuple] | None = None) -> list[RoundView]:
+    """The ``limit`` most recent rounds as :class:`RoundView`, newest first. ``summaries``: the
+    caller's :func:`round_summaries` of at least ``limit`` rounds (not read again), if any.
 
     A round's decisions never change once written (the scheduling service stores them with the
     row), so each is read and parsed once per process and kept in a small LRU cache keyed by
     ``(pk, started_at)``; a poll then costs one small query.
     """
-    metas = round_summaries(limit)
+    metas = round_summaries(limit) if summaries is None else list(summaries[:limit])
     views: dict[int, RoundView] = {}
     with _round_cache_lock:
         for meta in metas:

@@ -38,6 +38,7 @@ from django.core.cache import cache
 from django.db import connection
 from django.db.models import Q
 
+from cluster.compiled import kept_rows
 from cluster.models import Placement
 from scheduling.core.cumulative import Cumulative
 from scheduling.core.usage import ChargeSegment, charge_segments
@@ -172,9 +173,25 @@ def _open_q() -> Q:
 
 
 def _rows_open_at(cutoff_s: float) -> list[Row]:
-    """Rows open at ``cutoff_s``: still held, or ended after it."""
-    qs = Placement.objects.filter(_open_q() | Q(ended_at__gt=_at(cutoff_s)))
-    return [tuple(r) for r in placement_rows(qs, "id")]
+    """Rows open at ``cutoff_s``: still held, or ended after it (ints and floats: the cursor's
+    values are the ORM's, :func:`cluster.compiled.kept_rows`)."""
+    return kept_rows(_open_at, _at(cutoff_s))
+
+
+def _open_at(cutoff: datetime) -> Any:
+    """The query of :func:`_rows_open_at`."""
+    return placement_rows(Placement.objects.filter(_open_q() | Q(ended_at__gt=cutoff)), "id")
+
+
+def _held_in(lo: datetime, hi: datetime) -> Any:
+    """The placements open after ``lo`` (still held, or ended after it) that began or ended by
+    ``hi``, as rows (the queries of :func:`_built` and :func:`_advanced`)."""
+    return placement_rows(
+        Placement.objects.filter(_open_q() | Q(ended_at__gt=lo)).filter(
+            Q(created_at__lte=hi) | Q(ended_at__lte=hi)
+        ),
+        "id",
+    )
 
 
 def _fingerprints(floor_s: float, cutoff_s: float) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -210,22 +227,14 @@ _FINGERPRINT_SQL = (
 
 def _built(cutoff_s: float, floor_s: float) -> ClosedEntry:
     """A new entry: every row held in ``(floor_s, cutoff_s]`` read and split (module docstring)."""
-    lo, hi = _at(floor_s), _at(cutoff_s)
-    qs = Placement.objects.filter(_open_q() | Q(ended_at__gt=lo)).filter(
-        Q(created_at__lte=hi) | Q(ended_at__lte=hi)
-    )
     entry = ClosedEntry(cutoff_s, floor_s)
-    _fold(entry, [tuple(r) for r in placement_rows(qs, "id")])
+    _fold(entry, kept_rows(_held_in, _at(floor_s), _at(cutoff_s)))
     return entry
 
 
 def _advanced(old: ClosedEntry, cutoff_s: float, floor_s: float) -> ClosedEntry:
     """``old`` moved on to ``cutoff_s``: rows ended before ``floor_s`` dropped, the rows open at
     the old cutoff read and split with its tainted rows."""
-    hi = _at(cutoff_s)
-    qs = Placement.objects.filter(_open_q() | Q(ended_at__gt=_at(old.cutoff_s))).filter(
-        Q(created_at__lte=hi) | Q(ended_at__lte=hi)
-    )
     entry = ClosedEntry(
         cutoff_s,
         floor_s,
@@ -233,7 +242,7 @@ def _advanced(old: ClosedEntry, cutoff_s: float, floor_s: float) -> ClosedEntry:
         segments=[s for s in old.segments if s[0] > floor_s],
         closed=[c for c in old.closed if c[0] > floor_s],
     )
-    rows = [r for r in old.tainted if r[5] > floor_s] + [tuple(r) for r in placement_rows(qs, "id")]
+    rows = [r for r in old.tainted if r[5] > floor_s] + kept_rows(_held_in, _at(old.cutoff_s), _at(cutoff_s))
     rows.sort(key=lambda r: (r[4], r[0]))
     _fold(entry, rows, known_closed={r[0] for r in old.tainted})
     return entry

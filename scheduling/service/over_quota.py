@@ -21,13 +21,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from cluster.compiled import kept_rows
 from cluster.models import Placement, Quota, Tenant
 from scheduling.core.charge import charge_rates
 from scheduling.core.quota import NO_QUOTA
 from scheduling.core.quota_state import QuotaState, quota_state
 from scheduling.core.types import JobId, TenantQuota, splits_quota_use
 from scheduling.service.fairness import scheduler_config, summed_quotas
-from scheduling.service.gpu_hours import note_slowdown, pair_rule, plain_rows
+from scheduling.service.gpu_hours import note_slowdown, pair_rule
 from scheduling.service.rounds import policy_named
 
 
@@ -53,9 +54,12 @@ QuotaRow = tuple[int, str, int, int | None]
 def quota_rows() -> list[QuotaRow]:
     """Every tenant's quota rows (:data:`QuotaRow`), one query: for a caller that needs them
     for :func:`quota_use` and for the guarantees (:func:`~scheduling.service.fairness.summed_quotas`)."""
-    return list(
-        Quota.objects.order_by().values_list("tenant_id", "gpu_type", "guaranteed_gpus", "borrow_limit")
-    )
+    return kept_rows(_quota_rows)
+
+
+def _quota_rows() -> Any:
+    """The query of :func:`quota_rows` (:func:`cluster.compiled.kept_rows`)."""
+    return Quota.objects.order_by().values_list("tenant_id", "gpu_type", "guaranteed_gpus", "borrow_limit")
 
 
 def quota_use(
@@ -73,7 +77,6 @@ def quota_use(
     every tenant, so the active placements need not be narrowed to their GPUs.
     """
     tenants = Tenant.objects.order_by()
-    placements = Placement.objects.filter(active=True).order_by()
     ids = None if tenant_ids is None else list(tenant_ids)
     # every job on the tenants' GPUs counts (a partner's share of a shared GPU changes theirs):
     # the active placements are read whole and narrowed in Python to the GPUs that hold one of
@@ -88,7 +91,7 @@ def quota_use(
     else:
         wanted = None if ids is None else set(ids)
         quota_rows = [r for r in rows if wanted is None or r[0] in wanted]
-    used = _use_per_type(placements, splits_quota_use(policy_named(), scheduler_config()), narrow_to)
+    used = _use_per_type(splits_quota_use(policy_named(), scheduler_config()), narrow_to)
     summed = summed_quotas((t, g, b) for t, _, g, b in quota_rows)
     typed: dict[int, dict[str, TenantQuota]] = defaultdict(dict)
     for tenant_id, gpu_type, g, b in quota_rows:
@@ -108,15 +111,13 @@ def quota_use(
     return out
 
 
-def _use_per_type(
-    placements: Any, split: bool, narrow_to: set[int] | None = None
-) -> dict[int, dict[str, float]]:
-    """``{tenant id: {GPU type: use}}`` of the active ``placements`` (a queryset): 1 per job and
-    GPU, or with ``split`` the job's share of the GPU (:func:`scheduling.core.charge.charge_rates`
-    with :func:`~scheduling.service.gpu_hours.pair_rule`). ``narrow_to``: tenant ids; only the
-    placements on GPUs that hold a job of one of them count (``None``: every placement)."""
-    rows = plain_rows(  # ints, a string and floats: nothing to convert
-        placements.values_list(
+def _active_placements() -> Any:
+    """``(job, tenant, GPU, GPU type, partner, ξ measured, ξ predicted)`` of every active
+    placement (a queryset, :func:`cluster.compiled.kept_rows`)."""
+    return (
+        Placement.objects.filter(active=True)
+        .order_by()
+        .values_list(
             "job_id",
             "job__tenant_id",
             "gpu_id",
@@ -126,6 +127,14 @@ def _use_per_type(
             "predicted_slowdown",
         )
     )
+
+
+def _use_per_type(split: bool, narrow_to: set[int] | None = None) -> dict[int, dict[str, float]]:
+    """``{tenant id: {GPU type: use}}`` of the active placements: 1 per job and
+    GPU, or with ``split`` the job's share of the GPU (:func:`scheduling.core.charge.charge_rates`
+    with :func:`~scheduling.service.gpu_hours.pair_rule`). ``narrow_to``: tenant ids; only the
+    placements on GPUs that hold a job of one of them count (``None``: every placement)."""
+    rows = kept_rows(_active_placements)  # ints, a string and floats: nothing to convert
     if narrow_to is not None:
         theirs = {gpu for _, tenant_id, gpu, *_ in rows if tenant_id in narrow_to}
         rows = [row for row in rows if row[2] in theirs]
