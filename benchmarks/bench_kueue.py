@@ -50,6 +50,7 @@ from admission import admission_s  # noqa: E402  # benchmarks/admission.py
 from cli_args import database_url, policy_name, positive_float, positive_int  # noqa: E402
 from machine import machine  # noqa: E402  # benchmarks/machine.py
 from sampler import Sampler  # noqa: E402  # benchmarks/sampler.py
+from sql_timing import SqlTiming  # noqa: E402  # benchmarks/sql_timing.py
 from thread_cpu import postgres_cpu_s, thread_cpu_s  # noqa: E402  # benchmarks/thread_cpu.py
 
 
@@ -144,6 +145,7 @@ def run(args: argparse.Namespace) -> bool:
         threading.Thread(target=live.schedule, name="rounds", daemon=True),
     ]
     sampler = Sampler(thread=args.profile_thread).start() if args.profile else None
+    timing = SqlTiming(args.sql_timing).start() if args.sql_timing else None
     cpu0, wall0 = time.process_time(), time.monotonic()
     for thread in threads:
         thread.start()
@@ -201,6 +203,8 @@ def run(args: argparse.Namespace) -> bool:
     )
     if sampler is not None:
         print(sampler.report(args.profile_top))
+    if timing is not None:
+        print(timing.report(args.profile_top))
     print(
         f"submitted {len(rows)} of {len(jobs)}; the replay ran up to {lag:.1f} s behind the scenario's "
         "times (jobs due meanwhile went together, one request per tenant)"
@@ -249,6 +253,13 @@ def main() -> None:
         "--profile-top", type=positive_int, default=40, help="functions the profile lists (40)"
     )
     parser.add_argument("--profile-thread", default="", help="profile only threads named so (prefix)")
+    parser.add_argument(
+        "--sql-timing",
+        type=positive_float,
+        default=None,
+        metavar="WINDOW_S",
+        help="time every SQL statement, per window of this many s; print the top (--profile-top)",
+    )
     parser.add_argument("--write-trace", type=Path, default=None, help="only write the workload as CSV here")
     args = parser.parse_args()
     if args.write_trace is not None:

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 BENCHMARKS = sorted(p.name for p in (REPO / "benchmarks").glob("*.py"))
 #: The modules among them that run nothing (``machine.py`` prints its line, ``kueue_shape.py``
 #: its workload).
-MODULES = {"admission.py", "cli_args.py", "fresh_db.py", "sampler.py", "thread_cpu.py"}
+MODULES = {"admission.py", "cli_args.py", "fresh_db.py", "sampler.py", "sql_timing.py", "thread_cpu.py"}
 PROJECT_APPS = {"cluster", "scheduling", "demo", "frontend"}
 COMMANDS = sorted(name for name, app in get_commands().items() if app in PROJECT_APPS)
 
