@@ -3,7 +3,8 @@ service"): iteration times, slowdowns, memory, and pairs that ran out of memory 
 
 Called by :mod:`scheduling.service.agent_events` inside the transaction of the event, with the
 job's row locked; each summary row is read, updated with ``SampleStats.add`` and written back
-under a row lock (``select_for_update``: on PostgreSQL two events of one pair queue for it).
+under a row lock (``select_for_update``: on PostgreSQL two events of one pair queue for it); a
+class's memory is read without one and written only when it grows (:func:`observe_memory`).
 
 - :func:`observe_progress`: a ``started``, ``progress`` or ``finished`` event with a measured
   iteration time ``t`` (s, at the job's sub-batch ``b``, including the slowdown of its
@@ -98,10 +99,19 @@ def observe_memory(job: Job, memory_mb: float, placements: JobPlacements | None 
         job.measured_memory_mb = full
         Job.objects.filter(pk=job.pk).update(measured_memory_mb=full)
     model, batch, gpus = class_key(job.model, job.batch_size, job.gpus)
-    row = locked(LearnedIterTime, model=model, batch_size=batch, gpus=gpus)
-    if row.memory_mb is None or full > row.memory_mb:
-        row.memory_mb = full
-        row.save(update_fields=["memory_mb"])
+    key = {"model": model, "batch_size": batch, "gpus": gpus}
+    # A plain read first, not a locked one: nearly every report is no larger than what the class
+    # has, and then nothing is written or locked. A locked read held the class's row to the end
+    # of every reporting event's transaction, so all the jobs of a class queued for it (with a
+    # few classes, 5 of 16 web threads waiting; PERFORMANCE.md §10). Where the memory grows, a
+    # conditional UPDATE writes it: of two concurrent ones, the larger value wins either way.
+    known = list(LearnedIterTime.objects.filter(**key).values_list("memory_mb", flat=True)[:1])
+    if known and known[0] is not None and known[0] >= full:
+        return
+    if not known:
+        LearnedIterTime.objects.get_or_create(**key)  # a concurrent insert of the class: it wins
+    grows = Q(memory_mb__isnull=True) | Q(memory_mb__lt=full)
+    LearnedIterTime.objects.filter(grows, **key).update(memory_mb=full)
 
 
 def observe_progress(
