@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import fields
 
-from scheduling.core.types import Job, Placement
+from scheduling.core.types import Job, Placement, RunningJob
 
 
 class JobState:
@@ -86,6 +86,13 @@ if tuple(f.name for f in fields(Job)) != _JOB_FIELDS or hasattr(Job, "__post_ini
         "scheduling.core.types.Job changed its fields or gained a __post_init__: "
         "update scheduling.sim.job_state.with_progress"
     )
+if tuple(f.name for f in fields(RunningJob)) != ("job", "placement") or hasattr(
+    RunningJob, "__post_init__"
+):  # pragma: no cover
+    raise ImportError(
+        "scheduling.core.types.RunningJob changed its fields or gained a __post_init__: "
+        "update scheduling.sim.job_state.running_view"
+    )
 
 
 # The slots' setters: a frozen dataclass's ``__init__`` sets each field through
@@ -133,3 +140,19 @@ def with_progress(job: Job, iterations_done: float, attained_gpu_s: float, queue
     _set_sharing_allowed(new, job.sharing_allowed)
     _set_gpu_types(new, job.gpu_types)
     return new
+
+
+_set_job, _set_placement = vars(RunningJob)["job"].__set__, vars(RunningJob)["placement"].__set__
+
+
+def running_view(
+    job: Job, iterations_done: float, attained_gpu_s: float, queued_since: float | None, placement: Placement
+) -> RunningJob:
+    """``RunningJob(with_progress(job, …), placement)``, its two slots set directly (a frozen
+    dataclass's ``__init__`` goes through ``object.__setattr__``): the view of a running job in
+    a snapshot, built for every running job in every round; the fields are checked at import
+    time."""
+    view = _new(RunningJob)
+    _set_job(view, with_progress(job, iterations_done, attained_gpu_s, queued_since))
+    _set_placement(view, placement)
+    return view
