@@ -139,6 +139,9 @@ class Simulator:
         # of a round (for the policy's horizon) reuses those still running on the same placement
         self._views: dict[JobId, RunningJob] = {}
         self._views_at = -math.inf
+        # the instant at which a relaunch of every running job left a view of each in _views, in
+        # the order of _running, that nothing has changed since (the next snapshot takes them all)
+        self._views_all_at = -math.inf
         bin_s = self.config.usage_bin_s
         self._ledger = None if bin_s is None else UsageLedger(bin_s)
 
@@ -347,6 +350,16 @@ class Simulator:
         # a running job's view at ``now`` depends only on its state, which a round's decisions
         # and relaunches at ``now`` leave as it was (progress and service at ``now`` are kept);
         # the belief may change with decisions, so its views are always rebuilt
+        if now == self._views_all_at and belief is None:  # every view made by the relaunch
+            self._views_all_at = -math.inf  # taken once: a round's decisions follow
+            return Snapshot(
+                now,
+                self.cluster,
+                tuple(self._pending.values()),
+                tuple(self._views.values()),
+                self.config.scheduler,
+                self.config.tenant_quotas,
+            )
         views = self._views if now == self._views_at and belief is None else {}
         running = []
         fresh: dict[JobId, RunningJob] = {}
@@ -405,6 +418,7 @@ class Simulator:
                 # every running job relaunched: one loop, and the heap rebuilt from their new
                 # events alone (every other event in it is stale), so stale ones are never popped
                 states = self._states
+                views: dict[JobId, RunningJob] = {}
                 events, self._seq, totals = relaunch_all(
                     [states[jid] for jid in self._running],
                     now,
@@ -412,8 +426,10 @@ class Simulator:
                     fid.charge == "interrupted",
                     self._seq,
                     (self._xi_weighted, self._xi_time),
+                    views,
                 )
                 self._xi_weighted, self._xi_time = totals
+                self._views, self._views_at, self._views_all_at = views, now, now
                 self._heap[:] = events
                 heapq.heapify(self._heap)
                 return

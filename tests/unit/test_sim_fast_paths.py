@@ -126,6 +126,38 @@ def test_fast_paths_equal_the_plain_computation(preset: str | None, policy: str,
     assert len(fast.outcomes) == len(jobs)
 
 
+class Recording:
+    """A policy that records every snapshot it is shown (decisions, and the horizon's)."""
+
+    def __init__(self, name: str) -> None:
+        self.inner = get_policy(name)
+        self.name, self.preemptive = self.inner.name, self.inner.preemptive
+        rule = self.inner.skip_rule
+        self.skip_rule = SkipRule(rule.capacity, rule.shares, None if rule.horizon is None else self.horizon)
+        self.seen: list[tuple[float, tuple, tuple]] = []
+
+    def horizon(self, snapshot: Snapshot) -> float:
+        self.seen.append((snapshot.now, snapshot.running, snapshot.pending))
+        return self.inner.skip_rule.horizon(snapshot)
+
+    def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:
+        self.seen.append((snapshot.now, snapshot.running, snapshot.pending))
+        return self.inner.decide(snapshot, profile, explain=explain)
+
+
+@pytest.mark.parametrize("preset", ["muri-sim", "muri-sim-varied", "muri-testbed"])
+@pytest.mark.parametrize("policy", ["srtf", "tiresias"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_every_snapshot_equals_the_plain_one(preset: str, policy: str, seed: int) -> None:
+    """The running jobs' views (made by the relaunch, or reused within a round) and the pending
+    jobs of every snapshot equal those built from scratch, every float to the bit."""
+    config = config_for(preset)
+    fast, plain = Recording(policy), Recording(policy)
+    Simulator(trace(seed), Cluster.uniform(2, 4), fast, FakeProfile(), config).run()
+    PlainSimulator(trace(seed), Cluster.uniform(2, 4), plain, FakeProfile(), config).run()
+    assert fast.seen == plain.seen and len(fast.seen) > 10
+
+
 def test_with_progress_equals_replace() -> None:
     """The view a policy sees is ``dataclasses.replace`` of the job, every field in its place."""
     base = Job(7, "a", "m", 64, 4, 900, 12.5, 0.25, 3_000.0, 1.0, 2.0, 3.0, 2, False, ("v100",))
