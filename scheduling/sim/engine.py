@@ -68,7 +68,7 @@ from scheduling.sim.collector import fewer_collections
 from scheduling.sim.config import DEFAULT_RESTART_COST_S as DEFAULT_RESTART_COST_S
 from scheduling.sim.config import DEFAULT_ROUND_INTERVAL_S as DEFAULT_ROUND_INTERVAL_S
 from scheduling.sim.config import SimConfig
-from scheduling.sim.job_state import JobState, running_view, with_progress
+from scheduling.sim.job_state import JobState, views_at, with_progress
 from scheduling.sim.progress import progress_bar
 from scheduling.sim.relaunch import relaunch_all
 from scheduling.sim.result import SimResult
@@ -352,38 +352,14 @@ class Simulator:
         # the belief may change with decisions, so its views are always rebuilt
         if now == self._views_all_at and belief is None:  # every view made by the relaunch
             self._views_all_at = -math.inf  # taken once: a round's decisions follow
-            return Snapshot(
-                now,
-                self.cluster,
-                tuple(self._pending.values()),
-                tuple(self._views.values()),
-                self.config.scheduler,
-                self.config.tenant_quotas,
-            )
-        views = self._views if now == self._views_at and belief is None else {}
-        running = []
-        fresh: dict[JobId, RunningJob] = {}
-        states = self._states
-        for jid in self._running:
-            s = states[jid]
-            placement = s.placement
-            assert placement is not None
-            view = views.get(jid)
-            if view is None or view.placement is not placement:
-                last = s.last
-                attained = s.attained + s.base.gpus * (now - last)
-                base = s.base if belief is None else belief.believe(s.base)
-                t0 = s.resume_at if s.resume_at > last else last  # _progress_at, inlined
-                done = s.done + s.rate * (now - t0) if now > t0 else s.done
-                view = running_view(base, done, attained, s.queued_since, placement)
-            running.append(view)
-            fresh[jid] = view
-        self._views = fresh
-        self._views_at = now
+            running = tuple(self._views.values())
+        else:
+            views = self._views if now == self._views_at and belief is None else {}
+            believe = None if belief is None else belief.believe
+            running, self._views = views_at(now, self._running, self._states, views, believe)
+            self._views_at = now
         pending = tuple(self._pending.values())
-        return Snapshot(
-            now, self.cluster, pending, tuple(running), self.config.scheduler, self.config.tenant_quotas
-        )
+        return Snapshot(now, self.cluster, pending, running, self.config.scheduler, self.config.tenant_quotas)
 
     def _useful_from(self, changed: bool) -> float:
         """Earliest instant (s) at which a round may decide something, given the state now:
