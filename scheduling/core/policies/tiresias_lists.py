@@ -176,8 +176,9 @@ class TiresiasLists:
         ids: list[JobId] = []
         start = 0
         for at, _ in ranked_running:
-            keys.extend(range(start, at))
-            ids.extend(order[start:at])
+            if at > start:  # running jobs mostly head their lists: most gaps are empty
+                keys.extend(range(start, at))
+                ids.extend(order[start:at])
             start = at + 1
         keys.extend(range(start, len(order)))
         ids.extend(order[start:])
