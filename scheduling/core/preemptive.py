@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from itertools import compress
 from operator import attrgetter, itemgetter
 from typing import Any
 
@@ -39,7 +38,6 @@ from scheduling.core.types import Job, Preempt, Profile, RoundDecisions, Running
 
 _first = itemgetter(0)
 _gang = attrgetter("gpus")
-_healthy = attrgetter("healthy")
 
 
 class YarnPacker:
@@ -93,15 +91,17 @@ def preemptive_exclusive(
     *,
     explain: bool,
     ranked_pending: tuple[Sequence[Any], Sequence[Job]] | None = None,
+    ranked_running: Sequence[tuple[Any, RunningJob]] | None = None,
 ) -> RoundDecisions:
     """One round of a preemptive, exclusive policy (SRTF, Tiresias; see the module docstring).
 
     ``key(job)``: the ranking key (smallest first; unique, e.g. ending with the job id, or a
-    position; keys of one round compare with each other: tuples, or ints) of a
-    running job, and of the pending ones unless ``ranked_pending = (keys, jobs)`` gives them
-    already sorted (the same keys). Running jobs not admitted are preempted; admitted pending
-    jobs start on the GPUs left idle once the preempted jobs are gone (preemptions are applied
-    before starts, see :class:`RoundDecisions`). Running jobs are never migrated. With quotas, a
+    position; keys of one round compare with each other: tuples, or ints) of the running jobs,
+    unless ``ranked_running`` gives each of them as ``(key, running job)`` in ascending key
+    order, and of the pending ones, unless ``ranked_pending = (keys, jobs)`` gives them already
+    sorted (the same keys). Running jobs not admitted are preempted; admitted pending jobs start
+    on the GPUs left idle once the preempted jobs are gone (preemptions are applied before
+    starts, see :class:`RoundDecisions`). Running jobs are never migrated. With quotas, a
     pending job is admitted only if the quota gate allows it (it does not reclaim lent GPUs, so
     borrowing is time-bounded).
     """
@@ -115,7 +115,11 @@ def preemptive_exclusive(
     free = state.healthy_count if packer is None else packer.total
     # several GPU types: count per type too (scheduling.core.gpu_types)
     kinds = TypeCapacity(state.gpus, state.types) if packer is None and not state.types.single else None
-    running: list[tuple[Any, RunningJob]] = sorted(((key(rj.job), rj) for rj in snapshot.running), key=_first)
+    running: Sequence[tuple[Any, RunningJob]] = (
+        sorted(((key(rj.job), rj) for rj in snapshot.running), key=_first)
+        if ranked_running is None
+        else ranked_running
+    )
     if ranked_pending is None:
         ranked = sorted(((key(job), job) for job in snapshot.pending), key=_first)
         pending_keys: Sequence[Any] = [k for k, _ in ranked]
@@ -128,7 +132,7 @@ def preemptive_exclusive(
     # for the quota gate: healthy GPUs held by running jobs not yet ranked (not idle for owners)
     later: dict[int, int] = {}
     gpus, n_gpus = state.gpus, len(state.gpus)
-    usable = frozenset(compress(range(n_gpus), map(_healthy, gpus)))  # healthy GPU ids
+    usable = state.healthy_ids
     if gate is not None:  # nothing else reads it
         for rj in snapshot.running:
             for g in rj.placement.gpu_ids:
@@ -188,7 +192,8 @@ def preemptive_exclusive(
                 if later[g] == 0 or g in promised:
                     del later[g]
         if packer is None:
-            cost = len(healthy - promised)
+            # exclusive GPUs: a running job's GPUs are rarely promised already (no set built then)
+            cost = len(healthy) if promised.isdisjoint(healthy) else len(healthy - promised)
             keep = cost <= free and (kinds is None or kinds.keep(healthy - promised))
             if keep:
                 free -= cost

@@ -25,13 +25,18 @@ whose memory leaves room for a partner (:class:`Resident`).
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain, filterfalse, repeat
+from operator import attrgetter
 from typing import Protocol
 
 from scheduling.core.gpu_types import TypeBook, cluster_types
 from scheduling.core.start_reasons import ExclusiveReason
 from scheduling.core.types import GPU, Cluster, Job, JobId, Profile, RunningJob, Snapshot
+
+_gpu_ids = attrgetter("placement.gpu_ids")
 
 
 def healthy_memory_desc(snapshot: Snapshot) -> list[int]:
@@ -46,7 +51,8 @@ class ClusterLayout:
     ``node_of``: node ordinal of each GPU id; ``node_names``/``node_sizes``: per node ordinal,
     in cluster order; ``healthy_by_node``: the healthy GPU ids of each node, ascending;
     ``memory_desc_mb``: memory (MB) of the healthy GPUs, largest first; ``type_memory``: each
-    GPU type of the healthy GPUs with its largest memory (MB), by type name.
+    GPU type of the healthy GPUs with its largest memory (MB), by type name; ``healthy_ids``: the
+    healthy GPU ids.
     """
 
     node_of: tuple[int, ...]
@@ -56,6 +62,7 @@ class ClusterLayout:
     healthy_count: int
     memory_desc_mb: tuple[int, ...]
     type_memory: tuple[tuple[str, int], ...] = ()
+    healthy_ids: frozenset[int] = frozenset()
 
     @classmethod
     def of(cls, cluster: Cluster) -> ClusterLayout:
@@ -83,6 +90,7 @@ class ClusterLayout:
             sum(len(ids) for ids in healthy),
             tuple(memory),
             tuple(sorted(cluster_types(cluster.gpus).items())),
+            frozenset(chain.from_iterable(healthy)),
         )
 
 
@@ -152,15 +160,16 @@ class RoundState:
         self.profile = profile
         layout = cluster_layout(snapshot.cluster)
         n = len(self.gpus)
-        load = self.load = [0] * n
         self.node_of: tuple[int, ...] = layout.node_of
         self.node_names: tuple[str, ...] = layout.node_names
-        for rj in snapshot.running:
-            for g in rj.placement.gpu_ids:
-                if 0 <= g < n:
-                    load[g] += 1
+        #: the healthy GPU ids (the cluster's, which no round changes)
+        self.healthy_ids: frozenset[int] = layout.healthy_ids
+        # jobs per GPU counted at C speed (it runs every round over every running job's GPUs);
+        # a healthy GPU is idle iff no running job lists it (healthy ids are within range)
+        held = Counter(chain.from_iterable(map(_gpu_ids, snapshot.running)))
+        self.load: list[int] = list(map(held.get, range(n), repeat(0, n)))
         self._idle: list[dict[int, None]] = [
-            {g: None for g in ids if not load[g]} for ids in layout.healthy_by_node
+            dict.fromkeys(filterfalse(held.__contains__, ids)) for ids in layout.healthy_by_node
         ]
         self.node_sizes: tuple[int, ...] = layout.node_sizes
         self._widest = max(self.node_sizes, default=0)

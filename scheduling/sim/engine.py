@@ -47,7 +47,6 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Sequence
-from dataclasses import replace
 
 from scheduling.core.charge import charge_rates
 from scheduling.core.metrics import JobOutcome
@@ -69,7 +68,7 @@ from scheduling.sim.collector import fewer_collections
 from scheduling.sim.config import DEFAULT_RESTART_COST_S as DEFAULT_RESTART_COST_S
 from scheduling.sim.config import DEFAULT_ROUND_INTERVAL_S as DEFAULT_ROUND_INTERVAL_S
 from scheduling.sim.config import SimConfig
-from scheduling.sim.job_state import JobState, with_progress
+from scheduling.sim.job_state import JobState, views_at, with_progress
 from scheduling.sim.progress import progress_bar
 from scheduling.sim.relaunch import relaunch_all
 from scheduling.sim.result import SimResult
@@ -140,6 +139,9 @@ class Simulator:
         # of a round (for the policy's horizon) reuses those still running on the same placement
         self._views: dict[JobId, RunningJob] = {}
         self._views_at = -math.inf
+        # the instant at which a relaunch of every running job left a view of each in _views, in
+        # the order of _running, that nothing has changed since (the next snapshot takes them all)
+        self._views_all_at = -math.inf
         bin_s = self.config.usage_bin_s
         self._ledger = None if bin_s is None else UsageLedger(bin_s)
 
@@ -306,7 +308,7 @@ class Simulator:
             self._release(s, now)
             s.preemptions += 1
             self._preemptions += 1
-            s.view = replace(s.base, iterations_done=s.done, attained_gpu_s=s.attained, queued_since=now)
+            s.view = with_progress(s.base, s.done, s.attained, now)  # dataclasses.replace, faster
             self._enqueue(s, now)
         for st in decisions.starts:
             s = self._states.get(st.job_id)
@@ -348,30 +350,16 @@ class Simulator:
         # a running job's view at ``now`` depends only on its state, which a round's decisions
         # and relaunches at ``now`` leave as it was (progress and service at ``now`` are kept);
         # the belief may change with decisions, so its views are always rebuilt
-        views = self._views if now == self._views_at and belief is None else {}
-        running = []
-        fresh: dict[JobId, RunningJob] = {}
-        states = self._states
-        for jid in self._running:
-            s = states[jid]
-            placement = s.placement
-            assert placement is not None
-            view = views.get(jid)
-            if view is None or view.placement is not placement:
-                last = s.last
-                attained = s.attained + s.base.gpus * (now - last)
-                base = s.base if belief is None else belief.believe(s.base)
-                t0 = s.resume_at if s.resume_at > last else last  # _progress_at, inlined
-                done = s.done + s.rate * (now - t0) if now > t0 else s.done
-                view = RunningJob(with_progress(base, done, attained, s.queued_since), placement)
-            running.append(view)
-            fresh[jid] = view
-        self._views = fresh
-        self._views_at = now
+        if now == self._views_all_at and belief is None:  # every view made by the relaunch
+            self._views_all_at = -math.inf  # taken once: a round's decisions follow
+            running = tuple(self._views.values())
+        else:
+            views = self._views if now == self._views_at and belief is None else {}
+            believe = None if belief is None else belief.believe
+            running, self._views = views_at(now, self._running, self._states, views, believe)
+            self._views_at = now
         pending = tuple(self._pending.values())
-        return Snapshot(
-            now, self.cluster, pending, tuple(running), self.config.scheduler, self.config.tenant_quotas
-        )
+        return Snapshot(now, self.cluster, pending, running, self.config.scheduler, self.config.tenant_quotas)
 
     def _useful_from(self, changed: bool) -> float:
         """Earliest instant (s) at which a round may decide something, given the state now:
@@ -406,6 +394,7 @@ class Simulator:
                 # every running job relaunched: one loop, and the heap rebuilt from their new
                 # events alone (every other event in it is stale), so stale ones are never popped
                 states = self._states
+                views: dict[JobId, RunningJob] = {}
                 events, self._seq, totals = relaunch_all(
                     [states[jid] for jid in self._running],
                     now,
@@ -413,8 +402,10 @@ class Simulator:
                     fid.charge == "interrupted",
                     self._seq,
                     (self._xi_weighted, self._xi_time),
+                    views,
                 )
                 self._xi_weighted, self._xi_time = totals
+                self._views, self._views_at, self._views_all_at = views, now, now
                 self._heap[:] = events
                 heapq.heapify(self._heap)
                 return
@@ -438,13 +429,17 @@ class Simulator:
         self._seq += 1
         heapq.heappush(self._heap, (end, self._seq, s.base.id, s.version))
 
-    def _next_horizon_round(self, now: float) -> float:
+    def _next_horizon_round(self, now: float, unchanged: Snapshot | None = None) -> float:
         """After a due round: the policy's horizon (after its decisions), for horizon rounds and
-        re-plans on a queue change; returns the next horizon round (``inf``: none)."""
+        re-plans on a queue change; returns the next horizon round (``inf``: none).
+        ``unchanged``: the round's snapshot when the round decided nothing (and no belief
+        rebuilds views): the snapshot at ``now`` would be equal to it, the same views of the
+        running jobs and the same pending jobs, so it is reused."""
         fid, self._since_due = self.config.fidelity, False
         horizon = getattr(self.policy, "skip_rule", NO_SKIP).horizon
         if horizon is not None and (fid.rounds_at_horizon or fid.replan == "on-change"):
-            self._change = horizon(self._snapshot(now))
+            reuse = unchanged is not None and unchanged.now == now and self.belief is None
+            self._change = horizon(unchanged if reuse and unchanged is not None else self._snapshot(now))
         return self._change + 2e-6 if fid.rounds_at_horizon and self._change + 2e-6 > now else math.inf
 
     # ------------------------------------------------------------------ run
@@ -533,6 +528,7 @@ class Simulator:
             next_k = max(next_k, k_now + 1 if periodic else k_now)  # boundaries up to now are passed
             due = periodic or (event and on_events) or now == t_horizon
             started: set[JobId] = set()
+            unchanged: Snapshot | None = None  # the round's snapshot, when it decided nothing
             if due and fid_on:
                 self._relaunch(now, started, before=True)
             if due and self._useful_from(changed) <= now:
@@ -544,9 +540,10 @@ class Simulator:
                 started = {st.job_id for st in decisions.starts}
                 if not changed:
                     self._set_horizon(snapshot)
+                    unchanged = snapshot
             if due and fid_on:
                 self._relaunch(now, started, before=False)
-                t_horizon = self._next_horizon_round(now)
+                t_horizon = self._next_horizon_round(now, unchanged)
             if finished_since_bar:
                 bar.update(finished_since_bar)
                 finished_since_bar = 0

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import fields
 
-from scheduling.core.types import Job, Placement
+from scheduling.core.types import Job, JobId, Placement, RunningJob
 
 
 class JobState:
@@ -86,6 +87,13 @@ if tuple(f.name for f in fields(Job)) != _JOB_FIELDS or hasattr(Job, "__post_ini
         "scheduling.core.types.Job changed its fields or gained a __post_init__: "
         "update scheduling.sim.job_state.with_progress"
     )
+if tuple(f.name for f in fields(RunningJob)) != ("job", "placement") or hasattr(
+    RunningJob, "__post_init__"
+):  # pragma: no cover
+    raise ImportError(
+        "scheduling.core.types.RunningJob changed its fields or gained a __post_init__: "
+        "update scheduling.sim.job_state.running_view"
+    )
 
 
 # The slots' setters: a frozen dataclass's ``__init__`` sets each field through
@@ -133,3 +141,50 @@ def with_progress(job: Job, iterations_done: float, attained_gpu_s: float, queue
     _set_sharing_allowed(new, job.sharing_allowed)
     _set_gpu_types(new, job.gpu_types)
     return new
+
+
+_set_job, _set_placement = vars(RunningJob)["job"].__set__, vars(RunningJob)["placement"].__set__
+
+
+def running_view(
+    job: Job, iterations_done: float, attained_gpu_s: float, queued_since: float | None, placement: Placement
+) -> RunningJob:
+    """``RunningJob(with_progress(job, …), placement)``, its two slots set directly (a frozen
+    dataclass's ``__init__`` goes through ``object.__setattr__``): the view of a running job in
+    a snapshot, built for every running job in every round; the fields are checked at import
+    time."""
+    view = _new(RunningJob)
+    _set_job(view, with_progress(job, iterations_done, attained_gpu_s, queued_since))
+    _set_placement(view, placement)
+    return view
+
+
+def views_at(
+    now: float,
+    running: Iterable[JobId],
+    states: dict[JobId, JobState],
+    views: dict[JobId, RunningJob],
+    believe: Callable[[Job], Job] | None,
+) -> tuple[tuple[RunningJob, ...], dict[JobId, RunningJob]]:
+    """The views at ``now`` (s) of the ``running`` jobs (ids, in order) of a snapshot, and the
+    same by id: progress and attained GPU-s brought up to ``now`` at the job's rate
+    (``Simulator._progress_at``, inlined); a view of ``views`` (made earlier at ``now``) is
+    reused while its job is on the same placement. ``believe``: the belief's view of a job
+    (learning runs), or ``None``."""
+    out: list[RunningJob] = []
+    fresh: dict[JobId, RunningJob] = {}
+    for jid in running:
+        s = states[jid]
+        placement = s.placement
+        assert placement is not None
+        view = views.get(jid)
+        if view is None or view.placement is not placement:
+            last = s.last
+            attained = s.attained + s.base.gpus * (now - last)
+            base = s.base if believe is None else believe(s.base)
+            t0 = s.resume_at if s.resume_at > last else last
+            done = s.done + s.rate * (now - t0) if now > t0 else s.done
+            view = running_view(base, done, attained, s.queued_since, placement)
+        out.append(view)
+        fresh[jid] = view
+    return tuple(out), fresh

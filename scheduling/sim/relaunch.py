@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from scheduling.core.types import RunningJob
 from scheduling.sim.fidelity import OverheadTable
-from scheduling.sim.job_state import JobState
+from scheduling.sim.job_state import JobState, running_view
 
 #: A completion event of the simulator's heap: (end s, sequence number, job id, job version).
 Event = tuple[float, int, int, int]
@@ -29,6 +30,7 @@ def relaunch_all(
     interrupted: bool,
     seq: int,
     xi_totals: tuple[float, float],
+    views: dict[int, RunningJob] | None = None,
 ) -> tuple[list[Event], int, tuple[float, float]]:
     """Relaunch every job of ``running`` (all running, none with a usage ledger or a belief) at
     ``now`` (s, not before any job's last update).
@@ -38,8 +40,11 @@ def relaunch_all(
     mark)`` s of progress, never below its progress at the mark; else no progress until ``now +
     overhead``); its version is bumped and a completion event filed with the next sequence
     numbers after ``seq``. ``xi_totals``: the simulator's running sums (``ξ``-weighted shared
-    time, shared time), added to in job order. Returns the events (in job order), the last
-    sequence number and the new sums.
+    time, shared time), added to in job order. ``views``: filled with each job's view at
+    ``now`` (job id → :func:`~scheduling.sim.job_state.running_view`), in job order: after the
+    relaunch its counters are at ``now`` (``last = now``, no progress still to add), so the view
+    is what the simulator's snapshot would build at ``now``. Returns the events (in job order),
+    the last sequence number and the new sums.
     """
     memo = overheads.memo
     xi_weighted, xi_time = xi_totals
@@ -87,4 +92,8 @@ def relaunch_all(
         t_start = resume_at if resume_at > now else now
         seq += 1
         append((t_start + (remaining / rate if remaining > 0 else 0.0), seq, base.id, s.version))
+        if views is not None:
+            placement = s.placement
+            assert placement is not None
+            views[base.id] = running_view(base, done, s.attained, s.queued_since, placement)
     return events, seq, (xi_weighted, xi_time)

@@ -30,12 +30,14 @@ import math
 from bisect import bisect_right
 from dataclasses import dataclass
 from itertools import accumulate, chain, filterfalse
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 from scheduling.core.preemptive import preemptive_exclusive
 from scheduling.core.types import Job, JobId, Profile, RoundDecisions, Snapshot, TiresiasConfig
 
 _job_id = attrgetter("id")
+_job = attrgetter("job")
+_first = itemgetter(0)
 
 
 @dataclass(slots=True)
@@ -81,11 +83,17 @@ class TiresiasLists:
         entry.q = q
         self.queues[q][jid] = None
 
-    def observe(self, snapshot: Snapshot, pending: dict[JobId, Job] | None = None) -> None:
+    def observe(
+        self,
+        snapshot: Snapshot,
+        pending: dict[JobId, Job] | None = None,
+        running: dict[JobId, Job] | None = None,
+    ) -> None:
         """Bring the lists to ``snapshot``: drop finished jobs, add new ones, demote and
         promote (steps 1–3 of the module docstring). The running jobs are looked at one by one;
-        the pending ones only with the guard on (their pending time counts). ``pending``: the
-        snapshot's pending jobs by id, when the caller has them already."""
+        the pending ones only with the guard on (their pending time counts). ``pending``,
+        ``running``: the snapshot's pending and running jobs by id (in its order), when the
+        caller has them already."""
         config = snapshot.config.tiresias
         now = snapshot.now
         if config != self.config or now < self.now:
@@ -96,7 +104,8 @@ class TiresiasLists:
         entries = self.entries
         if pending is None:
             pending = _by_id(snapshot.pending)
-        running = {rj.job.id: rj.job for rj in snapshot.running}
+        if running is None:
+            running = {rj.job.id: rj.job for rj in snapshot.running}
         new = (pending.keys() - entries.keys()) | (running.keys() - entries.keys())
         # the lists hold every present job not new, so as many gone ones as they hold beyond those
         if len(entries) > len(pending) + len(running) - len(new):
@@ -104,12 +113,20 @@ class TiresiasLists:
                 del self.queues[entries.pop(jid).q][jid]
                 self.dirty.discard(jid)
         moves: list[tuple[float, JobId, int]] = []
+        # a job moves down iff its service reaches its queue's threshold (thresholds increase:
+        # bisect_right(thresholds, service) > q iff thresholds[q] <= service); none past the last
+        limits = (*thresholds, math.inf)
+        gpu_s_service = config.service == "gpu_s"
+        get = entries.get
         for jid, job in running.items():
-            entry = entries.get(jid)
+            entry = get(jid)
             if entry is not None:
-                q = min(bisect_right(thresholds, self._service(job, entry)), last_q)
-                if q > entry.q:
-                    moves.append((job.submit_time, jid, q))
+                gpu_s = job.attained_gpu_s - entry.base_gpu_s  # _service, inlined
+                service = gpu_s if gpu_s_service else gpu_s / max(job.gpus, 1)
+                if service >= limits[entry.q]:
+                    q = min(bisect_right(thresholds, service), last_q)
+                    if q > entry.q:
+                        moves.append((job.submit_time, jid, q))
         if config.starvation_guard:
             factor = config.starvation_factor
             for jid, job in pending.items():
@@ -144,18 +161,24 @@ class TiresiasLists:
         sort; the ranking is built with C-level iteration (``zip``, ``map``, slices between the
         running jobs' positions): it is the whole per-round cost of a long queue."""
         pending_by_id = _by_id(snapshot.pending)
-        self.observe(snapshot, pending_by_id)
+        running_rjs = snapshot.running
+        running_ids = list(map(_job_id, map(_job, running_rjs)))
+        running_by_id = dict(zip(running_ids, map(_job, running_rjs), strict=True))
+        self.observe(snapshot, pending_by_id, running_by_id)
         # the key of a job is its position in the lists walked queue by queue; the pending jobs
         # are the order less the (few) running ones, cut out by slicing between their positions
         order = list(chain.from_iterable(self.queues))
         everyone = dict(zip(order, range(len(order)), strict=True))
-        position = {rj.job.id: everyone[rj.job.id] for rj in snapshot.running}
+        # the running jobs with their positions, ascending (positions are unique: never a tie)
+        at_of = map(everyone.__getitem__, running_ids)
+        ranked_running = sorted(zip(at_of, running_rjs, strict=True), key=_first)
         keys: list[int] = []
         ids: list[JobId] = []
         start = 0
-        for at in sorted(position.values()):
-            keys.extend(range(start, at))
-            ids.extend(order[start:at])
+        for at, _ in ranked_running:
+            if at > start:  # running jobs mostly head their lists: most gaps are empty
+                keys.extend(range(start, at))
+                ids.extend(order[start:at])
             start = at + 1
         keys.extend(range(start, len(order)))
         ids.extend(order[start:])
@@ -164,17 +187,18 @@ class TiresiasLists:
             snapshot,
             profile,
             self.policy,
-            lambda job: position[job.id],
+            lambda job: everyone[job.id],
             explain=explain,
             ranked_pending=(keys, pending),
+            ranked_running=ranked_running,
         )
         stopped = {p.job_id for p in decisions.preemptions}
         started = {s.job_id for s in decisions.starts}
         touched = {self.entries[jid].q for jid in stopped | started | self.dirty}
         self.dirty = set()
-        runs = (position.keys() - stopped) | started
         if not touched:
             return decisions
+        runs = (running_by_id.keys() - stopped) | started
         # the positions of each touched list's running jobs, and where each list begins in the
         # order: a list whose running jobs already make up its head is partitioned as it is
         ahead_at: dict[int, list[int]] = {i: [] for i in touched}
@@ -204,12 +228,21 @@ class TiresiasLists:
             return snapshot.now
         now = snapshot.now
         change = math.inf
-        last_q = len(config.thresholds)
+        thresholds = config.thresholds
+        last_q = len(thresholds)
+        gpu_s_service = config.service == "gpu_s"
+        get = self.entries.get
         for rj in snapshot.running:
-            entry = self.entries.get(rj.job.id)
+            job = rj.job
+            entry = get(job.id)
             if entry is not None and entry.q < last_q:
-                rate = max(rj.job.gpus, 1) if config.service == "gpu_s" else 1.0
-                change = min(change, now + (config.thresholds[entry.q] - self._service(rj.job, entry)) / rate)
+                gpu_s = job.attained_gpu_s - entry.base_gpu_s  # _service, inlined
+                if gpu_s_service:
+                    t = now + (thresholds[entry.q] - gpu_s) / max(job.gpus, 1)
+                else:
+                    t = now + (thresholds[entry.q] - gpu_s / max(job.gpus, 1)) / 1.0
+                if t < change:  # min(change, t)
+                    change = t
         if config.starvation_guard:
             for job in snapshot.pending:
                 entry = self.entries.get(job.id)
