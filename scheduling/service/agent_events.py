@@ -22,7 +22,14 @@ from django.utils import timezone
 from agent.messages import EventKind
 from cluster.models import Job, JobEvent, Node
 from scheduling.service.jobs import TERMINAL, advance_progress, after_release, release
-from scheduling.service.observations import mark_incompatible, observe_memory, observe_progress, oom_partners
+from scheduling.service.observations import (
+    SharedSample,
+    fold_shared,
+    mark_incompatible,
+    observe_memory,
+    observe_progress,
+    oom_partners,
+)
 from scheduling.service.placement_facts import JobPlacements, job_placements
 
 
@@ -132,11 +139,14 @@ def record_event(node: Node, job_id: int, event: AgentEvent, now: datetime | Non
             job.save(update_fields=["iterations_done", "measured_iteration_time_s"])
             return _answer(job, accepted=event.event == "stopped")
         accepted = True
+        shared: list[SharedSample] = []  # folded last, so their rows are locked only to the commit
         if event.event in ("started", "progress", "finished"):
             if event.memory_mb is not None:
                 observe_memory(job, event.memory_mb, placements)
             if event.iter_time_s is not None:
-                data["learned"] = observe_progress(job, event.generation, event.iter_time_s, now, placements)
+                data["learned"] = observe_progress(
+                    job, event.generation, event.iter_time_s, now, placements, shared
+                )
         if event.event in ("started", "progress"):
             accepted = _progress(job, node, nodes, event, floor, data, now)
         elif event.event == "finished":
@@ -158,6 +168,7 @@ def record_event(node: Node, job_id: int, event: AgentEvent, now: datetime | Non
             )
         if job.status != Job.Status.RUNNING:
             after_release(partners)
+        fold_shared(shared)
     return _answer(job, accepted=accepted)
 
 

@@ -34,6 +34,7 @@ from django.conf import settings
 from django.db.models import Model, Q
 from django.utils import timezone
 
+from cluster.compiled import meta
 from cluster.models import Job, Placement
 from scheduling.core import types as core
 from scheduling.core.learning import SampleStats, full_batch_time_s, normalise_model, pair_id
@@ -114,14 +115,52 @@ def observe_memory(job: Job, memory_mb: float, placements: JobPlacements | None 
     LearnedIterTime.objects.filter(grows, **key).update(memory_mb=full)
 
 
+#: A sample for a summary row that many jobs share (a class's iteration time, a pair's slowdown):
+#: ``(table, its key's fields, value)``; folded by :func:`fold_shared`.
+SharedSample = tuple[type[Model], dict[str, Any], float]
+
+
+def fold_shared(samples: list[SharedSample]) -> None:
+    """Add each sample to its row (created if missing) under the row's lock. The caller calls
+    this last in its transaction, so the lock is held only until the commit: every event of a
+    class's jobs folds into one row, and a lock taken in the middle of an event's transaction made
+    them queue for its whole rest (100–460 ms a call in the 15,000-job run, PERFORMANCE.md §10).
+    Rows are locked in one order (table, then key), so two events never wait on each other."""
+    for table, key, value in sorted(samples, key=lambda s: (meta(s[0]).label, sorted(s[1].items()))):
+        add_sample(locked(table, **key), value)
+
+
 def observe_progress(
-    job: Job, generation: int, iter_time_s: float, now: datetime, placements: JobPlacements | None = None
+    job: Job,
+    generation: int,
+    iter_time_s: float,
+    now: datetime,
+    placements: JobPlacements | None = None,
+    shared: list[SharedSample] | None = None,
 ) -> str:
     """Fold one measured iteration time (s, at the job's sub-batch) into the learned tables
     (module docstring). Returns what it was: ``"exclusive"``, ``"slowdown"``, or why it was
     ignored (``"stale"``: an older generation; ``"changed"``: a partner left since; ``"idle"``:
     no GPU held). ``placements``: the job's rows already read under its lock (saves two queries).
-    The caller holds the job's row lock (:func:`~scheduling.service.record_event`)."""
+    ``shared``: where given, the samples for rows other jobs share (the class's, the pair's) are
+    appended to it for the caller's :func:`fold_shared` at the end of its transaction; else they
+    are folded here. The caller holds the job's row lock (:func:`~scheduling.service.record_event`)."""
+    pending: list[SharedSample] = [] if shared is None else shared
+    what = _observe(job, generation, iter_time_s, now, placements, pending)
+    if shared is None:
+        fold_shared(pending)
+    return what
+
+
+def _observe(
+    job: Job,
+    generation: int,
+    iter_time_s: float,
+    now: datetime,
+    placements: JobPlacements | None,
+    shared: list[SharedSample],
+) -> str:
+    """:func:`observe_progress` with the shared rows' samples appended to ``shared``."""
     if placements is None:
         rows = list(
             Placement.objects.filter(job=job, active=True).values_list(
@@ -161,7 +200,7 @@ def observe_progress(
             add_sample(own, full)
         if first:  # a class takes each job's first exclusive report only, as core.learning.Learner
             model, batch, gpus = class_key(job.model, job.batch_size, job.gpus)
-            add_sample(locked(LearnedIterTime, model=model, batch_size=batch, gpus=gpus), full)
+            shared.append((LearnedIterTime, {"model": model, "batch_size": batch, "gpus": gpus}, full))
         return "exclusive"
     # the pair with the largest predicted ξ sets the gang's pace: the measurement is its ξ
     gpu, _, partner_pk, predicted = max(rows, key=lambda r: (r[3] or 0.0, -r[0]))
@@ -171,7 +210,7 @@ def observe_progress(
         return "changed"
     xi = iter_time_s / exclusive_time_s(job, sub, table)
     a, b = (normalise_model(job.model), sub), (normalise_model(partner), partner_sub)
-    add_sample(locked(LearnedSlowdown, model_a=a[0], sub_a=a[1], model_b=b[0], sub_b=b[1]), xi)
+    shared.append((LearnedSlowdown, {"model_a": a[0], "sub_a": a[1], "model_b": b[0], "sub_b": b[1]}, xi))
     measured = record_observation(job, generation, partner_pk, a, b, predicted or 1.0, xi, now)
     Placement.objects.filter(job=job, active=True, shared_with=partner_pk).update(measured_slowdown=measured)
     return "slowdown"

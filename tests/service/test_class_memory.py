@@ -1,6 +1,9 @@
-"""A job class's learned memory (``LearnedIterTime.memory_mb``, the largest peak per GPU reported
-at the full batch) kept by :func:`scheduling.service.observations.observe_memory`: the largest
-value wins, and a report that does not raise it neither writes nor waits for the class's row.
+"""The rows many jobs share in the learned profile, and their locks: a job class's learned memory
+(``LearnedIterTime.memory_mb``, the largest peak per GPU reported at the full batch) kept by
+:func:`scheduling.service.observations.observe_memory` — the largest value wins, and a report
+that does not raise it neither writes nor waits for the class's row — and a class's iteration
+time folded as the last statements of an event's transaction, so its row is locked only to the
+commit (every event of a class's jobs folds into that one row).
 
 The jobs run ResNet-18 at their full batch (sub-batch = global batch), so a report of ``m`` MB is
 ``m`` MB at the full batch (``m · mem(B) / mem(b)`` with ``b = B``).
@@ -13,9 +16,12 @@ from collections.abc import Callable
 
 import pytest
 from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
-from cluster.models import Job, Tenant
+from cluster.models import Job, Node, Tenant
+from scheduling import service
 from scheduling.models import LearnedIterTime
+from scheduling.service.generations import latest_generation
 from scheduling.service.observations import observe_memory
 from tests.conftest import skip_or_fail
 from tests.service.learning_helpers import make_fleet, make_job, run_round
@@ -90,3 +96,22 @@ def test_a_report_that_does_not_raise_the_memory_waits_for_no_lock(
     finally:
         release.set()
         holder.join(30)
+
+
+def test_a_classs_iteration_time_is_folded_last_in_the_event(
+    db: None, sent: list, django_capture_on_commit_callbacks: Callable
+) -> None:
+    """The job's first exclusive report (a ``started`` event with its iteration time): the class's
+    row is read (``FOR UPDATE`` on PostgreSQL) and written after every other statement of the
+    event — the job's own sample, its progress and its event row — and it holds the sample."""
+    job = running_job(django_capture_on_commit_callbacks)
+    node = Node.objects.get(pk=job.placements.get(active=True).gpu.node_id)
+    event = service.AgentEvent(latest_generation(job.pk), "started", 0.0, iter_time_s=0.25)
+    with CaptureQueriesContext(connection) as queries:
+        service.record_event(node, job.pk, event)
+    sql = [q["sql"] for q in queries.captured_queries if "SAVEPOINT" not in q["sql"]]
+    touching = [i for i, text in enumerate(sql) if "scheduling_learneditertime" in text]
+    assert touching and touching == list(range(len(sql) - len(touching), len(sql)))
+    assert any("INSERT" in text and "cluster_jobevent" in text for text in sql[: touching[0]])
+    row = LearnedIterTime.objects.get(**CLASS)
+    assert (row.count, row.stats.mean) == (1, pytest.approx(0.25))  # sub-batch = batch: t(B) = t
