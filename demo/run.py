@@ -14,6 +14,7 @@ from demo.fleet import start_agents
 from demo.live import Clock, LiveRun, QuietAgentConflicts, serve, wait_for_jobs, wait_until_ready
 from demo.options import STOPPED_BY_CTRL_C, DemoConfig, DemoError
 from demo.report import fidelity, learning_line, live_result, throughput_line
+from demo.shutdown import join_within
 from demo.truth import simulated as simulate_like_live
 from demo.truth import truth_line, truth_profile
 from demo.workload import load_workload
@@ -131,8 +132,7 @@ def run_demo(config: DemoConfig, say: Callable[[str], None]) -> int:
         request_log.addFilter(quiet)  # agents' last reports of stopped jobs are refused (409): expected
         run.stop.set()
         try:
-            for thread in threads:
-                thread.join(timeout=20)
+            join_within(threads, 20.0)  # replay, rounds, agents: 20 s for all (demo/shutdown.py)
             if deliver is not None:
                 service.unsubscribe(deliver)
                 service.set_dispatcher(None)

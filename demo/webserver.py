@@ -19,6 +19,8 @@ from typing import Any
 from django.core.servers.basehttp import WSGIServer
 from django.db import connections
 
+from demo.shutdown import join_within
+
 #: Worker threads of the demo's web server **(ours)**: the in-process agents, the replay and a
 #: browser on the dashboard send at most this many requests at once without waiting.
 WORKERS = 16
@@ -64,9 +66,8 @@ class PooledWSGIServer(WSGIServer):
 
     def server_close(self) -> None:
         """Close the listening socket, then stop the workers once the requests queued before
-        are handled (each closes its database connections; waits at most 5 s for each)."""
+        are handled (each closes its database connections; waits at most 5 s for all of them)."""
         super().server_close()
         for _ in self._workers:
             self._requests.put(None)
-        for worker in self._workers:
-            worker.join(timeout=5)
+        join_within(self._workers, 5.0)
