@@ -43,6 +43,11 @@ class SessionStore(db.SessionStore):
         now on), as Django's store answers."""
         if self.session_key is None:  # no key, or one Django's validation refused
             return None
+        if "\x00" in self.session_key:
+            # a crafted cookie: PostgreSQL refuses NUL in text (a DataError, so a 500), SQLite
+            # finds no row; no key Django makes has one, so it is no session on either
+            self._session_key = None
+            return None
         now = connection.ops.adapt_datetimefield_value(timezone.now())
         found = list(self.model.objects.raw(_load_sql(), [self.session_key, now]))
         if not found:

@@ -54,6 +54,16 @@ def test_an_unknown_or_malformed_session_key_is_anonymous(alice: Any) -> None:
         assert scope(client) == 401, key
 
 
+def test_a_session_key_with_a_nul_is_anonymous_not_a_500(alice: Any) -> None:
+    """PostgreSQL refuses NUL in text (psycopg's DataError was a 500 on every page and the API);
+    SQLite found no row. The login page and the API answer as for no session."""
+    client = Client()
+    client.cookies[settings.SESSION_COOKIE_NAME] = "abcdefgh\x00ijk"
+    assert scope(client) == 401
+    assert client.get("/dashboard/login/").status_code == 200
+    assert client.get("/api/v1/jobs/").status_code == 401
+
+
 def test_a_deleted_session_row_is_anonymous(alice: Any) -> None:
     client = session_client(alice)
     Session.objects.all().delete()
