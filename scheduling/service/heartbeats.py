@@ -40,6 +40,11 @@ def heartbeat_interval_s() -> float:
     return float(settings.SHAREWISE_HEARTBEAT_INTERVAL_S)
 
 
+#: The attribute of the log record :func:`check_heartbeats` writes per node it marks (the node's
+#: name), so a command that prints its own line about that node can leave this one out.
+NODE_MARKED = "node_marked"
+
+
 def check_heartbeats(now: datetime | None = None) -> dict[str, list[int]]:
     """Mark ``ready`` nodes silent for longer than ``SHAREWISE_HEARTBEAT_TIMEOUT_S`` as
     ``unhealthy`` (no new work) and requeue their running jobs, progress kept.
@@ -85,7 +90,9 @@ def check_heartbeats(now: datetime | None = None) -> dict[str, list[int]]:
                 Placement.objects.filter(active=True, gpu__node_id=pk).values_list("job_id", flat=True)
             )
             marked[name] = requeue(sorted(jobs), now, why)
-        log.warning("%s: marked unhealthy; requeued jobs %s", why, marked[name])
+        requeued = ", ".join(map(str, marked[name])) or "none"
+        # ``node_marked``: a command printing its own line per node (run_scheduler) drops this one
+        log.warning("%s: marked unhealthy; requeued jobs: %s", why, requeued, extra={NODE_MARKED: name})
     return marked
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 
+import pytest
 from django.test import override_settings
 from django.utils import timezone
 
@@ -25,7 +26,11 @@ def node_up(name: str) -> float | None:
 
 @override_settings(SHAREWISE_HEARTBEAT_TIMEOUT_S=TIMEOUT_S)
 def test_a_node_never_heard_from_gets_a_deadline_from_its_registration(
-    fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable
+    fleet: dict,
+    tenant: Tenant,
+    sent: list,
+    django_capture_on_commit_callbacks: Callable,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     capture = django_capture_on_commit_callbacks
     node, token = fleet["node-00"]
@@ -43,8 +48,14 @@ def test_a_node_never_heard_from_gets_a_deadline_from_its_registration(
     late = registered + timedelta(seconds=TIMEOUT_S + 1)
     assert not any(g.healthy for g in service.load_state(late).snapshot.cluster.gpus)
     sent.clear()
-    with capture(execute=True):
+    with capture(execute=True), caplog.at_level("WARNING", logger="scheduling.service.heartbeats"):
         assert service.check_heartbeats(late) == {"node-00": [job.pk], "node-01": []}
+    assert sorted(r.getMessage() for r in caplog.records) == [  # one line per node, for the logs
+        f"node node-00 sent no heartbeat within 15 s of its registration: marked unhealthy; "
+        f"requeued jobs: {job.pk}",
+        "node node-01 sent no heartbeat within 15 s of its registration: marked unhealthy; "
+        "requeued jobs: none",
+    ]
     node.refresh_from_db()
     job.refresh_from_db()
     assert node.status == Node.Status.UNHEALTHY

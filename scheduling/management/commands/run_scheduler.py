@@ -3,6 +3,7 @@ Celery; each step is one :func:`scheduling.service.tick` (heartbeat check, then 
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from typing import Any
@@ -14,6 +15,7 @@ from django.db import DatabaseError
 from scheduling import service
 from scheduling.core.policies import POLICY_NAMES, UnknownPolicyError
 from scheduling.models import Round
+from scheduling.service.heartbeats import NODE_MARKED
 
 
 def describe(record: Round | None) -> str:
@@ -31,6 +33,12 @@ def describe_unhealthy(node: str, requeued: list[int]) -> str:
     """One line about a node the heartbeat check marked unhealthy."""
     jobs = ", ".join(map(str, requeued)) or "none"
     return f"node {node} marked unhealthy (heartbeat timeout); requeued jobs: {jobs}"
+
+
+def not_a_marked_node(record: logging.LogRecord) -> bool:
+    """A log filter: the heartbeat check's record of a node it marked unhealthy is left out, since
+    the loop prints its own line about that node (one line per node, as the README says)."""
+    return not hasattr(record, NODE_MARKED)
 
 
 class Command(BaseCommand):
@@ -63,6 +71,8 @@ class Command(BaseCommand):
             policy = service.policy_named(options["policy"])
         except UnknownPolicyError as exc:
             raise CommandError(str(exc)) from None
+        heartbeat_log = logging.getLogger("scheduling.service.heartbeats")
+        heartbeat_log.addFilter(not_a_marked_node)
         try:
             while True:
                 started = time.monotonic()
@@ -86,6 +96,8 @@ class Command(BaseCommand):
                 time.sleep(max(0.0, interval - (time.monotonic() - started)))
         except KeyboardInterrupt:
             self.stdout.write("stopped")
+        finally:
+            heartbeat_log.removeFilter(not_a_marked_node)
 
     def step(self, policy: Any) -> service.Tick:
         """One tick (a separate method so a test can call one step)."""
