@@ -96,7 +96,7 @@ def make_snapshot(waiting: int, seed: int = 1) -> Snapshot:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=7, help="timed runs per size (default 7)")
     parser.add_argument("--policy", default="sjf-bsbf", choices=POLICY_NAMES)
     parser.add_argument("--explain", action="store_true", help="build Wait reasons (the service path)")

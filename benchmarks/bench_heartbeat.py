@@ -189,7 +189,7 @@ def vacuum() -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--database-url", type=postgres_url, required=True, help="PostgreSQL database to (re)create"
     )

@@ -226,7 +226,7 @@ def run(args: argparse.Namespace) -> bool:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--jobs",
         type=positive_int,

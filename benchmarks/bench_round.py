@@ -308,7 +308,7 @@ def purge_node_queues() -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--pending", type=positive_int, nargs="+", default=[1_000, 10_000], help="pending jobs"
     )

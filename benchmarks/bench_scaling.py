@@ -70,7 +70,7 @@ def run_child(root: Path, policy: str, size: str, nodes: int, per_node: int) -> 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="5000,10000,20000,30000", help="job counts (all: the whole trace)")
     parser.add_argument("--policies", default="sjf-bsbf,tiresias", help="comma-separated policy names")
     parser.add_argument("--cluster", default="16x8", help="NODESxGPUS")

@@ -38,7 +38,7 @@ from scheduling.sim.loaders import TraceError, load_traces  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="runs per policy (median reported)")
     parser.add_argument("--cluster", default="128x8", help="NODESxGPUS")
     parser.add_argument("--trace", default="chronus-philly-mix1.csv", help="trace file name under traces/")

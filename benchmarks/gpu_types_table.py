@@ -129,7 +129,7 @@ def format_table(report: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trace", help="a trace of the shared data folder (default: the synthetic stream)")
     parser.add_argument("--cluster", default="1x4:a100:81920,2x4:t4:16384")
     parser.add_argument("--every", type=int, default=4, help="every N-th job (by id) needs the large type")

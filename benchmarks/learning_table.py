@@ -155,7 +155,7 @@ def format_targets(rows: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Print the table; returns 2 with a message when a trace is missing."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", choices=sorted(TRACES), help="one trace only")
     parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds of the prior's error")
     parser.add_argument(

@@ -81,7 +81,7 @@ def query_speed(n_jobs: int, repeat: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Print the tables; returns 2 with a message if the Gavel file is missing or malformed."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--src", type=Path, default=shared_data_dir() / "profiles" / "gavel-throughputs.json")
     parser.add_argument("--folds", type=int, default=10)
     parser.add_argument("--lucid", action="store_true", help="also validate against lucid-colocate.csv")

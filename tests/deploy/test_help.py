@@ -4,6 +4,7 @@ module the benchmarks import says it is one."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -44,6 +45,12 @@ def test_a_benchmark_answers_help(name: str, tmp_path: Path) -> None:
         name in MODULES
     )
     assert list(tmp_path.iterdir()) == []  # wrote nothing where it ran
+    source = (REPO / "benchmarks" / name).read_text(encoding="utf-8")
+    if "description=__doc__" in source:  # the docstring's whole first paragraph, not its first line
+        doc = ast.get_docstring(ast.parse(source))
+        assert doc is not None
+        first = " ".join(doc.split("\n\n")[0].split())
+        assert first.replace("%", "") in said.replace("%", ""), first
 
 
 @pytest.mark.parametrize("name", COMMANDS)
