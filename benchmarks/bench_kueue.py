@@ -185,22 +185,27 @@ def run(args: argparse.Namespace) -> bool:
     for error in live.errors[:5]:
         print(f"error: {error}")
     label = "end to end" if finished else "partial run, not a result: until the last finish so far"
-    print(
-        f"{label} (first submission to last finish): {e2e:.1f} s, {done / e2e:.1f} jobs/s "
-        f"(Kueue's scenario of {shape.KUEUE_JOBS:,}: {shape.KUEUE_WALL_S:g} s, "
-        f"{shape.KUEUE_JOBS / shape.KUEUE_WALL_S:.1f} jobs/s)"
+    kueue = (
+        f"Kueue's scenario of {shape.KUEUE_JOBS:,}: {shape.KUEUE_WALL_S:g} s, "
+        f"{shape.KUEUE_JOBS / shape.KUEUE_WALL_S:.1f} jobs/s"
     )
+    if ends:
+        print(f"{label} (first submission to last finish): {e2e:.1f} s, {done / e2e:.1f} jobs/s ({kueue})")
+    else:  # nothing finished: no time to state (it had printed "nan s, nan jobs/s")
+        print(f"no job finished within the run, so no end-to-end time ({kueue})")
     print(
         f"wall {wall:.1f} s, this process's CPU {cpu:.1f} s ({cpu / wall:.0%} of one core); "
         f"{live.rounds} rounds; load average after {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
     )
     parts = sorted(by_thread.items(), key=lambda kv: -kv[1])
-    n = max(done, 1)
-    print(
-        "CPU per finished job by thread: "
-        + ", ".join(f"{name} {1000 * cpu / n:.1f} ms" for name, cpu in parts if cpu >= 0.05 * n / 1000)
-        + (f"; PostgreSQL backends {1000 * postgres / n:.1f} ms" if postgres is not None else "")
-    )
+    if done:  # per finished job; with none finished there is nothing to divide by
+        print(
+            "CPU per finished job by thread: "
+            + ", ".join(
+                f"{name} {1000 * cpu / done:.1f} ms" for name, cpu in parts if cpu >= 0.05 * done / 1000
+            )
+            + (f"; PostgreSQL backends {1000 * postgres / done:.1f} ms" if postgres is not None else "")
+        )
     if sampler is not None:
         print(sampler.report(args.profile_top))
     if timing is not None:

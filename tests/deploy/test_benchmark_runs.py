@@ -7,6 +7,7 @@ by a timeout; skipped, with the reason, where the public traces are absent."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -154,3 +155,14 @@ def test_bench_kueue_states_the_jobs_it_writes_and_refuses_a_folder_in_one_line(
     result = run_benchmark("benchmarks/bench_kueue.py", "--jobs", "90", "--write-trace", str(tmp_path))
     assert result.returncode == 2
     assert result.stderr.splitlines() == [f"error: cannot write {tmp_path}: Is a directory"]
+
+
+def test_bench_kueue_stopped_early_states_no_nan() -> None:
+    """A run stopped by ``--timeout`` before (nearly) any job finished: no "nan s, nan jobs/s" and
+    no CPU "per finished job" divided by a job that did not finish (it printed both)."""
+    result = run_benchmark("benchmarks/bench_kueue.py", "--jobs", "90", "--timeout", "1", timeout_s=120)
+    assert result.returncode == 1, result.stderr  # not all finished
+    assert not re.search(r"\bnan\b", result.stdout)
+    finished = int(result.stdout.split("NOT all finished: ")[1].split("/")[0])
+    assert ("no job finished within the run" in result.stdout) == (finished == 0)
+    assert ("CPU per finished job" in result.stdout) == (finished > 0)
