@@ -13,7 +13,8 @@ the events (``cluster_jobevent``) and the samples (``scheduling_jobitertime``), 
 ``EXPLAIN (ANALYZE, BUFFERS)`` of each ``--repeat`` times.
 
 It prints the machine and load, then per size and statement the median execution time (ms, the
-server's own figure) and the pages it touched (shared buffers hit + read).
+server's own figure) and the pages it touched (shared buffers hit + read), and the median client
+CPU of a whole snapshot (``load_state``, ``--repeat`` of them: this process's side).
 
 Not a test: nothing is asserted (``tests/service/test_round_dead_rows.py`` is the test).
 
@@ -29,6 +30,7 @@ import json
 import os
 import statistics
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +95,21 @@ def active_set(node_gpus: list[Any], tenants: list[Any], pending: int) -> None:
     history(running, ("submitted", "placed", "started"), ())
 
 
+def snapshot_cpu_ms(repeat: int) -> float:
+    """The median over ``repeat`` snapshots (``load_state`` in its ``consistent_view``, after one
+    untimed) of this thread's CPU time per snapshot (ms): the client's side of all its queries."""
+    from scheduling.service.snapshot import consistent_view, load_state
+
+    times = []
+    for r in range(-1, repeat):
+        start = time.thread_time()
+        with consistent_view():
+            load_state()
+        if r >= 0:
+            times.append(1000 * (time.thread_time() - start))
+    return statistics.median(times)
+
+
 def measure(repeat: int) -> dict[str, tuple[float, int]]:
     """One snapshot's two statements, each ``EXPLAIN (ANALYZE, BUFFERS)`` ``repeat`` times: name →
     (median execution ms, pages touched in the last run)."""
@@ -148,6 +165,7 @@ def main() -> None:
         done = size
         for name, (ms, pages) in measure(args.repeat).items():
             print(f"{size:>10,} {name:>14} {ms:>8.2f} {pages:>7,}")
+        print(f"{size:>10,} {'snapshot CPU':>14} {snapshot_cpu_ms(args.repeat):>8.2f}")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
