@@ -51,8 +51,10 @@ class AnyOf(Lookup):  # type: ignore[type-arg]
     ``Job.objects.filter(AnyOf(F("pk"), ids))``: on PostgreSQL ``column = ANY(%s)`` with the list
     as one array parameter. Django's ``__in`` prepares every value and writes one placeholder each;
     for the 386 jobs a fill round starts a query took 3.8 ms of client CPU, 1.2 ms with the
-    array. Elsewhere (SQLite) the plain ``IN`` list. An empty list matches nothing (the query
-    still runs: skip it when there is nothing to ask)."""
+    array. A list of plain ints goes as one text literal cast to ``bigint[]``: psycopg adapts a
+    list element by element (4.5 ms of client CPU for 10,000 ids, 0.9 ms as the literal; the
+    snapshot asks its 10,000 pending jobs' samples so). Elsewhere (SQLite) the plain ``IN`` list.
+    An empty list matches nothing (the query still runs: skip it when there is nothing to ask)."""
 
     lookup_name = "any_of"
     prepare_rhs = False
@@ -63,6 +65,8 @@ class AnyOf(Lookup):  # type: ignore[type-arg]
     def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
         lhs, params = self.process_lhs(compiler, connection)
         if connection.vendor == "postgresql":
+            if all(type(v) is int for v in self.rhs):  # not bool, nor an int subclass's own text
+                return f"{lhs} = ANY(%s::bigint[])", [*params, "{" + ",".join(map(str, self.rhs)) + "}"]
             return f"{lhs} = ANY(%s)", [*params, self.rhs]
         return f"{lhs} IN ({', '.join(['%s'] * len(self.rhs))})", [*params, *self.rhs]
 

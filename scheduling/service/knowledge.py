@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, Max, Sum
+from django.db.models import Count, F, Max, Sum
 
+from cluster.expressions import AnyOf
 from cluster.models import Job
 from scheduling.core import types as core
 from scheduling.core.learning import (
@@ -150,17 +151,19 @@ def class_records(keys: Iterable[IterKey] | None = None) -> dict[IterKey, ClassR
     }
 
 
-def job_stats(job_ids: Iterable[int] | None = None) -> dict[int, SampleStats]:
-    """Each job's exclusive samples (``JobIterTime``), for the jobs of ``job_ids`` that have some
-    (``None``: every pending or running job; 1 query)."""
-    rows = JobIterTime.objects.filter(count__gt=0).order_by()
-    if job_ids is None:
-        rows = rows.filter(job__status__in=Job.ACTIVE_STATUSES)
-    else:
-        ids = list(job_ids)
-        if not ids:
-            return {}
-        rows = rows.filter(job_id__in=ids)
+def job_stats(job_ids: Iterable[int]) -> dict[int, SampleStats]:
+    """Each job's exclusive samples (``JobIterTime``), for the jobs of ``job_ids`` (primary keys)
+    that have some (1 query; none for no ids).
+
+    By the ids, one array parameter (``AnyOf``), not joined to the jobs on their status: the
+    snapshot passes the pending and running jobs it has just read. Filtered on ``Job.status``,
+    PostgreSQL without statistics started from the ``job_status`` index, whose entries for every
+    row version once pending or running stay until VACUUM: the statement's cost grew with the jobs
+    that had ended (docs/PERFORMANCE.md §10, "The round's two reads through the status index")."""
+    ids = list(job_ids)
+    if not ids:
+        return {}
+    rows = JobIterTime.objects.filter(AnyOf(F("job_id"), ids), count__gt=0).order_by()
     return {
         job: SampleStats(count, weight, mean, var)
         for job, count, weight, mean, var in rows.values_list(

@@ -19,10 +19,10 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import F, Max
+from django.db.models import BooleanField, ExpressionWrapper, F, Max, Q
 from django.utils import timezone
 
-from cluster.expressions import EpochSeconds
+from cluster.expressions import AnyOf, EpochSeconds
 from cluster.models import GPU, Job, JobEvent, Node, Placement, Sharing
 from cluster.runnable import HELD_WITHOUT_COMMAND, held_without_command
 from scheduling.core import types as core
@@ -132,8 +132,30 @@ def node_takes_jobs(
     return not is_silent(last_heartbeat, registered_at, hearing, now, timeout_s)
 
 
+def requeue_times(job_ids: list[int]) -> dict[int, float]:
+    """Job pk → the time of its latest ``preempted`` or ``requeued`` event (POSIX s), for the
+    jobs of ``job_ids`` that have one (1 query; none for no ids). The snapshot passes its pending
+    jobs that ran before (``started_at`` set): only they can have re-entered the queue.
+
+    By the ids (``AnyOf``, the events' ``job_id`` index), not joined to the jobs on their
+    status: PostgreSQL without statistics started that join from the ``job_status`` index, whose
+    entries for every row version once pending stay until VACUUM, so the read grew with the jobs
+    that had ended (docs/PERFORMANCE.md §10, "The round's two reads through the status index")."""
+    if not job_ids:
+        return {}
+    return dict(
+        JobEvent.objects.filter(
+            AnyOf(F("job_id"), job_ids), kind__in=(JobEvent.Kind.PREEMPTED, JobEvent.Kind.REQUEUED)
+        )
+        .order_by()
+        .values("job_id")
+        .annotate(t=EpochSeconds(Max("at")))
+        .values_list("job_id", "t")
+    )
+
+
 def load_state(now: datetime | None = None, profile: core.Profile | None = None) -> ClusterState:
-    """Read the cluster from the database as a :class:`ClusterState` (9 queries); call it inside
+    """Read the cluster from the database as a :class:`ClusterState` (at most 9 queries); call it inside
     :func:`consistent_view` so that they see one moment.
 
     - GPUs: every registered GPU, ordered by node name and index; ``healthy`` is False for an
@@ -214,7 +236,10 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
     jobs: dict[int, core.Job] = {}
     query = (
         Job.objects.filter(status__in=Job.ACTIVE_STATUSES)
-        .annotate(submit_s=EpochSeconds(F("submitted_at")))
+        .annotate(
+            submit_s=EpochSeconds(F("submitted_at")),
+            ran=ExpressionWrapper(Q(started_at__isnull=False), output_field=BooleanField()),
+        )
         .values_list(
             "pk",
             "tenant__name",
@@ -232,6 +257,7 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
             "sharing",
             "measured_memory_mb",
             "gpu_types",
+            "ran",
         )
         .order_by()
     )
@@ -240,19 +266,9 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
     with connection.cursor() as cursor:
         cursor.execute(*query.query.sql_with_params())
         rows = cursor.fetchall()
-    # only pending jobs that ran before can have re-entered the queue
-    requeued_at: dict[int, float] = dict(
-        JobEvent.objects.filter(
-            job__status=Job.Status.PENDING,
-            job__started_at__isnull=False,
-            kind__in=(JobEvent.Kind.PREEMPTED, JobEvent.Kind.REQUEUED),
-        )
-        .order_by()
-        .values("job_id")
-        .annotate(t=EpochSeconds(Max("at")))
-        .values_list("job_id", "t")
-    )
-    own = job_stats()
+    # Both reads by the ids of the rows just read, not joined on the status (requeue_times).
+    requeued_at = requeue_times([r[0] for r in rows if r[12] == pending_status and r[16]])
+    own = job_stats([r[0] for r in rows])
     records = class_records()
     for row in rows:
         (
@@ -272,6 +288,7 @@ def load_state(now: datetime | None = None, profile: core.Profile | None = None)
             sharing,
             measured_memory,
             types,
+            _,  # ran: read above
         ) = row
         # Per class (model, batch, GPUs), per submitted iteration time and per GPU-type list the
         # answers repeat (a few dozen distinct ones among 10,000 jobs): worked out once each.

@@ -45,3 +45,11 @@ def test_strings(db: None) -> None:
     make_fleet()
     names = Node.objects.filter(AnyOf(F("name"), ["node-01", "node-09"])).values_list("name", flat=True)
     assert list(names) == ["node-01"]
+
+
+def test_ints_on_a_bigint_key_and_a_narrower_column(job_ids: list[int]) -> None:
+    # plain ints go as one bigint[] literal on PostgreSQL: an id past 2**31 is no error, and an
+    # integer column narrower than the key compares with it
+    found = Job.objects.filter(AnyOf(F("pk"), [job_ids[1], 2**62])).values_list("pk", flat=True)
+    assert list(found) == [job_ids[1]]
+    assert Job.objects.filter(AnyOf(F("priority"), [0, 3])).count() == 5  # every priority is 0

@@ -22,30 +22,12 @@ from django.db import connection
 from cluster.models import GPU, Job, Node, Placement, Tenant
 from scheduling.service.heartbeats import record_heartbeat
 from tests.conftest import skip_or_fail
+from tests.service.dead_rows import job_pages_fetched, live_and_end
 
 pytestmark = [pytest.mark.postgres]
 
 ENDED_JOBS = 1_000
 GPUS = 20  # one scan per GPU of the node in the old plan: the multiplier it had in the runs
-
-
-#: One job's life (its id in each %s), as the service writes it: placed on every GPU of the node
-#: (the job running), progress, ended (the rows inactive, the job succeeded).
-LIFE = (
-    "INSERT INTO cluster_placement (job_id, gpu_id, generation, sub_batch, slot, active, created_at)"
-    " SELECT %s, g.id, 1, 3, 0, true, now() FROM cluster_gpu g",
-    "UPDATE cluster_job SET status = 'running', started_at = now() WHERE id = %s",
-    "UPDATE cluster_job SET iterations_done = 5 WHERE id = %s",
-    "UPDATE cluster_placement SET active = false, ended_at = now() WHERE job_id = %s",
-    "UPDATE cluster_job SET status = 'succeeded', finished_at = now() WHERE id = %s",
-)
-
-
-def job_pages_fetched() -> int:
-    """Pages of ``cluster_job`` read (from the buffer cache or disk) so far in this transaction."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_stat_get_xact_blocks_fetched('cluster_job'::regclass)")
-        return int(cursor.fetchone()[0])
 
 
 def test_a_heartbeat_reads_a_fixed_number_of_job_pages_whatever_ended_before(db: None) -> None:
@@ -58,12 +40,7 @@ def test_a_heartbeat_reads_a_fixed_number_of_job_pages_whatever_ended_before(db:
         Job(tenant=tenant, name=f"e{i}", model="resnet50", batch_size=64, iterations=10, gpus=GPUS)
         for i in range(ENDED_JOBS)
     )
-    # one after the other on the whole node, each step a new version of the rows; plain SQL
-    # (10,000 statements through the ORM took 30 s)
-    with connection.cursor() as cursor:
-        for job in ended:
-            for sql in LIFE:
-                cursor.execute(sql, [job.pk])
+    live_and_end([job.pk for job in ended])  # one after the other on the whole node
     live = Job.objects.create(
         tenant=tenant, name="live", model="resnet50", batch_size=64, iterations=10, gpus=1, status="running"
     )
