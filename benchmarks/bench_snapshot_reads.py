@@ -138,7 +138,7 @@ def measure(repeat: int) -> dict[str, tuple[float, int]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--database-url", type=heartbeat.postgres_url, required=True, help="PostgreSQL database to (re)create"
     )
