@@ -418,6 +418,11 @@ def main(argv: Sequence[str] | None = None, exit: Callable[[int], Any] = sys.exi
     except click.exceptions.Exit as exc:
         exit(exc.exit_code)
         return
+    except click.UsageError as exc:  # one line like every error (README), and where help is
+        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+        click.echo(f"sharewise: error: {exc.format_message()}{hint}", err=True)
+        exit(exc.exit_code)
+        return
     except click.ClickException as exc:
         exc.show()
         exit(exc.exit_code)
