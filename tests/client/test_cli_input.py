@@ -1,13 +1,39 @@
-"""Input the command refuses before sending anything: malformed options, one line, exit status 2."""
+"""Input the command refuses before sending anything (numbers JSON cannot carry, values of types
+it has no form for, malformed options: one line, exit status 2), and YAML's unquoted dates read as
+the text written."""
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from sharewise import Client, UsageError
 
 from cluster.models import Job
-from tests.client.conftest import Result
+from tests.client.conftest import Result, Service
 
 Run = Callable[..., Result]
+
+JOB_YAML = """\
+name: steps
+model: resnet50
+batch_size: 32
+iterations: 20
+gpus: 1
+"""
+
+
+def job_file(tmp_path: Path, extra: str = "", name: str = "job.yaml", text: str = JOB_YAML) -> str:
+    path = tmp_path / name
+    path.write_text(text + extra)
+    return str(path)
+
+
+def submitted(result: Result) -> int:
+    assert result.code == 0, result.err
+    return int(result.out.split()[2])  # "Submitted job 12 (name), pending"
 
 
 def one_line_usage_error(result: Result) -> str:
@@ -17,6 +43,96 @@ def one_line_usage_error(result: Result) -> str:
     assert len(lines) == 1 and lines[0].startswith("sharewise: error: "), result.err
     assert result.out == "" and Job.objects.count() == 0
     return lines[0]
+
+
+# ------------------------------------------------------------------ numbers JSON cannot carry
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "Infinity"])
+def test_a_non_finite_flag_is_a_usage_error_naming_it(run: Run, tmp_path: Path, value: str) -> None:
+    line = one_line_usage_error(run("submit", job_file(tmp_path), "--iteration-time-s", value))
+    assert "'--iteration-time-s'" in line and "not a finite number" in line
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "shown"),
+    [
+        ("iteration_time_s: .inf\n", "iteration_time_s", "inf"),
+        ("iteration_time_s: -.inf\n", "iteration_time_s", "-inf"),
+        ("iteration_time_s: .nan\n", "iteration_time_s", "nan"),
+        ("iteration_time_s: 1.0e+400\n", "iteration_time_s", "inf"),  # past the largest double
+        ("gpu_memory_mb: .NaN\n", "gpu_memory_mb", "nan"),
+    ],
+)
+def test_a_non_finite_number_in_a_job_file_is_a_usage_error_naming_it(
+    run: Run, tmp_path: Path, extra: str, field: str, shown: str
+) -> None:
+    path = job_file(tmp_path, extra)
+    assert one_line_usage_error(run("submit", path)) == (
+        f"sharewise: error: job file {path}: {field} must be a finite number, got {shown}"
+    )
+
+
+def test_non_finite_numbers_in_json_files_and_set_are_usage_errors(run: Run, tmp_path: Path) -> None:
+    # Python's json module reads NaN and Infinity, which JSON itself does not have
+    path = job_file(tmp_path, name="job.json", text='{"name": "j", "iteration_time_s": Infinity}')
+    assert one_line_usage_error(run("submit", path)).endswith(
+        f"job file {path}: iteration_time_s must be a finite number, got inf"
+    )
+    line = one_line_usage_error(run("submit", job_file(tmp_path), "--set", "priority=.nan"))
+    assert line == "sharewise: error: --set: priority must be a finite number, got nan"
+    jobs = job_file(tmp_path, name="jobs.yaml", text="- name: a\n- name: b\n  gpus: .inf\n")
+    assert one_line_usage_error(run("submit-many", jobs)).endswith(
+        f"jobs file {jobs}, job 1: gpus must be a finite number, got inf"
+    )
+
+
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_watch_refuses_a_non_finite_interval(run: Run, value: str) -> None:
+    line = one_line_usage_error(run("watch", "--interval", value, "--count", "2"))
+    assert "'--interval'" in line and "not a finite number" in line
+
+
+def test_the_python_api_refuses_non_finite_numbers_and_dates_by_field(service: Service) -> None:
+    job = {"name": "api", "model": "resnet50", "batch_size": 8, "iterations": 1, "gpus": 1}
+    with Client(service.url, service.alice, retries=0) as client:
+        with pytest.raises(UsageError, match=r"^job: iteration_time_s must be a finite number, got nan$"):
+            client.submit({**job, "iteration_time_s": float("nan")})
+        with pytest.raises(UsageError, match=r"^job 1: name is a date \(2026-12-01\)"):
+            client.submit_many([job, {**job, "name": datetime.date(2026, 12, 1)}])
+    assert Job.objects.count() == 0
+
+
+# ------------------------------------------------------------------ dates and other types
+
+
+def test_an_unquoted_date_is_read_as_the_text_written(run: Run, tmp_path: Path) -> None:
+    path = job_file(tmp_path, text=JOB_YAML.replace("name: steps", "name: 2026-12-01"))
+    assert Job.objects.get(pk=submitted(run("submit", path))).name == "2026-12-01"
+    set_name = run("submit", job_file(tmp_path), "--set", "name=2026-11-30", "-q")
+    assert Job.objects.get(pk=int(set_name.out)).name == "2026-11-30"
+    # no job field holds a date: the service names the field it does not know
+    stray = run("submit", job_file(tmp_path, "submitted_at: 2020-01-01\n"))
+    assert stray.code == 4 and "submitted_at" in stray.err and len(stray.err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("model: !!timestamp 2026-12-01\n", "model is a date (2026-12-01)"),
+        ("model: !!timestamp 2026-12-01 10:30:00\n", "model is a date and time (2026-12-01 10:30:00)"),
+        ("model: !!binary aGVsbG8=\n", "model is binary data"),
+        ("gpu_types: !!set {v100: null}\n", "gpu_types is a set"),
+        ("gpu_types: [v100, !!timestamp 2020-01-01]\n", "gpu_types[1] is a date (2020-01-01)"),
+    ],
+)
+def test_a_value_json_cannot_carry_is_a_usage_error_naming_its_field(
+    run: Run, tmp_path: Path, extra: str, message: str
+) -> None:
+    path = job_file(tmp_path, extra)
+    line = one_line_usage_error(run("submit", path))
+    assert line.startswith(f"sharewise: error: job file {path}: {message}")
+    assert "quote it" in line
 
 
 # ------------------------------------------------------------------ option errors: one line

@@ -10,6 +10,7 @@ traceback) and the exit status says what happened (:mod:`sharewise.errors`: 0 ok
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 import time
@@ -38,6 +39,19 @@ output_option = click.option(
     show_default=True,
     help="table for people, json for scripts (the API's objects)",
 )
+
+
+class FiniteFloat(click.FloatRange):
+    """A number option that refuses ``nan``, ``inf`` and ``-inf`` (JSON has no such numbers, and
+    neither a time nor a wait can be one), within the bounds of :class:`click.FloatRange`."""
+
+    name = "finite float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{number} is not a finite number", param, ctx)
+        return number
 
 
 class State:
@@ -161,7 +175,7 @@ def usage(state: State, windows: str | None, output: str) -> None:
 @click.option("--iterations", type=int, help="training iterations")
 @click.option("--gpus", type=int, help="GPUs of the gang")
 @click.option("--gpu-memory-mb", type=int, help="memory per GPU at the full batch (MB)")
-@click.option("--iteration-time-s", type=float, help="measured time of one iteration (s)")
+@click.option("--iteration-time-s", type=FiniteFloat(), help="measured time of one iteration (s)")
 @click.option("--command", "command", help="what the agent runs (no shell), e.g. 'python train.py'")
 @click.option("--priority", type=int, help="-100 to 100 (default 0; higher goes first within your tenant)")
 @click.option(
@@ -358,7 +372,7 @@ def logs(state: State, job_id: int, follow: bool, tail: int | None) -> None:
 @click.argument("job_ids", nargs=-1, type=int, metavar="[ID...]")
 @click.option(
     "--interval",
-    type=click.FloatRange(min=0.2),
+    type=FiniteFloat(min=0.2),
     default=2.0,
     show_default=True,
     help="seconds between refreshes",
