@@ -1,10 +1,11 @@
 """Input the command refuses before sending anything (numbers JSON cannot carry, values of types
-it has no form for, malformed options: one line, exit status 2), and YAML's unquoted dates read as
-the text written."""
+it has no form for, malformed options: one line, exit status 2), YAML's unquoted dates read as the
+text written, and commands naming several jobs going on past one that fails."""
 
 from __future__ import annotations
 
 import datetime
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -145,3 +146,47 @@ def test_a_malformed_option_is_one_line_with_a_pointer_to_help(run: Run) -> None
         " (see 'sharewise submit --help')"
     )
     assert one_line_usage_error(run("nosuch")).startswith("sharewise: error: No such command 'nosuch'.")
+
+
+# ------------------------------------------------------------------ several jobs
+
+
+def three_jobs(run: Run, tmp_path: Path) -> list[int]:
+    path = job_file(tmp_path)
+    return [submitted(run("submit", path, "--name", f"job-{i}")) for i in range(3)]
+
+
+def test_cancel_goes_on_past_a_failure_and_exits_with_the_worst(run: Run, tmp_path: Path) -> None:
+    done, pending, later = three_jobs(run, tmp_path)
+    Job.objects.filter(pk=done).update(status="succeeded")
+    result = run("cancel", str(done), "999999", str(pending))
+    assert result.out.splitlines() == [f"Cancelled job {pending} (job-1)"]
+    assert result.err.splitlines() == [
+        f"sharewise: error: job {done} already succeeded",
+        "sharewise: error: job 999999: not found",
+    ]
+    assert result.code == 3  # a job not found outranks one already finished (README)
+    assert Job.objects.get(pk=pending).status == "cancelled"
+    finished = run("cancel", str(done), str(later))
+    assert finished.code == 4 and Job.objects.get(pk=later).status == "cancelled"
+    assert finished.out.splitlines() == [f"Cancelled job {later} (job-2)"]
+    as_json = run("cancel", str(done), str(pending), "-o", "json")  # cancelled stays cancelled
+    assert as_json.code == 4 and [j["id"] for j in json.loads(as_json.out)] == [pending]
+
+
+def test_cancel_stops_at_a_refused_token(run: Run, tmp_path: Path) -> None:
+    first, second, _ = three_jobs(run, tmp_path)
+    result = run("cancel", str(first), str(second), token="not-a-token")
+    assert result.code == 5 and result.out == ""
+    assert result.err.splitlines() == [
+        f"sharewise: error: job {first}: Invalid token.",
+        f"sharewise: error: not tried: job {second} (the error above applies to every request)",
+    ]
+    assert set(Job.objects.values_list("status", flat=True)) == {"pending"}
+
+
+def test_watch_names_every_job_it_does_not_know(run: Run, tmp_path: Path) -> None:
+    known = three_jobs(run, tmp_path)[0]
+    result = run("watch", str(known), "999998", "999999", "--count", "1")
+    assert result.code == 3
+    assert result.err.splitlines() == ["sharewise: error: jobs 999998, 999999: not found"]
