@@ -32,6 +32,7 @@ from urllib3.util.retry import Retry
 from sharewise import __version__
 from sharewise.config import Settings, normalise_api, resolve
 from sharewise.errors import ServiceError, UsageError, error_for
+from sharewise.payload import check_fields
 
 #: Job statuses after which nothing changes.
 TERMINAL = ("succeeded", "failed", "cancelled")
@@ -156,7 +157,10 @@ class Client:
 
         ``idempotency_key`` (default: a new UUID) is sent as ``Idempotency-Key``, so a retry after
         a lost answer returns the same job; give your own to make a script's re-runs safe too.
-        Raises :class:`~sharewise.errors.Rejected` with ``fields`` for invalid input."""
+        Raises :class:`~sharewise.errors.Rejected` with ``fields`` for invalid input, and
+        :class:`~sharewise.errors.UsageError` (nothing sent) for a value JSON cannot carry (a
+        non-finite number, a date, bytes: :func:`sharewise.payload.check_fields`)."""
+        check_fields(fields, "job")
         key = idempotency_key or new_idempotency_key()
         return self.request("POST", "jobs/", body=dict(fields), headers={"Idempotency-Key": key})
 
@@ -170,13 +174,15 @@ class Client:
         request, or a re-run with the same keys, makes nothing twice. Each request is all or
         nothing: :class:`~sharewise.errors.Rejected` (its ``fields``: the invalid jobs of that
         request by index within it, ``{"0": {"gpus": [...]}}``) leaves the jobs of the requests
-        before it submitted. Raises :class:`~sharewise.errors.UsageError` when the keys do not
-        match the jobs one to one."""
+        before it submitted. Raises :class:`~sharewise.errors.UsageError` (nothing sent) when the
+        keys do not match the jobs one to one or a job holds a value JSON cannot carry."""
         keys = (
             list(idempotency_keys) if idempotency_keys is not None else [new_idempotency_key() for _ in jobs]
         )
         if len(keys) != len(jobs):
             raise UsageError(f"{len(keys)} idempotency keys for {len(jobs)} jobs")
+        for i, job in enumerate(jobs):
+            check_fields(job, f"job {i}")
         done: list[dict[str, Any]] = []
         for start in range(0, len(jobs), BULK_SIZE):
             chunk = [

@@ -5,11 +5,14 @@ Run ``sharewise --help`` or ``sharewise COMMAND --help``. The service and the to
 writes (:mod:`sharewise.config`). Errors are one line on stderr (``sharewise: error: ...``, never a
 traceback) and the exit status says what happened (:mod:`sharewise.errors`: 0 ok, 1 the service,
 2 usage, 3 not found, 4 refused, 5 authentication, 6 throttled, 7 a watched job did not succeed).
+A command naming several jobs (``cancel 3 4 5``) goes on past one that fails, like ``scancel``,
+and exits with the most severe failure's status (:data:`SEVERITY`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 import time
@@ -25,10 +28,15 @@ from rich.text import Text
 from sharewise import __version__, render
 from sharewise.api import TERMINAL, Client
 from sharewise.config import config_path, normalise_api, read_config, write_config
-from sharewise.errors import JobEnded, SharewiseError, UsageError
+from sharewise.errors import AuthError, JobEnded, NotFound, ServiceError, SharewiseError, UsageError
 from sharewise.jobfile import merge, parse_sets, read_job_file, read_jobs_file
 
 STATUSES = ("pending", "running", "succeeded", "failed", "cancelled")
+#: The exit status of a command naming several jobs when some failed: the first of these that
+#: occurred. A job whose fate is unknown (1: the service failed; 5, 6: refused before looking at
+#: it) comes first, a job named wrongly (2, 3) next, and a job that had already finished (4) last,
+#: so 4 alone tells a script that every job named has ended.
+SEVERITY = (1, 5, 6, 2, 3, 4)
 
 output_option = click.option(
     "-o",
@@ -38,6 +46,19 @@ output_option = click.option(
     show_default=True,
     help="table for people, json for scripts (the API's objects)",
 )
+
+
+class FiniteFloat(click.FloatRange):
+    """A number option that refuses ``nan``, ``inf`` and ``-inf`` (JSON has no such numbers, and
+    neither a time nor a wait can be one), within the bounds of :class:`click.FloatRange`."""
+
+    name = "finite float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{number} is not a finite number", param, ctx)
+        return number
 
 
 class State:
@@ -161,7 +182,7 @@ def usage(state: State, windows: str | None, output: str) -> None:
 @click.option("--iterations", type=int, help="training iterations")
 @click.option("--gpus", type=int, help="GPUs of the gang")
 @click.option("--gpu-memory-mb", type=int, help="memory per GPU at the full batch (MB)")
-@click.option("--iteration-time-s", type=float, help="measured time of one iteration (s)")
+@click.option("--iteration-time-s", type=FiniteFloat(), help="measured time of one iteration (s)")
 @click.option("--command", "command", help="what the agent runs (no shell), e.g. 'python train.py'")
 @click.option("--priority", type=int, help="-100 to 100 (default 0; higher goes first within your tenant)")
 @click.option(
@@ -308,18 +329,59 @@ def show(state: State, job_id: int, n_events: int, output: str) -> None:
 # --------------------------------------------------------------------------------- cancel, logs
 
 
+def jobs_named(job_ids: Sequence[int]) -> str:
+    """``"job 3"``, ``"jobs 3, 4"``."""
+    return f"job{'s' if len(job_ids) > 1 else ''} {', '.join(str(j) for j in job_ids)}"
+
+
+def refuses_every_request(exc: SharewiseError) -> bool:
+    """Whether ``exc`` says nothing about its job: a refused token, or no answer at all."""
+    return isinstance(exc, AuthError) or (isinstance(exc, ServiceError) and exc.status is None)
+
+
+def for_each_job(job_ids: Sequence[int], act: Callable[[int], dict[str, Any]]) -> tuple[list[Any], int]:
+    """``act`` on each of ``job_ids`` in order, going on past one that fails (like ``scancel``):
+    each failure is one line on stderr naming its job. The answers of those that succeeded, and
+    the exit status: 0, or the most severe failure's (:data:`SEVERITY`). An error that would
+    refuse every request alike (a refused token, an unreachable service) stops there, with one
+    more line naming the jobs not tried."""
+    done: list[Any] = []
+    codes: list[int] = []
+    for n, job_id in enumerate(job_ids):
+        try:
+            done.append(act(job_id))
+        except SharewiseError as exc:
+            message = str(exc)
+            named = message if message.startswith(f"job {job_id} ") else f"job {job_id}: {message}"
+            click.echo(f"sharewise: error: {named}", err=True)
+            codes.append(exc.exit_code)
+            rest = job_ids[n + 1 :]
+            if rest and refuses_every_request(exc):
+                why = "the error above applies to every request"
+                click.echo(f"sharewise: error: not tried: {jobs_named(rest)} ({why})", err=True)
+                break
+    rank = {code: i for i, code in enumerate(SEVERITY)}
+    return done, min(codes, key=lambda code: rank.get(code, -1), default=0)
+
+
 @cli.command()
 @click.argument("job_ids", nargs=-1, required=True, type=int, metavar="ID...")
 @output_option
 @pass_state
-def cancel(state: State, job_ids: Sequence[int], output: str) -> None:
-    """Cancel pending or running jobs (a cancelled job stays cancelled; a finished one is refused)."""
-    done = [state.client.cancel(job_id) for job_id in job_ids]
+def cancel(state: State, job_ids: Sequence[int], output: str) -> int:
+    """Cancel pending or running jobs (a cancelled job stays cancelled; a finished one is refused).
+    A job that fails does not stop the rest: the exit status is the most severe failure's."""
+
+    def cancel_one(job_id: int) -> dict[str, Any]:
+        job = state.client.cancel(job_id)
+        if output != "json":  # as it happens, in order with the failures' lines
+            click.echo(f"Cancelled job {job['id']} ({job.get('name')})")
+        return job
+
+    done, code = for_each_job(job_ids, cancel_one)
     if output == "json":
-        render.dump_json(done)
-        return
-    for job in done:
-        click.echo(f"Cancelled job {job['id']} ({job.get('name')})")
+        render.dump_json(done)  # the jobs cancelled; the failures are on stderr
+    return code
 
 
 @cli.command()
@@ -358,7 +420,7 @@ def logs(state: State, job_id: int, follow: bool, tail: int | None) -> None:
 @click.argument("job_ids", nargs=-1, type=int, metavar="[ID...]")
 @click.option(
     "--interval",
-    type=click.FloatRange(min=0.2),
+    type=FiniteFloat(min=0.2),
     default=2.0,
     show_default=True,
     help="seconds between refreshes",
@@ -371,7 +433,17 @@ def watch(state: State, job_ids: Sequence[int], interval: float, count: int | No
     client = state.client
 
     def snapshot() -> list[dict[str, Any]]:
-        return [client.job(j) for j in job_ids] if job_ids else fetch_active(client)
+        if not job_ids:
+            return fetch_active(client)
+        jobs, missing = [], []
+        for job_id in job_ids:
+            try:
+                jobs.append(client.job(job_id))
+            except NotFound:
+                missing.append(job_id)
+        if missing:  # every unknown id in one line, before watching anything
+            raise NotFound(404, f"{jobs_named(missing)}: not found")
+        return jobs
 
     def view(jobs: list[dict[str, Any]]) -> Group:
         stamp = datetime.now(UTC).strftime("%H:%M:%S UTC")
@@ -416,6 +488,11 @@ def main(argv: Sequence[str] | None = None, exit: Callable[[int], Any] = sys.exi
         exit(exc.exit_code)
         return
     except click.exceptions.Exit as exc:
+        exit(exc.exit_code)
+        return
+    except click.UsageError as exc:  # one line like every error (README), and where help is
+        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+        click.echo(f"sharewise: error: {exc.format_message()}{hint}", err=True)
         exit(exc.exit_code)
         return
     except click.ClickException as exc:

@@ -14,6 +14,11 @@ fields, and the command line's fields on top of them.
 Keys are passed to the service as they are (it rejects unknown ones, naming them), so a field a
 newer service accepts needs no newer client. A ``command`` given as a list of arguments is joined
 with shell quoting (:func:`shlex.join`), the string form the API stores and the agent splits again.
+
+An unquoted date (``name: 2026-12-01``) is read as the text written: YAML 1.1 would make it a date,
+which JSON cannot carry, and no job field is a date (YAML 1.2's core schema has no dates either).
+A value JSON cannot carry (``.inf``, ``.nan``, a ``!!binary`` or ``!!set``) is a
+:class:`UsageError` naming its field (:func:`sharewise.payload.check_fields`).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import Any
 import yaml
 
 from sharewise.errors import UsageError
+from sharewise.payload import check_fields
 
 #: The job fields the API documents (docs/API.md); the command line has a flag for each.
 JOB_FIELDS = (
@@ -42,6 +48,23 @@ JOB_FIELDS = (
     "priority",
     "gpu_types",
 )
+
+TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
+
+
+class JobFileLoader(yaml.SafeLoader):
+    """PyYAML's safe loader without its implicit timestamps: an unquoted ``2026-12-01`` stays the
+    string ``"2026-12-01"`` (an explicit ``!!timestamp`` still makes a date)."""
+
+    yaml_implicit_resolvers = {
+        first: [(tag, pattern) for tag, pattern in resolvers if tag != TIMESTAMP_TAG]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+
+
+def read_yaml(text: str) -> Any:
+    """The YAML value in ``text``, read by :class:`JobFileLoader`. Raises :class:`yaml.YAMLError`."""
+    return yaml.load(text, Loader=JobFileLoader)  # a SafeLoader: no Python objects
 
 
 def read_job_file(path: str) -> dict[str, Any]:
@@ -87,7 +110,7 @@ def _load(path: str) -> Any:
     except UnicodeDecodeError:
         raise UsageError(f"job file {path} is not UTF-8 text") from None
     try:
-        data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+        data = json.loads(text) if path.endswith(".json") else read_yaml(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"job file {path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
     except yaml.YAMLError as exc:
@@ -100,14 +123,15 @@ def _load(path: str) -> Any:
 
 def parse_sets(assignments: Iterable[str]) -> dict[str, Any]:
     """``KEY=VALUE`` pairs (``--set``), each value read as a YAML scalar (``4`` is a number,
-    ``true`` a boolean, ``'4'`` a string). Raises :class:`UsageError` for a pair without ``=``."""
+    ``true`` a boolean, ``'4'`` a string, ``2026-12-01`` the text). Raises :class:`UsageError` for
+    a pair without ``=`` or a value JSON cannot carry (``.inf``)."""
     fields: dict[str, Any] = {}
     for item in assignments:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             raise UsageError(f"--set takes KEY=VALUE, got {item!r}")
         try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
+            value = read_yaml(raw) if raw.strip() else ""
         except yaml.YAMLError:
             value = raw
         fields[key.strip()] = value
@@ -116,7 +140,8 @@ def parse_sets(assignments: Iterable[str]) -> dict[str, Any]:
 
 def normalise(fields: Mapping[Any, Any], where: str) -> dict[str, Any]:
     """``fields`` with string keys and a list ``command`` joined (:func:`shlex.join`). Raises
-    :class:`UsageError` for a non-string key or a command list holding a non-string."""
+    :class:`UsageError` (its message beginning with ``where``) for a non-string key, a command list
+    holding a non-string or a value JSON cannot carry (:func:`sharewise.payload.check_fields`)."""
     out: dict[str, Any] = {}
     for key, value in fields.items():
         if not isinstance(key, str):
@@ -127,6 +152,7 @@ def normalise(fields: Mapping[Any, Any], where: str) -> dict[str, Any]:
         if not all(isinstance(arg, str | int | float) for arg in command):
             raise UsageError(f"{where}: command must be a string or a list of strings")
         out["command"] = shlex.join(str(arg) for arg in command)
+    check_fields(out, where)
     return out
 
 

@@ -1,0 +1,62 @@
+"""What a request body may hold: JSON's values only, checked before anything is sent.
+
+JSON (RFC 8259) has strings, finite numbers, booleans, null, arrays and objects. YAML and Python
+have more: ``.inf`` and ``.nan`` (and ``1.0e+400``, past the largest double), and, through explicit
+tags such as ``!!timestamp``, ``!!binary`` and ``!!set``, dates, bytes and sets. ``requests`` would
+refuse them only while sending (reported as a failed connection) or not at all (a ``TypeError``);
+:func:`check_fields` names the field instead, so the command can say which one to fix.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from sharewise.errors import UsageError
+
+
+def check_fields(fields: Mapping[str, Any], where: str) -> None:
+    """Raise :class:`UsageError` (``"{where}: {field} must be a finite number, got inf"``) for the
+    first value in ``fields`` (searched depth first, in order) that JSON cannot carry; a nested
+    value is named by its path (``gpu_types[1]``, ``a.b``)."""
+    for name, value in fields.items():
+        problem = _problem(value, str(name))
+        if problem is not None:
+            raise UsageError(f"{where}: {problem}")
+
+
+def _problem(value: Any, path: str) -> str | None:
+    """Why ``value`` (at ``path``) cannot go in a JSON body, or ``None`` when it can."""
+    if value is None or isinstance(value, str | bool | int):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{path} must be a finite number, got {value}"
+    if isinstance(value, list | tuple):
+        return next(
+            (p for i, item in enumerate(value) if (p := _problem(item, f"{path}[{i}]")) is not None), None
+        )
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"{path} has a key {key!r} that is not a string"
+            if (problem := _problem(item, f"{path}.{key}")) is not None:
+                return problem
+        return None
+    return f"{path} is {_kind(value)}, which JSON cannot carry: give it as text (in YAML, quote it)"
+
+
+def _kind(value: Any) -> str:
+    """A few words for a value's type, with the value when it is short and readable."""
+    if isinstance(value, datetime.datetime):  # before date: a datetime is a date too
+        return f"a date and time ({value.isoformat(sep=' ')})"
+    if isinstance(value, datetime.date):
+        return f"a date ({value.isoformat()})"
+    if isinstance(value, datetime.time):
+        return f"a time of day ({value.isoformat()})"
+    if isinstance(value, bytes | bytearray):
+        return "binary data"
+    if isinstance(value, set | frozenset):
+        return "a set"
+    return f"a {type(value).__name__}"
