@@ -21,10 +21,11 @@ from tests.api import conftest as api_fixtures
 @pytest.fixture(autouse=True)
 def _fresh_caches() -> Any:
     """Every cache the dashboard keeps dropped around each test: the shared cache (the closed
-    charge's entries), this process's kept bodies (``memo``), charge (``closed_charge``), runs
-    of finished jobs (``closed_runs``), queue order (``queue_order``) and timeline rows
-    (``timeline_rows``). A database rolled back may give the next test's jobs the same ids, hence
-    the same fingerprints, so a kept entry would be taken for the new rows."""
+    charge's entries), this process's kept bodies (``memo``), charge (``closed_charge``, its
+    open part's per-GPU segments too), runs of finished jobs (``closed_runs``), queue order
+    (``queue_order``) and timeline rows (``timeline_rows``). A database rolled back may give the
+    next test's jobs the same ids, hence the same fingerprints, so a kept entry would be taken
+    for the new rows."""
     forget_all()
     yield
     forget_all()
