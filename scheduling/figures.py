@@ -89,9 +89,8 @@ def jct_cdf_spec(jcts_s: Mapping[str, Sequence[float]], max_points: int = 1000) 
     data = []
     for name, values in jcts_s.items():
         xs, ys = cdf_points(values, max_points)
-        data.append(
-            {"type": "scatter", "x": [x / 3600.0 for x in xs], "y": ys, "mode": "lines", "name": name}
-        )
+        trace = {"type": "scatter", "x": [x / 3600.0 for x in xs], "y": ys, "mode": "lines", "name": name}
+        data.append(trace)
     return {
         "data": data,
         "layout": _layout(
@@ -193,8 +192,6 @@ def cluster_map_spec(cells: Sequence[Mapping[str, Any]], tenants: Sequence[str] 
     "slowdown": float | None}`` (``tenant`` ``None``: another tenant's job, hidden). The colour
     is the first job's tenant; a GPU holding two jobs gets a black ring (the shared mark).
     ``tenants``: names that should keep their colours even when idle (sorted order decides).
-    A cell may carry its hover text as ``"hover"`` (:func:`cell_hover` of it, kept by a caller
-    that builds cells once); otherwise it is written here.
     """
     colours = tenant_colours([*tenants, *(j["tenant"] for c in cells for j in c["jobs"] if j["tenant"])])
     groups: dict[str, list[Mapping[str, Any]]] = {}
@@ -219,7 +216,7 @@ def cluster_map_spec(cells: Sequence[Mapping[str, Any]], tenants: Sequence[str] 
                 "name": key,
                 "x": [c["index"] for c in members],
                 "y": [c["node"] for c in members],
-                "text": [_hover(c) for c in members],
+                "text": [c.get("hover") or cell_hover(c) for c in members],
                 "hoverinfo": "text",
                 "marker": {
                     "symbol": "square",
@@ -239,7 +236,7 @@ def cluster_map_spec(cells: Sequence[Mapping[str, Any]], tenants: Sequence[str] 
                 "name": SHARED_LABEL,
                 "x": [c["index"] for c in shared],
                 "y": [c["node"] for c in shared],
-                "text": [_hover(c) for c in shared],
+                "text": [c.get("hover") or cell_hover(c) for c in shared],
                 "hoverinfo": "text",
                 "marker": {
                     "symbol": "circle",
@@ -267,13 +264,8 @@ def cluster_map_spec(cells: Sequence[Mapping[str, Any]], tenants: Sequence[str] 
     return {"data": data, "layout": layout}
 
 
-def _hover(cell: Mapping[str, Any]) -> str:
-    return cell["hover"] if "hover" in cell else cell_hover(cell)
-
-
 def cell_hover(cell: Mapping[str, Any]) -> str:
-    """The hover text of one cell of :func:`cluster_map_spec`: the GPU, then one line per job
-    (label, tenant, sub-batch, slowdown ξ to two decimals), or "free"."""
+    """A cell's hover text: its GPU, each job's line, or free (a cell may carry it as "hover")."""
     head = gpu_label(cell["node"], cell["index"]) + ("" if cell["healthy"] else " (unhealthy)")
     if not cell["jobs"]:
         return f"{head}<br>free"
