@@ -74,6 +74,7 @@ def _body(
         fingerprint = (gpu, mine, tuple(from_round.get(r[3]) for r in mine) if len(mine) == 2 else ())
         old = kept.get(gpu[0])
         built[gpu[0]] = old if old is not None and old[0] == fingerprint else _cell(fingerprint, viewer)
+    _kept_cells.pop(viewer_key, None)  # put last: the viewer least recently polled goes first
     _kept_cells[viewer_key] = built
     while len(_kept_cells) > MAX_VIEWERS:
         _kept_cells.pop(next(iter(_kept_cells)), None)
