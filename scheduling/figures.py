@@ -89,9 +89,8 @@ def jct_cdf_spec(jcts_s: Mapping[str, Sequence[float]], max_points: int = 1000) 
     data = []
     for name, values in jcts_s.items():
         xs, ys = cdf_points(values, max_points)
-        data.append(
-            {"type": "scatter", "x": [x / 3600.0 for x in xs], "y": ys, "mode": "lines", "name": name}
-        )
+        trace = {"type": "scatter", "x": [x / 3600.0 for x in xs], "y": ys, "mode": "lines", "name": name}
+        data.append(trace)
     return {
         "data": data,
         "layout": _layout(
@@ -217,7 +216,7 @@ def cluster_map_spec(cells: Sequence[Mapping[str, Any]], tenants: Sequence[str] 
                 "name": key,
                 "x": [c["index"] for c in members],
                 "y": [c["node"] for c in members],
-                "text": [_cell_hover(c) for c in members],
+                "text": [c.get("hover") or cell_hover(c) for c in members],
                 "hoverinfo": "text",
                 "marker": {
                     "symbol": "square",
@@ -237,7 +236,7 @@ def cluster_map_spec(cells: Sequence[Mapping[str, Any]], tenants: Sequence[str] 
                 "name": SHARED_LABEL,
                 "x": [c["index"] for c in shared],
                 "y": [c["node"] for c in shared],
-                "text": [_cell_hover(c) for c in shared],
+                "text": [c.get("hover") or cell_hover(c) for c in shared],
                 "hoverinfo": "text",
                 "marker": {
                     "symbol": "circle",
@@ -265,7 +264,8 @@ def cluster_map_spec(cells: Sequence[Mapping[str, Any]], tenants: Sequence[str] 
     return {"data": data, "layout": layout}
 
 
-def _cell_hover(cell: Mapping[str, Any]) -> str:
+def cell_hover(cell: Mapping[str, Any]) -> str:
+    """A cell's hover text: its GPU, each job's line, or free (a cell may carry it as "hover")."""
     head = gpu_label(cell["node"], cell["index"]) + ("" if cell["healthy"] else " (unhealthy)")
     if not cell["jobs"]:
         return f"{head}<br>free"

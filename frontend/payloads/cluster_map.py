@@ -64,16 +64,22 @@ def _body(
     on_gpu: dict[int, list[tuple]] = {}
     for row in placed:
         on_gpu.setdefault(row[0], []).append(row)
-    cells = [
-        {
-            "node": node,
-            "index": index,
-            "healthy": bool(healthy) and node_status != Node.Status.UNHEALTHY,
-            "jobs": _gpu_jobs(on_gpu.get(gpu_id, []), from_round, viewer),
-        }
-        for gpu_id, node, index, healthy, node_status in gpus
-    ]
-    rows = _table_rows(cells)
+    # a GPU's cell depends on its row, its placements and the round's ξ of its two jobs alone:
+    # after a round only the GPUs it changed are built again (this viewer's cells of the last body)
+    viewer_key = (viewer.tenant_id, viewer.tenant_name)
+    kept = _kept_cells.get(viewer_key, {})
+    built: dict[int, KeptCell] = {}
+    for gpu in gpus:
+        mine = tuple(on_gpu.get(gpu[0], ()))
+        fingerprint = (gpu, mine, tuple(from_round.get(r[3]) for r in mine) if len(mine) == 2 else ())
+        old = kept.get(gpu[0])
+        built[gpu[0]] = old if old is not None and old[0] == fingerprint else _cell(fingerprint, viewer)
+    _kept_cells.pop(viewer_key, None)  # put last: the viewer least recently polled goes first
+    _kept_cells[viewer_key] = built
+    while len(_kept_cells) > MAX_VIEWERS:
+        _kept_cells.pop(next(iter(_kept_cells)), None)
+    cells = [cell for _, cell, _ in built.values()]
+    rows = [row for *_, own in built.values() for row in own]
     return payload(
         viewer,
         now,
@@ -87,6 +93,33 @@ def _body(
             )
         },
     )
+
+
+#: Viewers (tenant id and name) whose cells this process keeps, the oldest dropped first.
+MAX_VIEWERS = 16
+# (fingerprint: GPU row, its placements, the round's ξ of its pair; cell; its table rows)
+KeptCell = tuple[tuple[Any, ...], dict[str, Any], list[list[Any]]]
+# viewer (tenant id, tenant name) → {GPU id: KeptCell} of the last body built for it
+_kept_cells: dict[tuple[Any, Any], dict[int, KeptCell]] = {}
+
+
+def forget() -> None:
+    """Drop this process's kept cells (tests that start a fresh database whose ids repeat)."""
+    _kept_cells.clear()
+
+
+def _cell(fingerprint: tuple[Any, ...], viewer: Viewer) -> KeptCell:
+    """One GPU's cell (with its hover text) and table rows, from its fingerprint (:func:`_body`)."""
+    (_, node, index, healthy, node_status), placed, slowdowns = fingerprint
+    from_round = {r[3]: xi for r, xi in zip(placed, slowdowns, strict=False) if xi is not None}
+    cell: dict[str, Any] = {
+        "node": node,
+        "index": index,
+        "healthy": bool(healthy) and node_status != Node.Status.UNHEALTHY,
+        "jobs": _gpu_jobs(placed, from_round, viewer),
+    }
+    cell["hover"] = figures.cell_hover(cell)
+    return fingerprint, cell, _table_rows([cell])
 
 
 def _active_placements() -> list[tuple]:

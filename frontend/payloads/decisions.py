@@ -98,13 +98,9 @@ def _body(
     rows: list[list[Any]] = []
     pairs: list[dict[str, Any]] = []
     for r in shown:
-        when = scale.at_dt(r.started_at)
-        acts, shares = _act_rows(r, when, names, viewer)
-        rows += acts
+        own_rows, shares = round_rows(r, scale.at_dt(r.started_at), own, names, viewer)
+        rows += own_rows
         pairs += shares
-        rows += _wait_rows(r, when, own, names, viewer)
-    for row, text in zip(rows, names.redact([row[-1] for row in rows], viewer), strict=True):
-        row[-1] = text
     series = [
         {"started_at": scale.at_dt(c[1]), "n_started": c[4], "n_waiting": c[5], "n_preempted": c[6]}
         for c in reversed(counts)
@@ -193,6 +189,66 @@ def own_waits(r: RoundView, own: frozenset[int], tenant_id: int | None) -> list[
         while len(_own_waits) > ROUND_CACHE_SIZE:
             _own_waits.popitem(last=False)
     return mine
+
+
+# (round id, start, viewer's tenant id and name, admin) → (the jobs its starts and preemptions
+# show or cite, fingerprint, rows, shares): a round never changes, so its rows are built once
+# per viewer and kept while the names they show are the same
+KeptRows = tuple[frozenset[int], tuple[Any, ...], list[list[Any]], list[Any]]
+_kept_rows: OrderedDict[tuple[Any, ...], KeptRows] = OrderedDict()
+_kept_rows_lock = threading.Lock()
+
+
+def round_rows(
+    r: RoundView, when: str | float, own: frozenset[int] | None, names: JobNames, viewer: Viewer
+) -> tuple[list[list[Any]], list[dict[str, Any]]]:
+    """The table rows of round ``r`` (its starts and preemptions, :func:`_act_rows`, then its
+    waits, :func:`_wait_rows`; reasons redacted for ``viewer``) and its shares for the chart.
+    Kept per process for each round and viewer (at most
+    :data:`~frontend.payloads.rounds.ROUND_CACHE_SIZE`) and reused while the rows' inputs are
+    equal: ``when`` (the round's start as shown), the waits listed and their count, and what
+    ``names`` knows of every job the rows show or cite (so a job renamed, deleted or moved to
+    another tenant is built again). The lists returned are shared: read them, never change them.
+    ``names`` must know the jobs of ``r.acts`` (and, for a member, those their reasons cite)."""
+    mine = list(r.waits) if own is None else own_waits(r, own, viewer.tenant_id)
+    listed = mine[:WAITS_PER_ROUND]
+    names.load(j for j, _ in listed)
+    key = (r.pk, r.started_at, viewer.tenant_id, viewer.tenant_name, viewer.is_admin)
+    with _kept_rows_lock:
+        kept = _kept_rows.get(key)
+    acts_jobs = kept[0] if kept is not None else _acts_jobs(r)
+    waits_jobs = {j for j, _ in listed} | cited_jobs(reason for _, reason in listed)
+    known = names.known
+    fingerprint = (
+        when,
+        len(mine),
+        tuple(listed),
+        tuple((j, known.get(j)) for j in sorted(acts_jobs | waits_jobs)),
+    )
+    if kept is not None and kept[1] == fingerprint:
+        return kept[2], kept[3]
+    rows, pairs = _act_rows(r, when, names, viewer)
+    rows += _wait_rows(r, when, own, names, viewer)
+    for row, text in zip(rows, names.redact([row[-1] for row in rows], viewer), strict=True):
+        row[-1] = text
+    with _kept_rows_lock:
+        _kept_rows[key] = (acts_jobs, fingerprint, rows, pairs)
+        _kept_rows.move_to_end(key)
+        while len(_kept_rows) > ROUND_CACHE_SIZE:
+            _kept_rows.popitem(last=False)
+    return rows, pairs
+
+
+def _acts_jobs(r: RoundView) -> frozenset[int]:
+    """The jobs the starts and preemptions of ``r`` show (job, partners) or cite (reasons)."""
+    shown = {j for d in r.acts for j in (d["job_id"], *(s["partner_id"] for s in d.get("shares") or ()))}
+    return frozenset(shown | cited_jobs(d.get("reason", "") for d in r.acts))
+
+
+def forget() -> None:
+    """Drop this process's kept rows of rounds (tests whose database repeats ids and moments)."""
+    with _kept_rows_lock:
+        _kept_rows.clear()
 
 
 def _act_rows(

@@ -67,7 +67,21 @@ def charge_segments(
     on the jobs on it), so a placement is cut only where the jobs on its own GPUs change, never
     at every change point of the cluster (that was O(E · J), quadratic on a busy cluster).
     """
-    alive = [iv for iv in intervals if iv.end_s > iv.start_s]
+    out = [seg for own in placement_segments(list(intervals), pair_slowdown) for seg in own]
+    out.sort(key=lambda seg: seg.start_s)
+    return out
+
+
+def placement_segments(
+    intervals: Sequence[Interval], pair_slowdown: Callable[[JobId, JobId], float]
+) -> list[list[ChargeSegment]]:
+    """Per interval of ``intervals`` (same order), its charge segments in time order, an empty
+    list for one with ``end_s ≤ start_s``: :func:`charge_segments` before its sort by start, so a
+    caller that charges part of a cluster at a time (one GPU's intervals, say: a GPU's split
+    depends only on the jobs on it) can put the parts in :func:`charge_segments`' order. Raises
+    ``ValueError`` when a GPU holds more than two jobs at once."""
+    index = [i for i, iv in enumerate(intervals) if iv.end_s > iv.start_s]
+    alive = [intervals[i] for i in index]
     on_gpu: dict[int, list[int]] = {}
     for i, iv in enumerate(alive):
         for g in iv.gpu_ids:
@@ -77,11 +91,10 @@ def charge_segments(
     for members in on_gpu.values():
         for i, lo, hi, rate in _gpu_pieces(alive, members, pair_slowdown):
             pieces.setdefault(i, []).append((lo, hi, rate))
-    out: list[ChargeSegment] = []
-    for i, own in sorted(pieces.items()):
+    out: list[list[ChargeSegment]] = [[] for _ in intervals]
+    for i, own in pieces.items():
         tenant = alive[i].tenant
-        out.extend(ChargeSegment(tenant, lo, hi, rate) for lo, hi, rate in _summed(own))
-    out.sort(key=lambda seg: seg.start_s)
+        out[index[i]] = [ChargeSegment(tenant, lo, hi, rate) for lo, hi, rate in _summed(own)]
     return out
 
 

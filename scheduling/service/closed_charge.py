@@ -41,8 +41,9 @@ from django.db.models import Q
 from cluster.compiled import kept_rows
 from cluster.models import Placement
 from scheduling.core.cumulative import Cumulative
-from scheduling.core.usage import ChargeSegment, charge_segments
+from scheduling.core.usage import charge_segments
 from scheduling.service.gpu_hours import intervals_of, placement_rows, slowdowns_of
+from scheduling.service.open_charge import GpuCharge, open_curves
 
 #: The cutoff's step (s): an entry is advanced at most once per step.
 GRID_S = 60.0
@@ -57,6 +58,8 @@ KEPT_ENTRIES = 8
 
 # window length key → this process's copy of the entry (at most one per window length polled)
 _local: dict[str, ClosedEntry] = {}
+# window length key → this process's per-GPU parts of its last open charge (open_charge)
+_open_parts: dict[str, dict[int, GpuCharge]] = {}
 
 # row: (id, job, tenant, gpu, begin_s, end_s | None, partner, measured ξ, predicted ξ)
 Row = tuple[Any, ...]
@@ -127,9 +130,14 @@ def window_charge(start_s: float, now_s: float, *, use_cache: bool = True) -> Wi
         if any(r[6] is not None and _pair(r) in entry.pairs for r in fresh):
             entry = _built(cutoff, floor)  # a pair charged as closed is sharing again
         rows = sorted(entry.tainted + fresh, key=lambda r: (r[4], r[0]))
+        # only the GPUs whose rows changed charged again (open_charge); this process's parts of
+        # the last open charge of this window length, whichever entry they were charged for:
+        # a part is taken only where its GPU's rows and slowdowns are the same
+        curves, parts = open_curves(rows, _open_parts.get(key, {}) if use_cache else {})
+        if use_cache:
+            keep(_open_parts, key, parts)
         # a new entry, not the old one changed: another thread of this process may be reading
         # the old one (its curves and fingerprint must stay a pair)
-        curves = _curves(charge_segments(*intervals_of([r[1:] for r in rows], math.inf)))
         entry, dirty = replace(entry, open_curves=curves, open_fingerprint=open_fp), True
     if use_cache:
         keep(_local, key, entry)
@@ -150,13 +158,7 @@ def forget() -> None:
     """Drop this process's copies of the entries (the shared cache is left alone): for tests
     that start a fresh database whose ids may repeat an earlier one's."""
     _local.clear()
-
-
-def _curves(segments: Iterable[ChargeSegment]) -> dict[int, Cumulative]:
-    per_tenant: dict[int, list[tuple[float, float, float]]] = {}
-    for seg in segments:
-        per_tenant.setdefault(int(seg.tenant), []).append((seg.start_s, seg.end_s, seg.rate))
-    return {t: Cumulative(segs) for t, segs in per_tenant.items()}
+    _open_parts.clear()
 
 
 def _pair(row: Row) -> tuple[int, int]:

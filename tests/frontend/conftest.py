@@ -13,7 +13,7 @@ from django.test import Client
 from django.utils import timezone
 
 from cluster.models import GPU, Job, Node, Placement, Tenant
-from frontend.payloads import memo, queue_order, timeline_rows
+from frontend.payloads import cluster_map, decisions, memo, queue_order, timeline_rows
 from scheduling.service import closed_charge, closed_runs
 from tests.api import conftest as api_fixtures
 
@@ -21,10 +21,12 @@ from tests.api import conftest as api_fixtures
 @pytest.fixture(autouse=True)
 def _fresh_caches() -> Any:
     """Every cache the dashboard keeps dropped around each test: the shared cache (the closed
-    charge's entries), this process's kept bodies (``memo``), charge (``closed_charge``), runs
-    of finished jobs (``closed_runs``), queue order (``queue_order``) and timeline rows
-    (``timeline_rows``). A database rolled back may give the next test's jobs the same ids, hence
-    the same fingerprints, so a kept entry would be taken for the new rows."""
+    charge's entries), this process's kept bodies (``memo``), cluster-map cells
+    (``cluster_map``), rows of rounds (``decisions``), charge (``closed_charge``, its open
+    part's per-GPU segments too), runs of finished jobs (``closed_runs``), queue order
+    (``queue_order``) and timeline rows (``timeline_rows``). A database rolled back may give the
+    next test's jobs the same ids, hence the same fingerprints, so a kept entry would be taken
+    for the new rows."""
     forget_all()
     yield
     forget_all()
@@ -34,6 +36,8 @@ def forget_all() -> None:
     """Drop every cache of the dashboard (:func:`_fresh_caches`)."""
     cache.clear()
     memo.forget()
+    cluster_map.forget()
+    decisions.forget()
     closed_charge.forget()
     closed_runs.forget()
     queue_order.forget()
