@@ -246,9 +246,12 @@ def _acts_jobs(r: RoundView) -> frozenset[int]:
 
 
 def forget() -> None:
-    """Drop this process's kept rows of rounds (tests whose database repeats ids and moments)."""
+    """Drop this process's kept rows of rounds and members' own waits (tests whose database
+    repeats ids and moments)."""
     with _kept_rows_lock:
         _kept_rows.clear()
+    with _own_waits_lock:
+        _own_waits.clear()
 
 
 def _act_rows(

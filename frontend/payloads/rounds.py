@@ -79,6 +79,12 @@ _round_cache_lock = threading.Lock()
 ROUND_CACHE_SIZE = 128  # above the most rounds the decisions endpoint shows (100)
 
 
+def forget() -> None:
+    """Drop this process's parsed rounds (tests whose database repeats ids and moments)."""
+    with _round_cache_lock:
+        _round_cache.clear()
+
+
 def round_summaries(limit: int) -> list[tuple]:
     """``(pk, started_at, policy, duration_ms, n_started, n_waiting, n_preempted)`` of the
     ``limit`` most recent rounds, newest first (empty while there are none)."""

@@ -13,7 +13,7 @@ from django.test import Client
 from django.utils import timezone
 
 from cluster.models import GPU, Job, Node, Placement, Tenant
-from frontend.payloads import cluster_map, decisions, memo, queue_order, timeline_rows
+from frontend.payloads import cluster_map, decisions, memo, queue_order, rounds, timeline_rows
 from scheduling.service import closed_charge, closed_runs
 from tests.api import conftest as api_fixtures
 
@@ -38,6 +38,7 @@ def forget_all() -> None:
     memo.forget()
     cluster_map.forget()
     decisions.forget()
+    rounds.forget()
     closed_charge.forget()
     closed_runs.forget()
     queue_order.forget()
