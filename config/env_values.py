@@ -15,6 +15,7 @@ An unset setting takes its default, which is never checked (it is ours).
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 from collections.abc import Sequence
@@ -188,3 +189,21 @@ def rate(name: str, default: str) -> str:
     except ValueError as exc:
         raise _refuse(name, raw, str(exc)) from None
     return raw
+
+
+def networks(name: str, default: list[str]) -> list[str]:
+    """Setting ``name`` as comma-separated IP addresses or CIDR networks (``127.0.0.1``,
+    ``10.0.0.0/8``, ``::1``; host bits allowed, as ``ipaddress.ip_network(strict=False)`` reads
+    them), spaces around each ignored, ``default`` when unset. Raises ``ImproperlyConfigured``."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return list(default)
+    entries = [part.strip() for part in raw.split(",") if part.strip()]
+    for entry in entries:
+        try:
+            ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            raise _refuse(
+                name, raw, f"comma-separated IP addresses or CIDR networks ({entry!r} is neither)"
+            ) from None
+    return entries

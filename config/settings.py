@@ -4,6 +4,10 @@ Every setting has a default that lets ``manage.py runserver`` on 127.0.0.1 work 
 configuration: a SQLite file ``db.sqlite3`` beside ``manage.py``, no broker (Celery tasks run
 in-process), DEBUG off. Production (docker-compose) sets ``DATABASE_URL`` (PostgreSQL),
 ``REDIS_URL``, ``CACHE_URL``, ``SECRET_KEY`` and ``ALLOWED_HOSTS``; see ``.env.example``.
+
+Numbers, booleans, choices and rates are read by ``config/env_values.py`` (Python's own number
+grammar, each setting's bounds); a refused value raises ``ImproperlyConfigured`` naming it, which
+the entry points print as one line, exit status 2 (``config/startup.py``).
 """
 
 from datetime import timedelta
@@ -222,7 +226,7 @@ SHAREWISE_PUBLIC_API_DOCS = env_values.boolean("SHAREWISE_PUBLIC_API_DOCS", defa
 SHAREWISE_METRICS_TOKEN = env("SHAREWISE_METRICS_TOKEN", default="")
 # ...or that connects from one of these addresses or networks (CIDR), not through a proxy (a request
 # carrying X-Forwarded-For or Forwarded needs the token). Default: this machine only.
-SHAREWISE_METRICS_ALLOW = env.list("SHAREWISE_METRICS_ALLOW", default=["127.0.0.1", "::1"])
+SHAREWISE_METRICS_ALLOW = env_values.networks("SHAREWISE_METRICS_ALLOW", ["127.0.0.1", "::1"])
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Sharewise API",

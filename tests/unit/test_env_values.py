@@ -158,6 +158,15 @@ def test_readers_name_the_setting_and_keep_the_default(monkeypatch: pytest.Monke
         env_values.numbers("SW_TEST_S", [3200.0], above=0)
 
 
+def test_networks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A malformed entry of SHAREWISE_METRICS_ALLOW used to allow nothing, silently."""
+    monkeypatch.setenv("SW_TEST_NETS", "127.0.0.1, 10.0.0.0/8,::1")
+    assert env_values.networks("SW_TEST_NETS", []) == ["127.0.0.1", "10.0.0.0/8", "::1"]
+    monkeypatch.setenv("SW_TEST_NETS", "127.0.0.1,localhost")
+    with pytest.raises(ImproperlyConfigured, match="'localhost' is neither"):
+        env_values.networks("SW_TEST_NETS", [])
+
+
 def read_setting(name: str, **env: str) -> str:
     """``repr`` of setting ``name`` (or of a tuple: ``A, settings.B``) as a fresh interpreter reads
     it with ``env`` set."""
