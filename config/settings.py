@@ -10,6 +10,7 @@ grammar, each setting's bounds); a refused value raises ``ImproperlyConfigured``
 the entry points print as one line, exit status 2 (``config/startup.py``).
 """
 
+import warnings
 from datetime import timedelta
 from pathlib import Path
 
@@ -142,7 +143,18 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
+with warnings.catch_warnings():
+    # django-environ warns of an unknown scheme with the whole parsed URL, password included;
+    # refused just below instead
+    warnings.filterwarnings("ignore", message="Engine not recognized")
+    DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
+if DATABASES["default"].get("ENGINE") not in environ.Env.DB_SCHEMES.values():
+    # django-environ's engine of a scheme it does not know: none, or the scheme itself, and Django
+    # fails later with a traceback; the URL is not echoed (a password)
+    raise ImproperlyConfigured(
+        "DATABASE_URL must be a database URL such as postgres://USER:PASSWORD@HOST:5432/NAME or "
+        f"sqlite:///PATH; got one of scheme {env.str('DATABASE_URL').partition(':')[0]!r}"
+    )
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The embedded default runs web, run_scheduler and the agents' long polls as separate
     # processes on one file: WAL lets readers go on beside the writer; IMMEDIATE takes the write
@@ -162,7 +174,13 @@ DATABASES["default"]["CONN_MAX_AGE"] = env_values.whole("CONN_MAX_AGE", 60, mini
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = env_values.boolean("CONN_HEALTH_CHECKS", default=False)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://sharewise")}
+try:
+    CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://sharewise")}
+except ImproperlyConfigured as exc:  # django-environ's message names neither the setting nor the value
+    raise ImproperlyConfigured(
+        "CACHE_URL must be a cache URL such as redis://HOST:6379/1 or locmemcache://NAME; "
+        f"got one of scheme {env.str('CACHE_URL').partition(':')[0]!r} ({exc})"
+    ) from None
 # A shared cache (Redis) that stops answering fails a request within this many seconds (the API
 # answers 503) instead of holding a web thread; set `?socket_timeout=` on CACHE_URL to override.
 CACHE_SOCKET_TIMEOUT_S = env_values.seconds("CACHE_SOCKET_TIMEOUT_S", 2.0, above=0)
@@ -195,7 +213,12 @@ STATICFILES_FINDERS = [
 ]
 STATIC_ROOT = Path(env("STATIC_ROOT", default=str(BASE_DIR / "var" / "static")))
 # WhiteNoise serves collectstatic's output from here; an absent folder only earns a warning per request.
-STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+try:
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+except OSError as exc:
+    raise ImproperlyConfigured(
+        f"STATIC_ROOT must be a folder this process can create; got {str(STATIC_ROOT)!r} ({exc.strerror})"
+    ) from None
 
 # Request bodies larger than this (bytes) are refused with 413 before parsing; a job is < 2 KB.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_values.whole("DATA_UPLOAD_MAX_MEMORY_SIZE", 64 * 1024, minimum=1)

@@ -89,3 +89,21 @@ def test_production_cookies_are_secure_unless_turned_off() -> None:
     assert "security.W016" not in secure.stderr + secure.stdout
     plain = run(argv, SHAREWISE_ENV="production", SECRET_KEY=key, SHAREWISE_SECURE_COOKIES="0")
     assert "security.W012" in plain.stderr and "security.W016" in plain.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("DATABASE_URL", "nonsense://sharewise:s3cret-pw@db/sharewise"),
+        ("DATABASE_URL", "nonsense"),
+        ("CACHE_URL", "nonsense://s3cret-pw@cache/1"),
+        ("STATIC_ROOT", "/proc/no/such/folder"),
+    ],
+)
+def test_bad_urls_and_folders_are_one_line_without_the_password(name: str, value: str) -> None:
+    """Before: a KeyError traceback (DATABASE_URL), 'Invalid cache schema' naming nothing
+    (CACHE_URL), a FileNotFoundError traceback (STATIC_ROOT)."""
+    done = run([sys.executable, "manage.py", "check"], **{name: value})
+    assert done.returncode == 2
+    assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith(f"error: {name} must be ")
+    assert "s3cret-pw" not in done.stderr
