@@ -347,7 +347,7 @@ SHAREWISE_ROUNDS_KEPT = env_values.whole("SHAREWISE_ROUNDS_KEPT", 5000, minimum=
 # PostgreSQL the advisory lock frees it at once.
 SHAREWISE_ROUND_LEASE_S = env_values.seconds("SHAREWISE_ROUND_LEASE_S", 120.0, above=0)
 # Multi-tenancy (docs/FAIRNESS.md): a job pending this long (s) is starving (sjf-bsbf-fair); 48 h.
-# This and the next three are > 0, as the core's SchedulerConfig takes them.
+# This, SHAREWISE_AGING_S and SHAREWISE_BORROW_BOUND_S are > 0, as the core's SchedulerConfig takes them.
 SHAREWISE_STARVATION_BOUND_S = env_values.seconds("SHAREWISE_STARVATION_BOUND_S", 172800.0, above=0)
 # Aging time constant (s): sjf-bsbf-fair orders pending jobs by P_j / (1 + wait / aging).
 SHAREWISE_AGING_S = env_values.seconds("SHAREWISE_AGING_S", 3600.0, above=0)
