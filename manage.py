@@ -6,9 +6,14 @@ import sys
 
 
 def main() -> None:
-    """Run a management command with ``config.settings`` unless DJANGO_SETTINGS_MODULE says otherwise."""
+    """Run a management command with ``config.settings`` unless DJANGO_SETTINGS_MODULE says otherwise;
+    a bad setting prints one line and exits 2 (config/startup.py)."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     from django.core.management import execute_from_command_line
+
+    from config.startup import load_settings_or_exit
+
+    load_settings_or_exit()  # a bad setting: one line and exit status 2, not a traceback
 
     execute_from_command_line(sys.argv)
 

@@ -201,7 +201,11 @@ def node_tokens(
 
 def build(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setup:
     """Check ``args`` (``p.error`` exits with status 2 on a bad one) and build the agents."""
-    transport = args.transport or ("push" if args.broker else "pull")
+    # argparse checks --transport against its choices, not a default from $SHAREWISE_AGENT_TRANSPORT;
+    # that one is read as the server reads it (any case), so both sides agree on "PUSH"
+    transport = (args.transport or ("push" if args.broker else "pull")).strip().lower()
+    if transport not in TRANSPORTS:
+        p.error(f"$SHAREWISE_AGENT_TRANSPORT must be pull or push, got {args.transport!r}")
     if transport == "push":
         if not args.broker:
             p.error("--transport push needs a broker: --broker redis://HOST:6379/0 or $REDIS_URL")

@@ -4,8 +4,13 @@ Every setting has a default that lets ``manage.py runserver`` on 127.0.0.1 work 
 configuration: a SQLite file ``db.sqlite3`` beside ``manage.py``, no broker (Celery tasks run
 in-process), DEBUG off. Production (docker-compose) sets ``DATABASE_URL`` (PostgreSQL),
 ``REDIS_URL``, ``CACHE_URL``, ``SECRET_KEY`` and ``ALLOWED_HOSTS``; see ``.env.example``.
+
+Numbers, booleans, choices and rates are read by ``config/env_values.py`` (Python's own number
+grammar, each setting's bounds); a refused value raises ``ImproperlyConfigured`` naming it, which
+the entry points print as one line, exit status 2 (``config/startup.py``).
 """
 
+import warnings
 from datetime import timedelta
 from pathlib import Path
 
@@ -13,7 +18,12 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from agent.messages import MAX_REPORT_LATENCY_S as _MAX_REPORT_LATENCY_S
+from config import env_values
 from scheduling.core.policies import POLICY_NAMES as _POLICY_NAMES
+from scheduling.core.types import PLACEMENTS as _PLACEMENTS
+from scheduling.core.types import RECLAIM_MODES as _RECLAIM_MODES
+from scheduling.core.types import TIRESIAS_DEMOTED as _TIRESIAS_DEMOTED
+from scheduling.core.types import TIRESIAS_SERVICE_UNITS as _TIRESIAS_SERVICE_UNITS
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -21,13 +31,11 @@ env = environ.Env()
 # A local .env (never committed) is read when present; real environment variables win.
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
-DEBUG = env.bool("DEBUG", default=False)
+DEBUG = env_values.boolean("DEBUG", default=False)
 # "production" (the Procfile's and docker-compose's web, worker and beat set it) refuses to start
 # with the development SECRET_KEY or with DEBUG on; "development" (runserver, the demo, the tests)
 # allows both.
-SHAREWISE_ENV = env("SHAREWISE_ENV", default="development")
-if SHAREWISE_ENV not in ("development", "production"):
-    raise ImproperlyConfigured(f"SHAREWISE_ENV must be development or production; got {SHAREWISE_ENV!r}")
+SHAREWISE_ENV = env_values.choice("SHAREWISE_ENV", "development", ("development", "production"))
 # The default key is public, good for a laptop only.
 DEVELOPMENT_SECRET_KEY = "django-insecure-sharewise-local-development-only-change-me"
 SECRET_KEY = env("SECRET_KEY", default=DEVELOPMENT_SECRET_KEY)
@@ -48,6 +56,14 @@ if SHAREWISE_ENV == "production":
         raise ImproperlyConfigured(
             "DEBUG must be off with SHAREWISE_ENV=production (it shows code and settings)"
         )
+# Session and CSRF cookies sent over HTTPS only (Django's `check --deploy` W012/W016): on in
+# production, off in development; SHAREWISE_SECURE_COOKIES=0 for a production deployment reached
+# over plain HTTP (no TLS in front), where a browser would never send them back and logins fail.
+SHAREWISE_SECURE_COOKIES = env_values.boolean(
+    "SHAREWISE_SECURE_COOKIES", default=SHAREWISE_ENV == "production"
+)
+SESSION_COOKIE_SECURE = SHAREWISE_SECURE_COOKIES
+CSRF_COOKIE_SECURE = SHAREWISE_SECURE_COOKIES
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 # a failed check on a dashboard JSON path answers JSON, Django's page elsewhere
@@ -96,9 +112,9 @@ AUTHENTICATION_BACKENDS = [
 # Django's database sessions, loaded in one plain statement (cluster/session_store.py)
 SESSION_ENGINE = "cluster.session_store"
 # Dashboard and admin logins: this many failed passwords in a row from one address lock it out...
-AXES_FAILURE_LIMIT = env.int("SHAREWISE_LOGIN_FAILURE_LIMIT", default=5)
+AXES_FAILURE_LIMIT = env_values.whole("SHAREWISE_LOGIN_FAILURE_LIMIT", 5, minimum=1)
 # ...for this many seconds (answered 429 meanwhile); a successful login clears the count.
-SHAREWISE_LOGIN_LOCKOUT_S = env.float("SHAREWISE_LOGIN_LOCKOUT_S", default=900.0)
+SHAREWISE_LOGIN_LOCKOUT_S = env_values.seconds("SHAREWISE_LOGIN_LOCKOUT_S", 900.0, above=0)
 AXES_COOLOFF_TIME = timedelta(seconds=SHAREWISE_LOGIN_LOCKOUT_S)
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_PARAMETERS = ["ip_address"]
@@ -127,7 +143,18 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
+with warnings.catch_warnings():
+    # django-environ warns of an unknown scheme with the whole parsed URL, password included;
+    # refused just below instead
+    warnings.filterwarnings("ignore", message="Engine not recognized")
+    DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
+if DATABASES["default"].get("ENGINE") not in environ.Env.DB_SCHEMES.values():
+    # django-environ's engine of a scheme it does not know: none, or the scheme itself, and Django
+    # fails later with a traceback; the URL is not echoed (a password)
+    raise ImproperlyConfigured(
+        "DATABASE_URL must be a database URL such as postgres://USER:PASSWORD@HOST:5432/NAME or "
+        f"sqlite:///PATH; got one of scheme {env.str('DATABASE_URL').partition(':')[0]!r}"
+    )
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The embedded default runs web, run_scheduler and the agents' long polls as separate
     # processes on one file: WAL lets readers go on beside the writer; IMMEDIATE takes the write
@@ -136,21 +163,27 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {
             "transaction_mode": "IMMEDIATE",
-            "timeout": env.float("SQLITE_TIMEOUT_S", default=20.0),
+            "timeout": env_values.seconds("SQLITE_TIMEOUT_S", 20.0, minimum=0),
             "init_command": "PRAGMA journal_mode=WAL;",
         }
     )
 # Keep connections open between requests (s); 0 closes after each request.
-DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
+DATABASES["default"]["CONN_MAX_AGE"] = env_values.whole("CONN_MAX_AGE", 60, minimum=0)
 # A health check costs a round trip per request; without it, a connection broken by a database
 # restart fails one request and is then replaced.
-DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("CONN_HEALTH_CHECKS", default=False)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = env_values.boolean("CONN_HEALTH_CHECKS", default=False)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://sharewise")}
+try:
+    CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://sharewise")}
+except ImproperlyConfigured as exc:  # django-environ's message names neither the setting nor the value
+    raise ImproperlyConfigured(
+        "CACHE_URL must be a cache URL such as redis://HOST:6379/1 or locmemcache://NAME; "
+        f"got one of scheme {env.str('CACHE_URL').partition(':')[0]!r} ({exc})"
+    ) from None
 # A shared cache (Redis) that stops answering fails a request within this many seconds (the API
 # answers 503) instead of holding a web thread; set `?socket_timeout=` on CACHE_URL to override.
-CACHE_SOCKET_TIMEOUT_S = env.float("CACHE_SOCKET_TIMEOUT_S", default=2.0)
+CACHE_SOCKET_TIMEOUT_S = env_values.seconds("CACHE_SOCKET_TIMEOUT_S", 2.0, above=0)
 if CACHES["default"]["BACKEND"] == "django.core.cache.backends.redis.RedisCache":
     # the same backend with one Redis client per pool, not one per call (config/redis_cache.py)
     CACHES["default"]["BACKEND"] = "config.redis_cache.ReusedClientRedisCache"
@@ -180,10 +213,15 @@ STATICFILES_FINDERS = [
 ]
 STATIC_ROOT = Path(env("STATIC_ROOT", default=str(BASE_DIR / "var" / "static")))
 # WhiteNoise serves collectstatic's output from here; an absent folder only earns a warning per request.
-STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+try:
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+except OSError as exc:
+    raise ImproperlyConfigured(
+        f"STATIC_ROOT must be a folder this process can create; got {str(STATIC_ROOT)!r} ({exc.strerror})"
+    ) from None
 
 # Request bodies larger than this (bytes) are refused with 413 before parsing; a job is < 2 KB.
-DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=64 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_values.whole("DATA_UPLOAD_MAX_MEMORY_SIZE", 64 * 1024, minimum=1)
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 200
 
 REST_FRAMEWORK = {
@@ -199,18 +237,19 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "cluster.exceptions.api_exception_handler",
     "DEFAULT_THROTTLE_RATES": {
-        # Job submissions per tenant; the benchmark raises it (e.g. "100000/s").
-        "job_submit": env("SHAREWISE_SUBMIT_RATE", default="600/min"),
+        # Job submissions per tenant, N/s, N/m, N/h or N/d (DRF's rule, checked here rather than
+        # at the first submission); the benchmark raises it (e.g. "100000/s").
+        "job_submit": env_values.rate("SHAREWISE_SUBMIT_RATE", "600/min"),
     },
 }
 
 # /api/schema/ and /api/docs/ need a login (API token or dashboard session) unless this is on.
-SHAREWISE_PUBLIC_API_DOCS = env.bool("SHAREWISE_PUBLIC_API_DOCS", default=False)
+SHAREWISE_PUBLIC_API_DOCS = env_values.boolean("SHAREWISE_PUBLIC_API_DOCS", default=False)
 # /metrics answers a scraper that sends `Authorization: Bearer <this token>`...
 SHAREWISE_METRICS_TOKEN = env("SHAREWISE_METRICS_TOKEN", default="")
 # ...or that connects from one of these addresses or networks (CIDR), not through a proxy (a request
 # carrying X-Forwarded-For or Forwarded needs the token). Default: this machine only.
-SHAREWISE_METRICS_ALLOW = env.list("SHAREWISE_METRICS_ALLOW", default=["127.0.0.1", "::1"])
+SHAREWISE_METRICS_ALLOW = env_values.networks("SHAREWISE_METRICS_ALLOW", ["127.0.0.1", "::1"])
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Sharewise API",
@@ -241,7 +280,10 @@ REDIS_URL = env("REDIS_URL", default="")
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 # How placements reach the agents (docs/AGENT.md §1, §1a): "pull" (the database, long-polled by
 # the agents; the only way without a broker) or "push" (Celery queues node.<NAME> on the broker).
-SHAREWISE_AGENT_TRANSPORT = env("SHAREWISE_AGENT_TRANSPORT", default="push" if REDIS_URL else "pull")
+# Any case; the agents' --transport takes the same two (agent/cli.py TRANSPORTS).
+SHAREWISE_AGENT_TRANSPORT = env_values.choice(
+    "SHAREWISE_AGENT_TRANSPORT", "push" if REDIS_URL else "pull", ("pull", "push"), fold_case=True
+)
 # Results are not needed by callers: rounds persist their own outcome in the database.
 CELERY_TASK_IGNORE_RESULT = True
 # Without a broker (embedded default) tasks run in-process, synchronously.
@@ -270,108 +312,109 @@ CELERY_TASK_ROUTES = {
 }
 # Seconds to wait for a broker connection (a send retries a few times): a web process that lost
 # Redis fails a send in seconds, logged, rather than hold the request.
-CELERY_BROKER_CONNECTION_TIMEOUT = env.float("CELERY_BROKER_CONNECTION_TIMEOUT_S", default=2.0)
+CELERY_BROKER_CONNECTION_TIMEOUT = env_values.seconds("CELERY_BROKER_CONNECTION_TIMEOUT_S", 2.0, above=0)
 # Redis redelivers a message not acknowledged within this many seconds (a killed worker's round):
 # longer than any round, short enough that the lost round is soon redone.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT_S", default=300)}
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env_values.whole("CELERY_VISIBILITY_TIMEOUT_S", 300, minimum=1)
+}
 
 # --- Scheduling rounds (scheduling/service/, scheduling/tasks.py) ---
 # Policy of every round: a name of the scheduling.core.policies registry.
-SHAREWISE_POLICY = env("SHAREWISE_POLICY", default="sjf-bsbf")
-if SHAREWISE_POLICY not in _POLICY_NAMES:
-    raise ImproperlyConfigured(
-        f"SHAREWISE_POLICY must be one of {', '.join(_POLICY_NAMES)}; got {SHAREWISE_POLICY!r}"
-    )
-# Seconds between periodic rounds (Celery beat; `manage.py run_scheduler` by default).
-SHAREWISE_ROUND_INTERVAL_S = env.float("SHAREWISE_ROUND_INTERVAL_S", default=10.0)
+SHAREWISE_POLICY = env_values.choice("SHAREWISE_POLICY", "sjf-bsbf", _POLICY_NAMES)
+# Seconds between periodic rounds (Celery beat's schedule and expiry; `manage.py run_scheduler` by
+# default), > 0: beat cannot schedule 0 s, and a job's expected wait counts rounds of this length.
+SHAREWISE_ROUND_INTERVAL_S = env_values.seconds("SHAREWISE_ROUND_INTERVAL_S", 10.0, above=0)
 # A submission or completion asks for a round this many seconds later; requests meanwhile share it.
-SHAREWISE_ROUND_DEBOUNCE_S = env.float("SHAREWISE_ROUND_DEBOUNCE_S", default=2.0)
+SHAREWISE_ROUND_DEBOUNCE_S = env_values.seconds("SHAREWISE_ROUND_DEBOUNCE_S", 2.0, minimum=0)
 # A node silent for longer (s) takes no new job: three of the agent's 5 s heartbeats.
-SHAREWISE_HEARTBEAT_TIMEOUT_S = env.float("SHAREWISE_HEARTBEAT_TIMEOUT_S", default=15.0)
+SHAREWISE_HEARTBEAT_TIMEOUT_S = env_values.seconds("SHAREWISE_HEARTBEAT_TIMEOUT_S", 15.0, above=0)
 # The most (s) of the fleet's report latency that a node's silence may count on top of the timeout
 # (docs/AGENT.md §3): a dead node is found within timeout + this (a whole fleet silent at once:
 # twice that) however slow the fleet says the service is; a service slower than this marks
 # healthy nodes silent again. 0: no allowance. 0 … 3600 (report_latency_s's own bound).
-try:
-    SHAREWISE_SILENCE_ALLOWANCE_MAX_S = env.float("SHAREWISE_SILENCE_ALLOWANCE_MAX_S", default=60.0)
-except ValueError:
-    SHAREWISE_SILENCE_ALLOWANCE_MAX_S = float("nan")  # refused just below, naming the setting
-if not 0.0 <= SHAREWISE_SILENCE_ALLOWANCE_MAX_S <= _MAX_REPORT_LATENCY_S:  # NaN fails too
-    raise ImproperlyConfigured(
-        f"SHAREWISE_SILENCE_ALLOWANCE_MAX_S must be a number of seconds from 0 to {_MAX_REPORT_LATENCY_S:g}; "
-        f"got {env.str('SHAREWISE_SILENCE_ALLOWANCE_MAX_S', default='')!r}"
-    )
+SHAREWISE_SILENCE_ALLOWANCE_MAX_S = env_values.number(
+    "SHAREWISE_SILENCE_ALLOWANCE_MAX_S", 60.0, minimum=0.0, maximum=_MAX_REPORT_LATENCY_S, unit="seconds"
+)
 # Seconds between an agent's heartbeats (the agent's --heartbeat-s): a job missing from two
 # heartbeats in a row, placed longer ago than this, was lost by its agent and is requeued.
-SHAREWISE_HEARTBEAT_INTERVAL_S = env.float("SHAREWISE_HEARTBEAT_INTERVAL_S", default=5.0)
+SHAREWISE_HEARTBEAT_INTERVAL_S = env_values.seconds("SHAREWISE_HEARTBEAT_INTERVAL_S", 5.0, above=0)
 # Recorded rounds kept; older ones are deleted as new ones are written (a round's 10,000 wait
-# decisions are stored packed, scheduling/round_waits.py: about 100 KB of JSON, 35 KB stored).
-SHAREWISE_ROUNDS_KEPT = env.int("SHAREWISE_ROUNDS_KEPT", default=5000)
+# decisions are stored packed, scheduling/round_waits.py: about 100 KB of JSON, 35 KB stored); at
+# least 1, the round just written.
+SHAREWISE_ROUNDS_KEPT = env_values.whole("SHAREWISE_ROUNDS_KEPT", 5000, minimum=1)
 # A round lease whose holder died is free again after this long (s): longer than any round; on
 # PostgreSQL the advisory lock frees it at once.
-SHAREWISE_ROUND_LEASE_S = env.float("SHAREWISE_ROUND_LEASE_S", default=120.0)
+SHAREWISE_ROUND_LEASE_S = env_values.seconds("SHAREWISE_ROUND_LEASE_S", 120.0, above=0)
 # Multi-tenancy (docs/FAIRNESS.md): a job pending this long (s) is starving (sjf-bsbf-fair); 48 h.
-SHAREWISE_STARVATION_BOUND_S = env.float("SHAREWISE_STARVATION_BOUND_S", default=172800.0)
+# This, SHAREWISE_AGING_S and SHAREWISE_BORROW_BOUND_S are > 0, as the core's SchedulerConfig takes them.
+SHAREWISE_STARVATION_BOUND_S = env_values.seconds("SHAREWISE_STARVATION_BOUND_S", 172800.0, above=0)
 # Aging time constant (s): sjf-bsbf-fair orders pending jobs by P_j / (1 + wait / aging).
-SHAREWISE_AGING_S = env.float("SHAREWISE_AGING_S", default=3600.0)
+SHAREWISE_AGING_S = env_values.seconds("SHAREWISE_AGING_S", 3600.0, above=0)
 # How owners get lent GPUs back: preempt (borrowed jobs), bound (short borrowers only) or both.
-SHAREWISE_RECLAIM = env("SHAREWISE_RECLAIM", default="preempt")
-if SHAREWISE_RECLAIM not in ("preempt", "bound", "both"):
-    raise ImproperlyConfigured(
-        f"SHAREWISE_RECLAIM must be one of preempt, bound, both; got {SHAREWISE_RECLAIM!r}"
-    )
+SHAREWISE_RECLAIM = env_values.choice("SHAREWISE_RECLAIM", "preempt", _RECLAIM_MODES)
 # Most remaining exclusive time (s) of a job that borrows GPUs under reclaim bound/both.
-SHAREWISE_BORROW_BOUND_S = env.float("SHAREWISE_BORROW_BOUND_S", default=3600.0)
+SHAREWISE_BORROW_BOUND_S = env_values.seconds("SHAREWISE_BORROW_BOUND_S", 3600.0, above=0)
 # sjf-bsbf-fair's switches (docs/FAIRNESS.md §5): quota use by the normalised split of a shared GPU;
 # refuse a co-location that takes another tenant below its guarantee while it waits; reclaim jobs
 # co-located on an under-guarantee tenant's GPUs; higher priority preempts lower borrowed work.
-SHAREWISE_SPLIT_CHARGE = env.bool("SHAREWISE_SPLIT_CHARGE", default=True)
-SHAREWISE_COLOCATION_GUARD = env.bool("SHAREWISE_COLOCATION_GUARD", default=True)
-SHAREWISE_RECLAIM_COLOCATED = env.bool("SHAREWISE_RECLAIM_COLOCATED", default=True)
-SHAREWISE_PRIORITY_PREEMPTION = env.bool("SHAREWISE_PRIORITY_PREEMPTION", default=True)
+SHAREWISE_SPLIT_CHARGE = env_values.boolean("SHAREWISE_SPLIT_CHARGE", default=True)
+SHAREWISE_COLOCATION_GUARD = env_values.boolean("SHAREWISE_COLOCATION_GUARD", default=True)
+SHAREWISE_RECLAIM_COLOCATED = env_values.boolean("SHAREWISE_RECLAIM_COLOCATED", default=True)
+SHAREWISE_PRIORITY_PREEMPTION = env_values.boolean("SHAREWISE_PRIORITY_PREEMPTION", default=True)
 # Most pending jobs one tenant may have at once; a submission beyond it is 429 (checked at each
 # submission: concurrent ones may pass it by a few).
-SHAREWISE_MAX_PENDING_PER_TENANT = env.int("SHAREWISE_MAX_PENDING_PER_TENANT", default=10_000)
+SHAREWISE_MAX_PENDING_PER_TENANT = env_values.whole("SHAREWISE_MAX_PENDING_PER_TENANT", 10_000, minimum=0)
 # Seconds a tenant API token's row stays in the shared cache (cluster/token_cache.py); unset: 60
 # with a Redis cache, 0 (off) with the process-local default; a change of the token, user,
 # membership or tenant deletes it at once.
-SHAREWISE_TOKEN_CACHE_S = env.float("SHAREWISE_TOKEN_CACHE_S", default=None)
+SHAREWISE_TOKEN_CACHE_S = env_values.number("SHAREWISE_TOKEN_CACHE_S", None, minimum=0, unit="seconds")
 # Seconds the cluster's bounds a submission is checked against stay cached (cluster/cluster_facts.py);
 # forgotten at once on a node or GPU change; 0 reads them for every submission.
-SHAREWISE_CLUSTER_FACTS_CACHE_S = env.float("SHAREWISE_CLUSTER_FACTS_CACHE_S", default=5.0)
+SHAREWISE_CLUSTER_FACTS_CACHE_S = env_values.seconds("SHAREWISE_CLUSTER_FACTS_CACHE_S", 5.0, minimum=0)
 # Single job submissions answered by a plain Django view where it answers as DRF's view would
 # (cluster/fast_submit.py); false sends every submission through DRF.
-SHAREWISE_FAST_SUBMIT = env.bool("SHAREWISE_FAST_SUBMIT", default=True)
+SHAREWISE_FAST_SUBMIT = env_values.boolean("SHAREWISE_FAST_SUBMIT", default=True)
 # Job events (history) of jobs that ended longer ago than this many days are deleted by the hourly
 # task sharewise.prune_job_events; the jobs themselves stay. 0 keeps them forever.
-SHAREWISE_JOB_EVENT_RETENTION_DAYS = env.float("SHAREWISE_JOB_EVENT_RETENTION_DAYS", default=30.0)
+SHAREWISE_JOB_EVENT_RETENTION_DAYS = env_values.number(
+    "SHAREWISE_JOB_EVENT_RETENTION_DAYS", 30.0, minimum=0, unit="days"
+)
 # Closed-loop sharing (docs/LEARNING.md, "In the service"). A job of unknown memory, or a pair
 # whose slowdown nobody measured or can predict, runs alone until something is measured: a wrong
 # guess costs an out-of-memory crash or a slow pair. True lets them share on the guesses.
-SHAREWISE_SHARE_UNKNOWN = env.bool("SHAREWISE_SHARE_UNKNOWN", default=False)
+SHAREWISE_SHARE_UNKNOWN = env_values.boolean("SHAREWISE_SHARE_UNKNOWN", default=False)
 # A co-located job that runs out of GPU memory goes back to the queue this many times (its pair
 # is marked incompatible each time) before it fails: bounded, so a job that ran out of memory
 # for another reason does not cycle for ever.
-SHAREWISE_OOM_RETRIES = env.int("SHAREWISE_OOM_RETRIES", default=3)
+SHAREWISE_OOM_RETRIES = env_values.whole("SHAREWISE_OOM_RETRIES", 3, minimum=0)
 # Measured-vs-predicted slowdown records kept for the dashboard (one per co-location segment of a
 # job); older ones are deleted as new ones come. The learned summaries themselves are never cut.
-SHAREWISE_OBSERVATIONS_KEPT = env.int("SHAREWISE_OBSERVATIONS_KEPT", default=10000)
+SHAREWISE_OBSERVATIONS_KEPT = env_values.whole("SHAREWISE_OBSERVATIONS_KEPT", 10000, minimum=1)
 # Jobs' output kept per job (characters; older output is dropped, the end kept): cluster.joblogs.
-SHAREWISE_JOB_LOG_MAX_CHARS = env.int("SHAREWISE_JOB_LOG_MAX_CHARS", default=1_000_000)
+SHAREWISE_JOB_LOG_MAX_CHARS = env_values.whole("SHAREWISE_JOB_LOG_MAX_CHARS", 1_000_000, minimum=1)
 # Longest a log read waits for new output (s; GET /api/v1/jobs/{id}/logs/?wait=S, the client's
 # `logs --follow`): each waiting reader holds a web worker thread that long.
-SHAREWISE_LOG_WAIT_MAX_S = env.float("SHAREWISE_LOG_WAIT_MAX_S", default=20.0)
+SHAREWISE_LOG_WAIT_MAX_S = env_values.seconds("SHAREWISE_LOG_WAIT_MAX_S", 20.0, minimum=0)
 # Baselines (docs/FIDELITY.md): where FIFO, SJF, SRTF and Tiresias put a gang on idle GPUs:
 # spread (one node if possible, else the fewest nodes) or consolidated (the peers' yarn rule).
-SHAREWISE_PLACEMENT = env("SHAREWISE_PLACEMENT", default="spread")
+SHAREWISE_PLACEMENT = env_values.choice("SHAREWISE_PLACEMENT", "spread", _PLACEMENTS)
 # Tiresias: queue thresholds (comma-separated; n thresholds, n + 1 queues), in GPU-s (gpu_s) or
 # executed seconds (wall_s); the starvation guard and its factor; where a demoted job goes
 # (ahead: before the lower queue's pending jobs; back: the peers' queue lists, kept by the worker).
-SHAREWISE_TIRESIAS_THRESHOLDS = env.list("SHAREWISE_TIRESIAS_THRESHOLDS", cast=float, default=[3200.0])
-SHAREWISE_TIRESIAS_SERVICE = env("SHAREWISE_TIRESIAS_SERVICE", default="gpu_s")
-SHAREWISE_TIRESIAS_STARVATION_GUARD = env.bool("SHAREWISE_TIRESIAS_STARVATION_GUARD", default=True)
-SHAREWISE_TIRESIAS_STARVATION_FACTOR = env.float("SHAREWISE_TIRESIAS_STARVATION_FACTOR", default=1.0)
-SHAREWISE_TIRESIAS_DEMOTED = env("SHAREWISE_TIRESIAS_DEMOTED", default="ahead")
+SHAREWISE_TIRESIAS_THRESHOLDS = env_values.numbers("SHAREWISE_TIRESIAS_THRESHOLDS", [3200.0], above=0)
+if any(
+    b <= a for a, b in zip(SHAREWISE_TIRESIAS_THRESHOLDS, SHAREWISE_TIRESIAS_THRESHOLDS[1:], strict=False)
+):
+    # the core's TiresiasConfig rule, checked at start rather than at the first round
+    raise ImproperlyConfigured(
+        "SHAREWISE_TIRESIAS_THRESHOLDS must be increasing; "
+        f"got {env.str('SHAREWISE_TIRESIAS_THRESHOLDS', default='')!r}"
+    )
+SHAREWISE_TIRESIAS_SERVICE = env_values.choice("SHAREWISE_TIRESIAS_SERVICE", "gpu_s", _TIRESIAS_SERVICE_UNITS)
+SHAREWISE_TIRESIAS_STARVATION_GUARD = env_values.boolean("SHAREWISE_TIRESIAS_STARVATION_GUARD", default=True)
+SHAREWISE_TIRESIAS_STARVATION_FACTOR = env_values.number("SHAREWISE_TIRESIAS_STARVATION_FACTOR", 1.0, above=0)
+SHAREWISE_TIRESIAS_DEMOTED = env_values.choice("SHAREWISE_TIRESIAS_DEMOTED", "ahead", _TIRESIAS_DEMOTED)
 # A round every interval; a tick no worker started within one interval expires (the next one comes).
 CELERY_BEAT_SCHEDULE = {
     "scheduling-round": {
@@ -397,5 +440,11 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="WARNING")},
+    "root": {
+        "handlers": ["console"],
+        # any case (logging itself takes upper case only)
+        "level": env_values.choice(
+            "LOG_LEVEL", "warning", ("debug", "info", "warning", "error", "critical"), fold_case=True
+        ).upper(),
+    },
 }

@@ -46,6 +46,8 @@ if [ -n "${REDIS_URL:-}" ] && [ -n "${DATABASE_URL:-}" ]; then
     export SHAREWISE_DEMO_ARGS="${args[*]:-} $flush"
     # web, worker and beat run as production, which needs a key of its own: one for this run
     export SECRET_KEY="${SECRET_KEY:-$(python -c "import secrets; print(secrets.token_urlsafe(50))")}"
+    # ...and sends its cookies over HTTPS only; the demo's dashboard is plain HTTP on this machine
+    export SHAREWISE_SECURE_COOKIES="${SHAREWISE_SECURE_COOKIES:-0}"
     rm -f "$SHAREWISE_NODE_TOKEN_FILE"
     echo "==> database ($DATABASE_URL), broker ($REDIS_URL)"
     python manage.py migrate --noinput >/dev/null

@@ -146,6 +146,19 @@ def test_push_without_a_broker_exits_2(
     assert "--transport push needs a broker" in capsys.readouterr().err
 
 
+def test_the_transport_from_the_environment_is_checked_as_the_server_checks_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """argparse never checked a default against its choices: carrier-pigeon meant pull, and PUSH
+    (push to the server, which folds case) meant pull too, so no placement ever arrived."""
+    shouted = transport_of(["--node", "a", "--emulate", "--broker", "memory://"], monkeypatch, env="PUSH")
+    assert shouted.transport == "push"
+    with pytest.raises(SystemExit) as info:
+        transport_of(["--node", "a", "--emulate"], monkeypatch, env="carrier-pigeon")
+    assert info.value.code == 2
+    assert "$SHAREWISE_AGENT_TRANSPORT must be pull or push, got 'carrier-pigeon'" in capsys.readouterr().err
+
+
 class _Answering(BaseHTTPRequestHandler):
     """Answers every request with :attr:`status` and a JSON error."""
 

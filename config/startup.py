@@ -1,0 +1,33 @@
+"""A process's start with bad settings: one line, not a traceback.
+
+``config/settings.py`` refuses a bad environment setting with ``ImproperlyConfigured`` (Django's
+convention, what tests importing the settings catch). The programs that load the settings —
+``manage.py``, gunicorn (``gunicorn.conf.py``'s ``on_starting``, in the master, so a bad setting
+stops the server instead of failing each worker), ``config/wsgi.py``, ``config/asgi.py`` and
+Celery (``config/celery.py``) — call :func:`load_settings_or_exit` first.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from django.core.exceptions import ImproperlyConfigured
+
+#: Exit status of a bad setting: a usage error, as the project's command-line tools exit.
+EXIT_BAD_SETTING = 2
+
+
+def load_settings_or_exit() -> None:
+    """Load Django's settings (``DJANGO_SETTINGS_MODULE``, default ``config.settings``) now.
+    A refused setting prints ``error: <message>`` on stderr, one line, and raises
+    ``SystemExit(2)``."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    from django.conf import settings
+
+    try:
+        settings.INSTALLED_APPS  # noqa: B018 (the access loads the settings module)
+    except ImproperlyConfigured as exc:
+        message = " ".join(str(exc).split())
+        print(f"error: {message}", file=sys.stderr, flush=True)
+        raise SystemExit(EXIT_BAD_SETTING) from None

@@ -1,0 +1,109 @@
+"""A bad environment setting stops a process with one line naming it, exit status 2 (a usage
+error), under ``manage.py``, gunicorn and Celery alike (config/startup.py). Before, ``manage.py
+check`` printed a 52-line traceback, gunicorn 70 and Celery 88, the message on the last line —
+for ``SHAREWISE_HEARTBEAT_TIMEOUT_S=abc`` only ``could not convert string to float: ''`` — and
+``SHAREWISE_SUBMIT_RATE=lots`` or ``SHAREWISE_BORROW_BOUND_S=-5`` started cleanly and failed
+later (every submission a 500; every round)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+RATE = "a rate N/s, N/m, N/h or N/d (e.g. 600/min) with N >= 1"
+
+
+def run(argv: list[str], **env: str) -> subprocess.CompletedProcess:
+    """``argv`` in a fresh process at the repository root with ``env`` over a clean environment."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("SHAREWISE_", "SECRET_KEY", "DEBUG"))}
+    clean.pop("DJANGO_SETTINGS_MODULE", None)
+    return subprocess.run(argv, cwd=REPO, env={**clean, **env}, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "accepted"),
+    [
+        ("SHAREWISE_HEARTBEAT_TIMEOUT_S", "abc", "a number of seconds > 0"),
+        ("SHAREWISE_SILENCE_ALLOWANCE_MAX_S", "abc", "a number of seconds from 0 to 3600"),
+        ("SHAREWISE_ROUND_INTERVAL_S", "0", "a number of seconds > 0"),
+        ("SHAREWISE_ROUND_INTERVAL_S", "5s", "a number of seconds > 0"),
+        ("SHAREWISE_BORROW_BOUND_S", "-5", "a number of seconds > 0"),
+        ("SHAREWISE_LOGIN_LOCKOUT_S", "nan", "a number of seconds > 0"),
+        ("SHAREWISE_SUBMIT_RATE", "lots", RATE),
+        ("SHAREWISE_AGENT_TRANSPORT", "carrier-pigeon", "one of pull, push"),
+        ("SHAREWISE_SPLIT_CHARGE", "maybe", "true or false (1/0, yes/no, on/off)"),
+        ("SHAREWISE_ROUNDS_KEPT", "1e3", "a whole number >= 1"),
+        ("SHAREWISE_TIRESIAS_THRESHOLDS", "5000,100", "increasing"),
+    ],
+)
+def test_manage_py_check_says_one_line(name: str, value: str, accepted: str) -> None:
+    done = run([sys.executable, "manage.py", "check"], **{name: value})
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.splitlines() == [f"error: {name} must be {accepted}; got {value!r}"]
+
+
+def test_a_production_refusal_is_one_line_too() -> None:
+    done = run([sys.executable, "manage.py", "check"], SHAREWISE_ENV="production")
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1
+    assert done.stderr.startswith("error: SHAREWISE_ENV=production needs a SECRET_KEY of its own")
+
+
+def test_celery_says_one_line() -> None:
+    celery = BIN / "celery"
+    argv = [str(celery), "-A", "config", "worker", "-Q", "none", "--without-gossip", "--without-mingle"]
+    done = run(argv, SHAREWISE_HEARTBEAT_TIMEOUT_S="abc")
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "error: SHAREWISE_HEARTBEAT_TIMEOUT_S must be a number of seconds > 0; got 'abc'"
+    ]
+
+
+@pytest.mark.skipif(
+    not (BIN / "gunicorn").exists() and not shutil.which("gunicorn"), reason="gunicorn not installed"
+)
+def test_gunicorn_stops_in_the_master_with_one_line() -> None:
+    """The master loads the settings (gunicorn.conf.py on_starting): no worker is started, so
+    none fails with a traceback and none is restarted."""
+    gunicorn = str(BIN / "gunicorn") if (BIN / "gunicorn").exists() else "gunicorn"
+    argv = [gunicorn, "config.wsgi", "--bind", "127.0.0.1:0", "--log-level", "warning"]
+    done = run(argv, SHAREWISE_SUBMIT_RATE="lots")
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [f"error: SHAREWISE_SUBMIT_RATE must be {RATE}; got 'lots'"]
+
+
+def test_production_cookies_are_secure_unless_turned_off() -> None:
+    """check --deploy's W012 (session cookie) and W016 (CSRF cookie) are gone in production;
+    SHAREWISE_SECURE_COOKIES=0 (no TLS in front) brings them back, knowingly."""
+    key = "k" * 10 + "x7Qw-2pLr_9Zt4Vn8Bm1Hc6Jd3Fs5Gy0Ka2Pe4Ru6Ti8Wo1Xq3Yz5Cv7Bn9Mm0"
+    argv = [sys.executable, "manage.py", "check", "--deploy"]
+    secure = run(argv, SHAREWISE_ENV="production", SECRET_KEY=key)
+    assert "security.W012" not in secure.stderr + secure.stdout
+    assert "security.W016" not in secure.stderr + secure.stdout
+    plain = run(argv, SHAREWISE_ENV="production", SECRET_KEY=key, SHAREWISE_SECURE_COOKIES="0")
+    assert "security.W012" in plain.stderr and "security.W016" in plain.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("DATABASE_URL", "nonsense://sharewise:s3cret-pw@db/sharewise"),
+        ("DATABASE_URL", "nonsense"),
+        ("CACHE_URL", "nonsense://s3cret-pw@cache/1"),
+        ("STATIC_ROOT", "/proc/no/such/folder"),
+    ],
+)
+def test_bad_urls_and_folders_are_one_line_without_the_password(name: str, value: str) -> None:
+    """Before: a KeyError traceback (DATABASE_URL), 'Invalid cache schema' naming nothing
+    (CACHE_URL), a FileNotFoundError traceback (STATIC_ROOT)."""
+    done = run([sys.executable, "manage.py", "check"], **{name: value})
+    assert done.returncode == 2
+    assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith(f"error: {name} must be ")
+    assert "s3cret-pw" not in done.stderr
