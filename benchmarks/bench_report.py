@@ -9,8 +9,9 @@ Django's test client (``POST /api/v1/agent/batch/``, the agent's real request), 
 demo's emulated fleet sends for a job's life, as they were captured from a ``bench_kueue.py``
 run: a first heartbeat (it declares the node's executor), its first output chunk and its
 ``started`` (no iteration time yet), a heartbeat listing the node's running jobs, its
-``finished`` (iteration time 0.02 s) with its last chunk (``eof``), and an orders fetch. For half of each node's jobs each kind of item goes alone in its report of
-``--per-report`` items (so each kind is measured apart), for the other half as the fleet
+``finished`` (iteration time 0.02 s) with its last chunk (``eof``), and an orders fetch.
+For half of each node's jobs each kind of item goes alone in its report of ``--per-report``
+items (so each kind is measured apart), for the other half as the fleet
 combines them (chunks and events in one report, the last with the heartbeat).
 
 It prints the machine and load, then per report kind the medians over the 30 nodes of this
