@@ -94,3 +94,24 @@ def test_a_runs_first_chunk_costs_five_statements_and_keeps_its_values(
     # the run's next chunk goes on from there
     send(token, capture, logs=[chunk(jobs[0], 2, "d\n", True)])
     assert JobLogRun.objects.filter(job_id=jobs[0].pk).values_list("received", "eof").get() == (4, True)
+
+
+def test_write_progress_writes_each_jobs_own_value_and_nothing_else(
+    fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable
+) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from scheduling.service.heartbeats import write_progress
+
+    jobs = placed(tenant, django_capture_on_commit_callbacks)["node-00"]
+    first, second, other = jobs[0], jobs[1], jobs[2]
+    first.iterations_done, second.iterations_done = 12.5, 40.0
+    with CaptureQueriesContext(connection) as seen:
+        write_progress([first, second])
+        write_progress([])  # nothing: no statement
+    assert len(seen.captured_queries) == 1
+    done = dict(
+        Job.objects.filter(pk__in=[first.pk, second.pk, other.pk]).values_list("pk", "iterations_done")
+    )
+    assert done == {first.pk: 12.5, second.pk: 40.0, other.pk: 0.0}
