@@ -80,18 +80,35 @@ def append_output(
             raise OutputRefused(404, f"job {job_id} does not exist")
         if not placed:
             raise OutputRefused(403, f"job {job_id} was never placed on node {node.name}")
-        run, _ = JobLogRun.objects.get_or_create(job_id=job_id, key=run_key, defaults={"node": node.name})
-        if offset > run.received:
-            note = f"[sharewise: {offset - run.received} characters of output were not received]\n"
+        found = JobLogRun.objects.filter(job_id=job_id, key=run_key).first()
+        received = 0 if found is None else found.received
+        if offset > received:
+            note = f"[sharewise: {offset - received} characters of output were not received]\n"
             new = data
         else:
-            note, new = "", data[run.received - offset :]
+            note, new = "", data[received - offset :]
+        if found is None:
+            # Every writer of a job's runs holds the job's row lock (above), so no other insert of
+            # this run can race: a plain insert with the values it ends with, not get_or_create's
+            # savepoint and a later UPDATE (a run's first chunk: 8 statements, now 5;
+            # PERFORMANCE.md §10).
+            run = JobLogRun.objects.create(
+                job_id=job_id,
+                key=run_key,
+                node=node.name,
+                received=offset + len(data),
+                eof=eof,
+                updated_at=now,
+            )
+        else:
+            run = found
         if note or new:
             _store(job_id, run, note + new)
-        run.received = max(run.received, offset + len(data))
-        run.eof = run.eof or eof
-        run.updated_at = now
-        run.save(update_fields=["received", "eof", "updated_at"])
+        if found is not None:
+            run.received = max(run.received, offset + len(data))
+            run.eof = run.eof or eof
+            run.updated_at = now
+            run.save(update_fields=["received", "eof", "updated_at"])
     return run.received
 
 

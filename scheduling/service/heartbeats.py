@@ -19,10 +19,11 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
+from cluster.compiled import meta
 from cluster.models import GPU, Job, Node, Placement
 from scheduling.service.dispatch import Message, dispatch_after_commit, stop_messages
 from scheduling.service.generations import next_generations
@@ -246,7 +247,27 @@ def _heartbeat_progress(rows: dict[int, dict[str, Any]]) -> None:
         if done > job.iterations_done:
             advance_progress(job, done)
             advanced.append(job)
-    Job.objects.bulk_update(advanced, ["iterations_done"])
+    write_progress(advanced)
+
+
+def write_progress(jobs: Sequence[Job]) -> None:
+    """Write each of ``jobs``' ``iterations_done`` in one UPDATE (none for no job): what
+    ``bulk_update(jobs, ["iterations_done"])`` writes, a ``CASE`` on the key, but as plain SQL —
+    the ORM built and compiled a ``When`` per job, about 4 ms of a heartbeat's 13 ms of CPU with 20
+    jobs (PERFORMANCE.md §10)."""
+    if not jobs:
+        return
+    quote = connection.ops.quote_name
+    table, key = quote(meta(Job).db_table), quote(meta(Job).pk.column)
+    column = quote(meta(Job).get_field("iterations_done").column)
+    cases = " ".join(["WHEN %s THEN %s"] * len(jobs))
+    marks = ", ".join(["%s"] * len(jobs))
+    params: list[Any] = [v for job in jobs for v in (job.pk, float(job.iterations_done))]
+    params += [job.pk for job in jobs]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET {column} = CASE {key} {cases} END WHERE {key} IN ({marks})", params
+        )
 
 
 def _stop_messages(node: Node, reported: dict[int, int]) -> list[Message]:

@@ -5,7 +5,7 @@ same question several times — was the job ever placed on this node (403), its 
 (3 queries), the nodes holding it (twice), those of its latest placement, its sub-batch, its rows
 and latest generation for the learning — about ten queries per event, the largest share of the
 agents' report path end to end (docs/PERFORMANCE.md §10). :func:`job_placements` reads every
-placement row of the job once (one query, plus one for the floor while it holds GPUs) after the
+placement row of the job once (one query, the floor's ``placed`` event riding on it) after the
 job's row is locked, and each question is answered from those rows with the same rule as the
 query it replaces (:mod:`scheduling.service.generations`, ``jobs.job_nodes``).
 
@@ -21,7 +21,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from django.db.models import F, Max
+from django.db.models import F, Max, Subquery
 
 from cluster.expressions import AnyOf
 from cluster.models import JobEvent, Placement
@@ -99,28 +99,29 @@ ROW_FIELDS = (
 
 
 def job_placements(job_id: int) -> JobPlacements:
-    """The placement rows of job ``job_id`` (:class:`JobPlacements`): one query, and one more for
-    the latest ``placed`` event while the job holds GPUs. Read it after locking the job's row."""
-    rows = tuple(
-        PlacementRow(*values)
-        for values in Placement.objects.filter(job_id=job_id).order_by("id").values_list(*ROW_FIELDS)
+    """The placement rows of job ``job_id`` (:class:`JobPlacements`) and its latest ``placed``
+    event's generation, in one query. Read it after locking the job's row."""
+    # the latest ``placed`` event's data rides on every row (a subquery the database runs once:
+    # it depends on nothing of the row), so the rows and the floor take one statement, not two
+    latest_placed = (
+        JobEvent.objects.filter(job_id=job_id, kind=JobEvent.Kind.PLACED).order_by("-id").values("data")[:1]
     )
-    placed: int | None = None
-    if any(r.active for r in rows):
-        data = (
-            JobEvent.objects.filter(job_id=job_id, kind=JobEvent.Kind.PLACED)
-            .order_by("-id")
-            .values_list("data", flat=True)
-            .first()
-        )
-        placed = placed_generation(data)
+    found = (
+        Placement.objects.filter(job_id=job_id)
+        .order_by("id")
+        .annotate(placed_data=Subquery(latest_placed))
+        .values_list(*ROW_FIELDS, "placed_data")
+    )
+    read = list(found)
+    rows = tuple(PlacementRow(*values[:-1]) for values in read)
+    placed = placed_generation(read[0][-1]) if any(r.active for r in rows) else None
     return JobPlacements(rows, placed)
 
 
 def jobs_placements(job_ids: Iterable[int]) -> dict[int, JobPlacements]:
     """:func:`job_placements` of each of ``job_ids`` that has placement rows (absent: never
-    placed), in 3 queries for any number of jobs (a heartbeat's running jobs): the rows, the
-    latest ``placed`` event of each job holding GPUs, those events' data."""
+    placed), in 2 queries for any number of jobs (a heartbeat's running jobs): the rows, and
+    the data of the latest ``placed`` event of each job holding GPUs."""
     ids = list(job_ids)
     if not ids:
         return {}
@@ -138,9 +139,11 @@ def jobs_placements(job_ids: Iterable[int]) -> dict[int, JobPlacements]:
         if holding
         else []
     )
+    # ``last`` goes in as a subquery: one statement for the events, not one for their ids and one
+    # for their data
     placed = {
         pk: placed_generation(data)
-        for pk, data in JobEvent.objects.filter(id__in=list(last)).values_list("job_id", "data")
+        for pk, data in JobEvent.objects.filter(id__in=last).values_list("job_id", "data")
     }
     return {pk: JobPlacements(tuple(own), placed.get(pk)) for pk, own in rows.items()}
 
