@@ -207,7 +207,7 @@ def measure(tokens: dict[str, str], per: int) -> dict[str, tuple[int, list[float
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--database-url",
         type=database_url,
