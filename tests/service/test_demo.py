@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -106,6 +108,7 @@ def test_ctrl_c_stops_the_demo_with_one_line_and_status_130(tmp_path: Path) -> N
         "SHAREWISE_DATA_DIR": str(tmp_path / "no-data"),
         "REDIS_URL": "",
         "CACHE_URL": "locmemcache://",
+        "PYTHONFAULTHANDLER": "1",  # a hang is told by its threads' stacks (SIGABRT below)
     }
     proc = subprocess.Popen(
         [
@@ -138,7 +141,12 @@ def test_ctrl_c_stops_the_demo_with_one_line_and_status_130(tmp_path: Path) -> N
                 break
         time.sleep(2.0)  # let rounds start jobs, so agents are reporting when Ctrl-C comes
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)  # faulthandler prints every thread's stack, then it dies
+            out, err = proc.communicate(timeout=30)
+            pytest.fail(f"the demo did not stop within 60 s of Ctrl-C\n{''.join(seen)}{out}\n{err[-6000:]}")
     finally:
         proc.kill()
     out = "".join(seen) + out
