@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from cluster.models import GPU, Job, Node, Placement, Tenant
 from frontend.payloads import cluster_map, decisions, memo, queue_order, rounds, timeline_rows
+from frontend.payloads.common import Viewer, viewer_of
 from scheduling.service import closed_charge, closed_runs
 from tests.api import conftest as api_fixtures
 
@@ -109,6 +110,16 @@ def place(
 def gpu(node: str, index: int) -> GPU:
     """The GPU ``node``:``index``."""
     return GPU.objects.get(node__name=node, index=index)
+
+
+@pytest.fixture
+def viewers(cluster: list[Node], alice: Any, charlie: Any) -> list[Viewer]:
+    """An admin, a member of team-a (Alice) and a member of team-c (Charlie), as the dashboard's
+    payloads take them (the kept-state tests compare each one's body with one built afresh)."""
+    admin = get_user_model().objects.create_user("viewer-admin", is_staff=True)
+    out = [viewer_of(u) for u in (admin, alice, charlie)]
+    assert all(v is not None for v in out)
+    return [v for v in out if v is not None]
 
 
 @pytest.fixture

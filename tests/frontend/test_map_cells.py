@@ -12,23 +12,14 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from cluster.models import GPU, Job, Node, Placement, Tenant
 from frontend.payloads import cluster_map, memo
-from frontend.payloads.common import Viewer, viewer_of
+from frontend.payloads.common import Viewer
 from scheduling.models import Round
 from tests.frontend.conftest import make_job
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
-
-
-@pytest.fixture
-def viewers(cluster: list[Node], alice: Any, charlie: Any) -> list[Viewer]:
-    """An admin, a member of team-a (Alice) and a member of team-c (Charlie)."""
-    admin = get_user_model().objects.create_user("m-admin", is_staff=True)
-    out = [viewer_of(u) for u in (admin, alice, charlie)]
-    return [v for v in out if v is not None]
 
 
 def assert_same(viewers: list[Viewer], at: datetime) -> None:

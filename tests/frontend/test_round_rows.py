@@ -12,25 +12,16 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from django.contrib.auth import get_user_model
 
-from cluster.models import Job, Node, Tenant
+from cluster.models import Job, Tenant
 from frontend.payloads import decisions, memo
-from frontend.payloads.common import Viewer, viewer_of
+from frontend.payloads.common import Viewer
 from scheduling.models import Round
 from scheduling.round_waits import pack_waits
 from tests.frontend.conftest import make_job
 
 # moments no other test's round has (rounds are parsed once per process, by id and start)
 NOW = datetime(2026, 5, 7, 9, 0, 0, 250000, tzinfo=UTC)
-
-
-@pytest.fixture
-def viewers(cluster: list[Node], alice: Any, charlie: Any) -> list[Viewer]:
-    """An admin, a member of team-a (Alice) and a member of team-c (Charlie)."""
-    admin = get_user_model().objects.create_user("r-admin", is_staff=True)
-    out = [viewer_of(u) for u in (admin, alice, charlie)]
-    return [v for v in out if v is not None]
 
 
 def assert_same(viewers: list[Viewer], at: datetime, n_rounds: int) -> None:

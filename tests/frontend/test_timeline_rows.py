@@ -9,17 +9,15 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
 from unittest import mock
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from cluster.models import GPU, Job, Node, Placement, Tenant
 from frontend.payloads import memo, timeline, timeline_rows
-from frontend.payloads.common import Viewer, viewer_of
+from frontend.payloads.common import Viewer
 from tests.frontend.conftest import gpu, make_job
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
@@ -64,15 +62,6 @@ def placed(
         created_at=begin,
         ended_at=end,
     )
-
-
-@pytest.fixture
-def viewers(cluster: list[Node], alice: Any, charlie: Any) -> list[Viewer]:
-    """An admin, a member of team-a (Alice) and a member of team-c (Charlie)."""
-    admin = get_user_model().objects.create_user("t-admin", is_staff=True)
-    out = [viewer_of(u) for u in (admin, alice, charlie)]
-    assert all(v is not None for v in out)
-    return [v for v in out if v is not None]
 
 
 @pytest.fixture
