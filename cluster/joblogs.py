@@ -15,15 +15,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cache
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Exists, F, OuterRef
+from django.db import connection, transaction
+from django.db.models import F
 from django.db.models.functions import Length
 from django.utils import timezone
 
+from cluster import plain_rows
+from cluster.compiled import meta
 from cluster.joblog_models import JobLogChunk, JobLogRun
-from cluster.models import Job, Node, Placement
+from cluster.models import GPU, Job, Node, Placement
 
 #: Most characters one read returns; a reader asks again from ``next_offset`` for more.
 MAX_READ_CHARS = 262_144
@@ -72,15 +75,17 @@ def append_output(
     placed on ``node`` (AGENT.md §2a; nothing stored)."""
     now = now or timezone.now()
     with transaction.atomic():
-        # the lock and both refusals in one query (a chunk is sent per job and tick, PERFORMANCE.md §10)
-        here = Placement.objects.filter(job_id=OuterRef("pk"), gpu__node=node)
-        locked = Job.objects.select_for_update().filter(pk=job_id)
-        placed = locked.values_list(Exists(here), flat=True).first()
-        if placed is None:
+        # the lock and both refusals in one statement (a chunk is sent per job and tick,
+        # PERFORMANCE.md §10), and every statement here plain (cluster.plain_rows: the ORM's
+        # compilation of each cost several times the statement)
+        with connection.cursor() as cursor:
+            cursor.execute(_placed_sql(connection.vendor), [node.pk, job_id])
+            row = cursor.fetchone()
+        if row is None:
             raise OutputRefused(404, f"job {job_id} does not exist")
-        if not placed:
+        if not row[0]:
             raise OutputRefused(403, f"job {job_id} was never placed on node {node.name}")
-        found = JobLogRun.objects.filter(job_id=job_id, key=run_key).first()
+        found = plain_rows.get_by(JobLogRun, {"job": job_id, "key": run_key})
         received = 0 if found is None else found.received
         if offset > received:
             note = f"[sharewise: {offset - received} characters of output were not received]\n"
@@ -92,7 +97,7 @@ def append_output(
             # this run can race: a plain insert with the values it ends with, not get_or_create's
             # savepoint and a later UPDATE (a run's first chunk: 8 statements, now 5;
             # PERFORMANCE.md §10).
-            run = JobLogRun.objects.create(
+            run = JobLogRun(
                 job_id=job_id,
                 key=run_key,
                 node=node.name,
@@ -100,6 +105,7 @@ def append_output(
                 eof=eof,
                 updated_at=now,
             )
+            plain_rows.insert(run)
         else:
             run = found
         if note or new:
@@ -108,7 +114,7 @@ def append_output(
             run.received = max(run.received, offset + len(data))
             run.eof = run.eof or eof
             run.updated_at = now
-            run.save(update_fields=["received", "eof", "updated_at"])
+            plain_rows.update(run, ["received", "eof", "updated_at"])
     return run.received
 
 
@@ -120,19 +126,43 @@ class OutputRefused(Exception):
         self.status = status
 
 
-def _store(job_id: int, run: JobLogRun, text: str) -> None:
-    last = (
-        JobLogChunk.objects.filter(job_id=job_id)
-        .order_by("-offset")
-        .values_list("offset", "text", "run_id")
-        .first()
+@cache
+def _placed_sql(vendor: str) -> str:
+    """Lock a job's row and say whether it was ever placed on a node (parameters: the node's id,
+    the job's id; no row: no such job)."""
+    q = connection.ops.quote_name
+    j, p, g = meta(Job), meta(Placement), meta(GPU)
+    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+    return (
+        f"SELECT EXISTS(SELECT 1 FROM {q(p.db_table)} P INNER JOIN {q(g.db_table)} G "
+        f"ON P.{q(p.get_field('gpu').column)} = G.{q(g.pk.column)} "
+        f"WHERE G.{q(g.get_field('node').column)} = %s "
+        f"AND P.{q(p.get_field('job').column)} = J.{q(j.pk.column)}) "
+        f"FROM {q(j.db_table)} J WHERE J.{q(j.pk.column)} = %s{lock}"
     )
+
+
+@cache
+def _last_chunk_sql(vendor: str) -> str:
+    """The offset, text and run of a job's last chunk (parameter: the job's id)."""
+    q = connection.ops.quote_name
+    c = meta(JobLogChunk)
+    offset, text, run, job = (q(c.get_field(n).column) for n in ("offset", "text", "run", "job"))
+    return (
+        f"SELECT {offset}, {text}, {run} FROM {q(c.db_table)} WHERE {job} = %s ORDER BY {offset} DESC LIMIT 1"
+    )
+
+
+def _store(job_id: int, run: JobLogRun, text: str) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(_last_chunk_sql(connection.vendor), [job_id])
+        last = cursor.fetchone()
     end = 0
     if last is not None:
         end = last[0] + len(last[1])
         if last[2] != run.pk:  # another run wrote last: say whose output follows
             text = ("" if last[1].endswith("\n") else "\n") + f"==> {run.key} <==\n" + text
-    JobLogChunk.objects.create(job_id=job_id, run=run, offset=end, text=text)
+    plain_rows.insert(JobLogChunk(job_id=job_id, run=run, offset=end, text=text))
     cutoff = end + len(text) - max_log_chars()
     if cutoff > 0:
         JobLogChunk.objects.filter(job_id=job_id, offset__lt=cutoff).annotate(

@@ -12,14 +12,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F
+from django.db import connection, transaction
+from django.db.models import F, Field
 from django.utils import timezone
 
 from agent.messages import EventKind
+from cluster import plain_rows
+from cluster.compiled import meta
 from cluster.models import Job, JobEvent, Node
 from scheduling.service.jobs import TERMINAL, advance_progress, after_release, release
 from scheduling.service.observations import (
@@ -31,6 +34,9 @@ from scheduling.service.observations import (
     oom_partners,
 )
 from scheduling.service.placement_facts import JobPlacements, job_placements
+
+#: The columns an event's progress writes.
+PROGRESS_FIELDS = ("iterations_done", "measured_iteration_time_s")
 
 
 class AgentError(Exception):
@@ -94,7 +100,9 @@ def record_event(node: Node, job_id: int, event: AgentEvent, now: datetime | Non
     now = now or timezone.now()
     partners: set[int] = set()
     with transaction.atomic():
-        job = Job.objects.select_for_update().filter(pk=job_id).first()
+        # plain statements for the event's one-row reads and writes (cluster.plain_rows: the ORM's
+        # compilation of each cost several times the statement, PERFORMANCE.md §10)
+        job = plain_rows.get(Job, job_id, lock=True)
         if job is None:
             raise AgentError(404, f"job {job_id} does not exist")
         # every placement question below is answered from one read of the job's rows, taken
@@ -136,7 +144,7 @@ def record_event(node: Node, job_id: int, event: AgentEvent, now: datetime | Non
             if job.status != Job.Status.PENDING or node.name not in placements.latest_nodes():
                 return _answer(job, accepted=False)
             advance_progress(job, event.iterations_done)
-            job.save(update_fields=["iterations_done", "measured_iteration_time_s"])
+            plain_rows.update(job, PROGRESS_FIELDS)
             return _answer(job, accepted=event.event == "stopped")
         accepted = True
         shared: list[SharedSample] = []  # folded last, so their rows are locked only to the commit
@@ -206,23 +214,41 @@ def _progress(
     job: Job, node: Node, nodes: set[str], event: AgentEvent, floor: int, data: dict[str, Any], now: datetime
 ) -> bool:
     """``nodes``: the nodes holding the job (its active placements)."""
-    if (
-        event.event == "started"
-        and JobEvent.objects.filter(
-            job=job, kind=JobEvent.Kind.STARTED, data__node=node.name, data__generation=event.generation
-        ).exists()
-    ):
+    if event.event == "started" and _started_before(job.pk, node.name, event.generation):
         return False  # a repeated started (a re-sent start re-confirms it): nothing new
     kind = JobEvent.Kind.STARTED if event.event == "started" else JobEvent.Kind.PROGRESS
-    JobEvent.objects.create(job=job, kind=kind, at=now, data=data)
+    plain_rows.insert(JobEvent(job=job, kind=kind, at=now, data=data))
     if len(nodes) <= 1:
         advance_progress(job, event.iterations_done)
     else:  # a gang's progress is that of its slowest node (AGENT.md §1, "Gangs across nodes")
         reported = _reported_by_node(job.pk, floor)
         if nodes <= reported.keys():
             advance_progress(job, min(reported[n] for n in nodes))
-    job.save(update_fields=["iterations_done", "measured_iteration_time_s"])
+    plain_rows.update(job, PROGRESS_FIELDS)
     return True
+
+
+@cache
+def _started_sql(vendor: str) -> tuple[str, tuple[Field | None, ...]]:
+    """The data of a job's ``started`` events (parameters: the job's id, the kind)."""
+    q = connection.ops.quote_name
+    e = meta(JobEvent)
+    sql = (
+        f"SELECT {q(e.get_field('data').column)} FROM {q(e.db_table)} "
+        f"WHERE {q(e.get_field('job').column)} = %s AND {q(e.get_field('kind').column)} = %s"
+    )
+    return sql, (e.get_field("data"),)
+
+
+def _started_before(job_id: int, node: str, generation: int) -> bool:
+    """Whether the job already has a ``started`` event of ``node`` at ``generation`` (one per run
+    and node: the job's few ``started`` rows are read and matched here, the same rule on every
+    database, where a JSON-key lookup would be written per backend)."""
+    sql, fields = _started_sql(connection.vendor)
+    for (data,) in plain_rows.select(sql, [job_id, JobEvent.Kind.STARTED.value], fields):
+        if isinstance(data, dict) and data.get("node") == node and data.get("generation") == generation:
+            return True
+    return False
 
 
 def _finished_after_requeue(
@@ -257,7 +283,7 @@ def _finished(
                 data=data,
                 message=f"finished on node {node.name}",
             )
-            job.save(update_fields=["measured_iteration_time_s"])
+            plain_rows.update(job, ["measured_iteration_time_s"])
             return True, set()
     job.iterations_done = float(job.iterations)
     return True, release(job, now, Job.Status.SUCCEEDED, JobEvent.Kind.SUCCEEDED, "", data)

@@ -12,6 +12,7 @@ Units: seconds (s), MB, iterations.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from datetime import datetime
@@ -20,9 +21,10 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import cache
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Max, Q
+from django.db.models import Field, Max, Q
 from django.utils import timezone
 
+from cluster import plain_rows
 from cluster.compiled import meta
 from cluster.models import GPU, Job, Node, Placement
 from scheduling.service.dispatch import Message, dispatch_after_commit, stop_messages
@@ -104,8 +106,52 @@ def mark_heard(node: Node, at: datetime) -> None:
     for the answer, must not look silent for the time the server takes. Its status and GPUs
     change only with the heartbeat itself
     (:func:`record_heartbeat`)."""
-    earlier = Q(last_heartbeat__isnull=True) | Q(last_heartbeat__lt=at)
-    Node.objects.filter(earlier, pk=node.pk).update(last_heartbeat=at)
+    moment = connection.ops.adapt_datetimefield_value(at)
+    with connection.cursor() as cursor:
+        cursor.execute(_heard_sql(connection.vendor), [moment, node.pk, moment])
+
+
+@functools.cache
+def _heard_sql(vendor: str) -> str:
+    """:func:`mark_heard`'s UPDATE (parameters: the moment, the node's id, the moment), plain:
+    it runs on every report, and the ORM's compilation of it cost more than running it."""
+    q = connection.ops.quote_name
+    n = meta(Node)
+    last = q(n.get_field("last_heartbeat").column)
+    return (
+        f"UPDATE {q(n.db_table)} SET {last} = %s "
+        f"WHERE {q(n.pk.column)} = %s AND ({last} IS NULL OR {last} < %s)"
+    )
+
+
+@functools.cache
+def _ready_sql(vendor: str) -> str:
+    """A ready node's heartbeat time and report latency (parameters: both, the node's id, the
+    ``ready`` status)."""
+    q = connection.ops.quote_name
+    n = meta(Node)
+    last, latency, status = (
+        q(n.get_field(f).column) for f in ("last_heartbeat", "report_latency_s", "status")
+    )
+    return (
+        f"UPDATE {q(n.db_table)} SET {last} = %s, {latency} = %s "
+        f"WHERE {q(n.pk.column)} = %s AND {status} = %s"
+    )
+
+
+@functools.cache
+def _placed_here_sql(vendor: str) -> tuple[str, tuple[Field | None, ...]]:
+    """The active rows on a node: job, row's start, job's status (parameter: the node's id)."""
+    q = connection.ops.quote_name
+    p, g, j = meta(Placement), meta(GPU), meta(Job)
+    pc = {f: q(p.get_field(f).column) for f in ("job", "gpu", "created_at", "active")}
+    sql = (
+        f"SELECT P.{pc['job']}, P.{pc['created_at']}, J.{q(j.get_field('status').column)} "
+        f"FROM {q(p.db_table)} P INNER JOIN {q(g.db_table)} G ON P.{pc['gpu']} = G.{q(g.pk.column)} "
+        f"INNER JOIN {q(j.db_table)} J ON P.{pc['job']} = J.{q(j.pk.column)} "
+        f"WHERE P.{pc['active']} AND G.{q(g.get_field('node').column)} = %s"
+    )
+    return sql, (p.get_field("job"), p.get_field("created_at"), j.get_field("status"))
 
 
 def record_heartbeat(
@@ -134,7 +180,13 @@ def record_heartbeat(
     with transaction.atomic():
         # a ready node (the usual case) in one statement; otherwise the time, then unhealthy → ready
         heard = {"last_heartbeat": now, "report_latency_s": report_latency_s}
-        if not Node.objects.filter(pk=node.pk, status=Node.Status.READY).update(**heard):
+        with connection.cursor() as cursor:
+            moment = connection.ops.adapt_datetimefield_value(now)
+            cursor.execute(
+                _ready_sql(connection.vendor), [moment, report_latency_s, node.pk, Node.Status.READY.value]
+            )
+            ready = cursor.rowcount
+        if not ready:
             Node.objects.filter(pk=node.pk).update(**heard)
             if Node.objects.filter(pk=node.pk, status=Node.Status.UNHEALTHY).update(status=Node.Status.READY):
                 forget_cluster_facts()  # its GPUs count for a submission's gang again
@@ -145,8 +197,8 @@ def record_heartbeat(
         # job_status index, whose entries for every version of a job that was ever running stay
         # until VACUUM — 20 scans of them per heartbeat, 61 ms at 15,000 ended jobs on a server
         # without autovacuum against 0.2 ms from the node's active rows (docs/PERFORMANCE.md §10)
-        placed_here = Placement.objects.filter(active=True, gpu__node=node).order_by()
-        for job_id, created, status in placed_here.values_list("job_id", "created_at", "job__status"):
+        sql, fields = _placed_here_sql(connection.vendor)
+        for job_id, created, status in plain_rows.select(sql, [node.pk], fields):
             if status == Job.Status.RUNNING:
                 expected[job_id] = max(created, expected.get(job_id, created))
         missing = _missing_twice(
@@ -168,7 +220,7 @@ def record_heartbeat(
 
 def _update_gpus(node: Node, reported: Sequence[dict[str, Any]]) -> None:
     by_index = {int(g["index"]): g for g in reported}
-    for gpu in GPU.objects.filter(node=node):
+    for gpu in plain_rows.all_by(GPU, {"node": node.pk}):
         info = by_index.get(gpu.index)
         healthy = bool(info and info.get("healthy"))
         fields = []
@@ -242,12 +294,29 @@ def _heartbeat_progress(rows: dict[int, dict[str, Any]]) -> None:
         if len(own.active_nodes()) <= 1:  # a gang's progress comes from its events, per node
             current.append(j)
     advanced = []
-    for job in Job.objects.filter(pk__in=current).only("pk", "iterations", "iterations_done"):
+    for job in _progress_rows(current):
         done = float(rows[job.pk].get("iterations_done") or 0.0)
         if done > job.iterations_done:
             advance_progress(job, done)
             advanced.append(job)
     write_progress(advanced)
+
+
+def _progress_rows(job_ids: list[int]) -> list[Job]:
+    """Jobs ``job_ids`` with only their id, ``iterations`` and ``iterations_done`` loaded (the
+    ORM's ``only()``), read by one plain statement."""
+    if not job_ids:
+        return []
+    q = connection.ops.quote_name
+    j = meta(Job)
+    fields = tuple(j.get_field(f) for f in ("id", "iterations", "iterations_done"))
+    marks = ", ".join(["%s"] * len(job_ids))
+    sql = (
+        f"SELECT {', '.join(q(f.column) for f in fields)} FROM {q(j.db_table)} "
+        f"WHERE {q(j.pk.column)} IN ({marks}) ORDER BY {q(j.pk.column)}"
+    )
+    names = [f.attname for f in fields]
+    return [Job.from_db(connection.alias, names, row) for row in plain_rows.select(sql, job_ids, fields)]
 
 
 def write_progress(jobs: Sequence[Job]) -> None:

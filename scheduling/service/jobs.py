@@ -17,10 +17,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from functools import cache
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 
+from cluster import plain_rows
+from cluster.compiled import meta
 from cluster.expressions import run_end
 from cluster.models import Job, JobEvent, Placement
 from scheduling.service.dispatch import Message, dispatch_after_commit, stop_messages
@@ -53,15 +56,54 @@ def advance_progress(job: Job, iterations_done: float) -> None:
     job.iterations_done = min(float(job.iterations), max(job.iterations_done, float(iterations_done)))
 
 
+@cache
+def _partners_sql(vendor: str) -> str:
+    """Other jobs' active rows on the GPUs a job holds (parameters: the job's id twice)."""
+    q = connection.ops.quote_name
+    p = meta(Placement)
+    job, gpu, active = (q(p.get_field(n).column) for n in ("job", "gpu", "active"))
+    table = q(p.db_table)
+    # one statement: the job's GPUs as a subquery (a release per finished job, PERFORMANCE.md §10)
+    return (
+        f"SELECT {job} FROM {table} WHERE {active} AND {gpu} IN "
+        f"(SELECT {gpu} FROM {table} WHERE {active} AND {job} = %s) AND {job} <> %s"
+    )
+
+
 def sharing_partners(job: Job) -> set[int]:
     """Ids of the other jobs active on the GPUs ``job`` holds now."""
-    # one statement: the job's GPUs as a subquery (a release per finished job, PERFORMANCE.md §10)
-    gpu_ids = Placement.objects.filter(job=job, active=True).values("gpu_id")
-    return set(
-        Placement.objects.filter(active=True, gpu_id__in=gpu_ids)
-        .exclude(job=job)
-        .values_list("job_id", flat=True)
+    with connection.cursor() as cursor:
+        cursor.execute(_partners_sql(connection.vendor), [job.pk, job.pk])
+        return {row[0] for row in cursor.fetchall()}
+
+
+@cache
+def _end_rows_sql(vendor: str) -> str:
+    """End a job's active rows at a moment, never before a row's own start (:func:`run_end`'s rule;
+    parameters: the moment, the job's id)."""
+    q = connection.ops.quote_name
+    p = meta(Placement)
+    job, active, created, ended = (
+        q(p.get_field(n).column) for n in ("job", "active", "created_at", "ended_at")
     )
+    latest = "GREATEST" if vendor == "postgresql" else "MAX"  # SQLite's two-argument MAX
+    return (
+        f"UPDATE {q(p.db_table)} SET {active} = %s, {ended} = {latest}({created}, %s) "
+        f"WHERE {active} AND {job} = %s"
+    )
+
+
+def end_rows(job: Job, now: datetime) -> None:
+    """End ``job``'s active placement rows at ``now`` (``ended_at``: never before the row's
+    ``created_at``, :func:`cluster.expressions.run_end`), in one plain statement."""
+    if connection.vendor not in ("postgresql", "sqlite"):
+        Placement.objects.filter(job=job, active=True).update(active=False, ended_at=run_end(now))
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _end_rows_sql(connection.vendor),
+            [False, connection.ops.adapt_datetimefield_value(now), job.pk],
+        )
 
 
 def release(
@@ -76,12 +118,11 @@ def release(
     changes). For a failed or requeued job, the agents of its nodes get a ``stop`` after commit
     (:func:`stop_job`; harmless where it no longer runs).
     """
-    rows = Placement.objects.filter(job=job, active=True)
     partners = sharing_partners(job)
     if status == Job.Status.PENDING:  # the run's service, read from its placements before they end
         Job.objects.filter(pk=job.pk).update(attained_gpu_s=attained_after_run(now))
         job.refresh_from_db(fields=["attained_gpu_s"])
-    rows.update(active=False, ended_at=run_end(now))
+    end_rows(job, now)
     job.status = status
     fields = ["status", "iterations_done", "measured_iteration_time_s"]
     if status in TERMINAL:
@@ -90,14 +131,9 @@ def release(
     if status == Job.Status.FAILED:
         job.failure_reason = message
         fields.append("failure_reason")
-    job.save(update_fields=fields)
-    JobEvent.objects.create(
-        job=job,
-        kind=kind,
-        at=now,
-        message=message,
-        data={**(data or {}), "iterations_done": job.iterations_done},
-    )
+    plain_rows.update(job, fields)
+    data = {**(data or {}), "iterations_done": job.iterations_done}
+    plain_rows.insert(JobEvent(job=job, kind=kind, at=now, message=message, data=data))
     if status != Job.Status.SUCCEEDED:
         stop_job(job.pk)
     return partners

@@ -31,9 +31,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Model, Q
 from django.utils import timezone
 
+from cluster import plain_rows
 from cluster.compiled import meta
 from cluster.models import Job, Placement
 from scheduling.core import types as core
@@ -66,9 +68,17 @@ def core_job(job: Job, iter_time_s: float = 1.0) -> core.Job:
     )
 
 
+#: The columns of a ``Stats`` row a sample writes.
+STATS_FIELDS = ("count", "weight", "mean_log", "var_log", "updated_at")
+
+
 def locked(table: type[Model], **key: Any) -> Any:
     """The row of ``table`` with ``key``, created if missing (a concurrent insert of the same key
-    loses to the first and reads it: ``get_or_create``), locked for this transaction."""
+    loses to the first and reads it: ``get_or_create``), locked for this transaction. The row that
+    exists — nearly always — is read by one plain statement (:mod:`cluster.plain_rows`)."""
+    found = plain_rows.get_by(table, key, lock=True)
+    if found is not None:
+        return found
     return table.objects.select_for_update().get_or_create(**key)[0]
 
 
@@ -78,7 +88,7 @@ def add_sample(row: Any, value: float) -> SampleStats:
     stats = row.stats.add(value)
     row.set_stats(stats)
     row.updated_at = timezone.now()
-    row.save(update_fields=["count", "weight", "mean_log", "var_log", "updated_at"])
+    plain_rows.update(row, STATS_FIELDS)
     return stats
 
 
@@ -98,7 +108,7 @@ def observe_memory(job: Job, memory_mb: float, placements: JobPlacements | None 
     full = memory_mb * table.memory_mb(unit, job.batch_size) / table.memory_mb(unit, sub)
     if job.measured_memory_mb is None or full > job.measured_memory_mb:
         job.measured_memory_mb = full
-        Job.objects.filter(pk=job.pk).update(measured_memory_mb=full)
+        plain_rows.update(job, ["measured_memory_mb"])
     model, batch, gpus = class_key(job.model, job.batch_size, job.gpus)
     key = {"model": model, "batch_size": batch, "gpus": gpus}
     # A plain read first, not a locked one: nearly every report is no larger than what the class
@@ -106,10 +116,10 @@ def observe_memory(job: Job, memory_mb: float, placements: JobPlacements | None 
     # of every reporting event's transaction, so all the jobs of a class queued for it (with a
     # few classes, 5 of 16 web threads waiting; PERFORMANCE.md §10). Where the memory grows, a
     # conditional UPDATE writes it: of two concurrent ones, the larger value wins either way.
-    known = list(LearnedIterTime.objects.filter(**key).values_list("memory_mb", flat=True)[:1])
-    if known and known[0] is not None and known[0] >= full:
+    known = plain_rows.get_by(LearnedIterTime, key)
+    if known is not None and known.memory_mb is not None and known.memory_mb >= full:
         return
-    if not known:
+    if known is None:
         LearnedIterTime.objects.get_or_create(**key)  # a concurrent insert of the class: it wins
     grows = Q(memory_mb__isnull=True) | Q(memory_mb__lt=full)
     LearnedIterTime.objects.filter(grows, **key).update(memory_mb=full)
@@ -175,19 +185,14 @@ def _observe(
         return "idle"
     if generation != latest:
         return "stale"
-    now_beside = {
-        gpu: (other, sub)
-        for gpu, other, sub in Placement.objects.filter(active=True, gpu_id__in=[r[0] for r in rows])
-        .exclude(job=job)
-        .values_list("gpu_id", "job_id", "sub_batch")
-    }
+    now_beside = {gpu: (other, sub) for gpu, other, sub in _beside(job.pk, [r[0] for r in rows])}
     if any(shared != now_beside.get(gpu, (None,))[0] for gpu, _, shared, _ in rows):
         return "changed"
     sub = rows[0][1]
     table = load_default_profile()
     if not now_beside:
         full = full_batch_time_s(table, core_job(job), sub, iter_time_s)
-        own = JobIterTime.objects.select_for_update().filter(job=job).first()
+        own = plain_rows.get_by(JobIterTime, {"job": job.pk}, lock=True)
         first = own is None or own.count == 0
         if own is None:
             # The caller holds the job's row lock (record_event), and every writer of this row
@@ -195,7 +200,7 @@ def _observe(
             # per job, PERFORMANCE.md §10). Same values as add_sample on a new row.
             own = JobIterTime(job=job, updated_at=timezone.now())
             own.set_stats(SampleStats().add(full))
-            own.save(force_insert=True)
+            plain_rows.insert(own)
         else:
             add_sample(own, full)
         if first:  # a class takes each job's first exclusive report only, as core.learning.Learner
@@ -214,6 +219,22 @@ def _observe(
     measured = record_observation(job, generation, partner_pk, a, b, predicted or 1.0, xi, now)
     Placement.objects.filter(job=job, active=True, shared_with=partner_pk).update(measured_slowdown=measured)
     return "slowdown"
+
+
+def _beside(job_id: int, gpu_ids: list[int]) -> list[tuple[int, int, int]]:
+    """``(GPU, job, sub-batch)`` of the other jobs' active placement rows on ``gpu_ids`` (one
+    plain statement: an event's reads cost the ORM more to compile than the database to run)."""
+    q = connection.ops.quote_name
+    p = meta(Placement)
+    gpu, job, sub, active = (q(p.get_field(n).column) for n in ("gpu", "job", "sub_batch", "active"))
+    marks = ", ".join(["%s"] * len(gpu_ids))
+    sql = (
+        f"SELECT {gpu}, {job}, {sub} FROM {q(p.db_table)} "
+        f"WHERE {active} AND {gpu} IN ({marks}) AND {job} <> %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*gpu_ids, job_id])
+        return [tuple(row) for row in cursor.fetchall()]
 
 
 def exclusive_time_s(job: Job, sub_batch: int, table: core.Profile) -> float:

@@ -20,11 +20,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
 
-from django.db.models import F, Max, Subquery
+from django.db import connection
+from django.db.models import Field
 
-from cluster.expressions import AnyOf
-from cluster.models import JobEvent, Placement
+from cluster import plain_rows
+from cluster.compiled import meta
+from cluster.models import GPU, JobEvent, Node, Placement
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,65 +89,105 @@ class JobPlacements:
         return {r.node for r in self.rows if r.generation == latest}
 
 
-ROW_FIELDS = (
-    "gpu__node_id",
-    "gpu__node__name",
-    "active",
-    "generation",
-    "gpu_id",
-    "sub_batch",
-    "shared_with",
-    "predicted_slowdown",
-)
+@cache
+def _parts(vendor: str) -> tuple[str, str, tuple[Field | None, ...]]:
+    """``(columns, tables, fields)`` of a read of placement rows: the select list of
+    :class:`PlacementRow`'s fields in order (the rows as ``P``), the joined tables, and the
+    fields of those columns."""
+    q = connection.ops.quote_name
+    p, g, n = (meta(m) for m in (Placement, GPU, Node))
+    pcol = {f.name: q(f.column) for f in p.concrete_fields}
+    node = q(g.get_field("node").column)
+    columns = (
+        f"G.{node}, N.{q(n.get_field('name').column)}, P.{pcol['active']}, P.{pcol['generation']}, "
+        f"P.{pcol['gpu']}, P.{pcol['sub_batch']}, P.{pcol['shared_with']}, P.{pcol['predicted_slowdown']}"
+    )
+    tables = (
+        f"{q(p.db_table)} P INNER JOIN {q(g.db_table)} G ON P.{pcol['gpu']} = G.{q(g.pk.column)} "
+        f"INNER JOIN {q(n.db_table)} N ON G.{node} = N.{q(n.pk.column)}"
+    )
+    fields = (
+        g.get_field("node"),
+        n.get_field("name"),
+        *(p.get_field(name) for name in ("active", "generation", "gpu", "sub_batch", "shared_with")),
+        p.get_field("predicted_slowdown"),
+    )
+    return columns, tables, fields
+
+
+@cache
+def _rows_sql(vendor: str) -> tuple[str, tuple[Field | None, ...]]:
+    """The statement of :func:`job_placements` (parameters: the job's id, the ``placed`` kind,
+    the job's id) and the fields of its columns (:func:`_parts`', then the event's ``data``)."""
+    q = connection.ops.quote_name
+    p, e = meta(Placement), meta(JobEvent)
+    columns, tables, fields = _parts(vendor)
+    # the latest ``placed`` event's data rides on every row (a subquery the database runs once:
+    # it depends on nothing of the row), so the rows and the floor take one statement, not two
+    latest_placed = (
+        f"SELECT {q(e.get_field('data').column)} FROM {q(e.db_table)} "
+        f"WHERE {q(e.get_field('job').column)} = %s AND {q(e.get_field('kind').column)} = %s "
+        f"ORDER BY {q(e.pk.column)} DESC LIMIT 1"
+    )
+    sql = (
+        f"SELECT {columns}, ({latest_placed}) FROM {tables} "
+        f"WHERE P.{q(p.get_field('job').column)} = %s ORDER BY P.{q(p.pk.column)}"
+    )
+    return sql, (*fields, e.get_field("data"))
 
 
 def job_placements(job_id: int) -> JobPlacements:
     """The placement rows of job ``job_id`` (:class:`JobPlacements`) and its latest ``placed``
-    event's generation, in one query. Read it after locking the job's row."""
-    # the latest ``placed`` event's data rides on every row (a subquery the database runs once:
-    # it depends on nothing of the row), so the rows and the floor take one statement, not two
-    latest_placed = (
-        JobEvent.objects.filter(job_id=job_id, kind=JobEvent.Kind.PLACED).order_by("-id").values("data")[:1]
-    )
-    found = (
-        Placement.objects.filter(job_id=job_id)
-        .order_by("id")
-        .annotate(placed_data=Subquery(latest_placed))
-        .values_list(*ROW_FIELDS, "placed_data")
-    )
-    read = list(found)
+    event's generation, in one plain statement (:mod:`cluster.plain_rows`: an event's reads
+    cost the ORM more to compile than the database to run). Read it after locking the job's row."""
+    sql, fields = _rows_sql(connection.vendor)
+    read = plain_rows.select(sql, [job_id, JobEvent.Kind.PLACED.value, job_id], fields)
     rows = tuple(PlacementRow(*values[:-1]) for values in read)
     placed = placed_generation(read[0][-1]) if any(r.active for r in rows) else None
     return JobPlacements(rows, placed)
 
 
+@cache
+def _many_sql(vendor: str, count: int) -> tuple[str, str]:
+    """The two statements of :func:`jobs_placements` for ``count`` jobs: the rows with their job
+    first (parameters: the ids), and each job's latest ``placed`` event's job and data
+    (parameters: the ids, the kind)."""
+    q = connection.ops.quote_name
+    p, e = meta(Placement), meta(JobEvent)
+    columns, tables, _ = _parts(vendor)
+    marks = ", ".join(["%s"] * count)
+    job = q(p.get_field("job").column)
+    rows = f"SELECT P.{job}, {columns} FROM {tables} WHERE P.{job} IN ({marks}) ORDER BY P.{q(p.pk.column)}"
+    ejob, ekind, eid, edata = (q(e.get_field(n).column) for n in ("job", "kind", "id", "data"))
+    table = q(e.db_table)
+    # the latest ids go in as a subquery: one statement for the events, not one for their ids and
+    # one for their data
+    events = (
+        f"SELECT {ejob}, {edata} FROM {table} WHERE {eid} IN (SELECT MAX({eid}) FROM {table} "
+        f"WHERE {ejob} IN ({marks}) AND {ekind} = %s GROUP BY {ejob})"
+    )
+    return rows, events
+
+
 def jobs_placements(job_ids: Iterable[int]) -> dict[int, JobPlacements]:
     """:func:`job_placements` of each of ``job_ids`` that has placement rows (absent: never
-    placed), in 2 queries for any number of jobs (a heartbeat's running jobs): the rows, and
-    the data of the latest ``placed`` event of each job holding GPUs."""
-    ids = list(job_ids)
+    placed), in 2 plain statements for any number of jobs (a heartbeat's running jobs): the
+    rows, and the data of the latest ``placed`` event of each job holding GPUs."""
+    ids = list(dict.fromkeys(int(j) for j in job_ids))
     if not ids:
         return {}
+    rows_sql, _ = _many_sql(connection.vendor, len(ids))
+    _, _, fields = _parts(connection.vendor)
     rows: dict[int, list[PlacementRow]] = defaultdict(list)
-    found = Placement.objects.filter(AnyOf(F("job_id"), ids)).order_by("id")
-    for job_id, *values in found.values_list("job_id", *ROW_FIELDS):
+    for job_id, *values in plain_rows.select(rows_sql, ids, (None, *fields)):
         rows[job_id].append(PlacementRow(*values))
     holding = [pk for pk, own in rows.items() if any(r.active for r in own)]
-    last = (
-        JobEvent.objects.filter(AnyOf(F("job_id"), holding), kind=JobEvent.Kind.PLACED)
-        .order_by()
-        .values("job_id")
-        .annotate(last=Max("id"))
-        .values_list("last", flat=True)
-        if holding
-        else []
-    )
-    # ``last`` goes in as a subquery: one statement for the events, not one for their ids and one
-    # for their data
-    placed = {
-        pk: placed_generation(data)
-        for pk, data in JobEvent.objects.filter(id__in=last).values_list("job_id", "data")
-    }
+    placed: dict[int, int | None] = {}
+    if holding:
+        _, events_sql = _many_sql(connection.vendor, len(holding))
+        data_field = meta(JobEvent).get_field("data")
+        found = plain_rows.select(events_sql, [*holding, JobEvent.Kind.PLACED.value], (None, data_field))
+        placed = {pk: placed_generation(data) for pk, data in found}
     return {pk: JobPlacements(tuple(own), placed.get(pk)) for pk, own in rows.items()}
 
 
