@@ -78,12 +78,10 @@ def append_output(
         # the lock and both refusals in one statement (a chunk is sent per job and tick,
         # PERFORMANCE.md §10), and every statement here plain (cluster.plain_rows: the ORM's
         # compilation of each cost several times the statement)
-        with connection.cursor() as cursor:
-            cursor.execute(_placed_sql(connection.vendor), [node.pk, job_id])
-            row = cursor.fetchone()
-        if row is None:
+        placed = plain_rows.select(_placed_sql(connection.vendor), [node.pk, job_id], (None,))
+        if not placed:
             raise OutputRefused(404, f"job {job_id} does not exist")
-        if not row[0]:
+        if not placed[0][0]:
             raise OutputRefused(403, f"job {job_id} was never placed on node {node.name}")
         found = plain_rows.get_by(JobLogRun, {"job": job_id, "key": run_key})
         received = 0 if found is None else found.received
@@ -154,9 +152,8 @@ def _last_chunk_sql(vendor: str) -> str:
 
 
 def _store(job_id: int, run: JobLogRun, text: str) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(_last_chunk_sql(connection.vendor), [job_id])
-        last = cursor.fetchone()
+    found = plain_rows.select(_last_chunk_sql(connection.vendor), [job_id], (None, None, None))
+    last = found[0] if found else None
     end = 0
     if last is not None:
         end = last[0] + len(last[1])

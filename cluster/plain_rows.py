@@ -57,6 +57,18 @@ def converted(row: Sequence[Any], fields: tuple[Field | None, ...]) -> list[Any]
     return values
 
 
+def marks(count: int) -> str:
+    """``count`` placeholders for an ``IN (…)`` list: ``"%s, %s, %s"``."""
+    return ", ".join(["%s"] * count)
+
+
+def run(sql: str, params: Sequence[Any]) -> int:
+    """Run the plain statement ``sql`` (an UPDATE, say) with ``params``; the rows it touched."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
 def select(sql: str, params: Sequence[Any], fields: tuple[Field | None, ...]) -> list[list[Any]]:
     """The rows of ``sql`` (a plain statement, ``%s`` placeholders) run with ``params``, each
     :func:`converted` for its columns' ``fields``."""
@@ -134,8 +146,7 @@ def update(instance: Model, fields: Sequence[str]) -> None:
     sql, prepared = _updater(type(instance), connection.vendor, tuple(fields))
     params = [f.get_db_prep_save(f.pre_save(instance, False), connection) for f in prepared]
     params.append(instance.pk)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+    run(sql, params)
 
 
 @cache

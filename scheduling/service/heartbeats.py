@@ -107,8 +107,7 @@ def mark_heard(node: Node, at: datetime) -> None:
     change only with the heartbeat itself
     (:func:`record_heartbeat`)."""
     moment = connection.ops.adapt_datetimefield_value(at)
-    with connection.cursor() as cursor:
-        cursor.execute(_heard_sql(connection.vendor), [moment, node.pk, moment])
+    plain_rows.run(_heard_sql(connection.vendor), [moment, node.pk, moment])
 
 
 @functools.cache
@@ -180,13 +179,9 @@ def record_heartbeat(
     with transaction.atomic():
         # a ready node (the usual case) in one statement; otherwise the time, then unhealthy → ready
         heard = {"last_heartbeat": now, "report_latency_s": report_latency_s}
-        with connection.cursor() as cursor:
-            moment = connection.ops.adapt_datetimefield_value(now)
-            cursor.execute(
-                _ready_sql(connection.vendor), [moment, report_latency_s, node.pk, Node.Status.READY.value]
-            )
-            ready = cursor.rowcount
-        if not ready:
+        moment = connection.ops.adapt_datetimefield_value(now)
+        params = [moment, report_latency_s, node.pk, Node.Status.READY.value]
+        if not plain_rows.run(_ready_sql(connection.vendor), params):
             Node.objects.filter(pk=node.pk).update(**heard)
             if Node.objects.filter(pk=node.pk, status=Node.Status.UNHEALTHY).update(status=Node.Status.READY):
                 forget_cluster_facts()  # its GPUs count for a submission's gang again
@@ -310,10 +305,9 @@ def _progress_rows(job_ids: list[int]) -> list[Job]:
     q = connection.ops.quote_name
     j = meta(Job)
     fields = tuple(j.get_field(f) for f in ("id", "iterations", "iterations_done"))
-    marks = ", ".join(["%s"] * len(job_ids))
     sql = (
         f"SELECT {', '.join(q(f.column) for f in fields)} FROM {q(j.db_table)} "
-        f"WHERE {q(j.pk.column)} IN ({marks}) ORDER BY {q(j.pk.column)}"
+        f"WHERE {q(j.pk.column)} IN ({plain_rows.marks(len(job_ids))}) ORDER BY {q(j.pk.column)}"
     )
     names = [f.attname for f in fields]
     return [Job.from_db(connection.alias, names, row) for row in plain_rows.select(sql, job_ids, fields)]

@@ -24,7 +24,6 @@ from django.db import connection, transaction
 
 from cluster import plain_rows
 from cluster.compiled import meta
-from cluster.expressions import run_end
 from cluster.models import Job, JobEvent, Placement
 from scheduling.service.dispatch import Message, dispatch_after_commit, stop_messages
 from scheduling.service.estimates import attained_after_run
@@ -72,21 +71,19 @@ def _partners_sql(vendor: str) -> str:
 
 def sharing_partners(job: Job) -> set[int]:
     """Ids of the other jobs active on the GPUs ``job`` holds now."""
-    with connection.cursor() as cursor:
-        cursor.execute(_partners_sql(connection.vendor), [job.pk, job.pk])
-        return {row[0] for row in cursor.fetchall()}
+    return {row[0] for row in plain_rows.select(_partners_sql(connection.vendor), [job.pk, job.pk], (None,))}
 
 
 @cache
 def _end_rows_sql(vendor: str) -> str:
-    """End a job's active rows at a moment, never before a row's own start (:func:`run_end`'s rule;
-    parameters: the moment, the job's id)."""
+    """End a job's active rows at a moment, never before a row's own start (the rule of
+    ``cluster.expressions.run_end``; parameters: the moment, the job's id)."""
     q = connection.ops.quote_name
     p = meta(Placement)
     job, active, created, ended = (
         q(p.get_field(n).column) for n in ("job", "active", "created_at", "ended_at")
     )
-    latest = "GREATEST" if vendor == "postgresql" else "MAX"  # SQLite's two-argument MAX
+    latest = "MAX" if vendor == "sqlite" else "GREATEST"  # SQLite's two-argument MAX
     return (
         f"UPDATE {q(p.db_table)} SET {active} = %s, {ended} = {latest}({created}, %s) "
         f"WHERE {active} AND {job} = %s"
@@ -96,14 +93,8 @@ def _end_rows_sql(vendor: str) -> str:
 def end_rows(job: Job, now: datetime) -> None:
     """End ``job``'s active placement rows at ``now`` (``ended_at``: never before the row's
     ``created_at``, :func:`cluster.expressions.run_end`), in one plain statement."""
-    if connection.vendor not in ("postgresql", "sqlite"):
-        Placement.objects.filter(job=job, active=True).update(active=False, ended_at=run_end(now))
-        return
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _end_rows_sql(connection.vendor),
-            [False, connection.ops.adapt_datetimefield_value(now), job.pk],
-        )
+    moment = connection.ops.adapt_datetimefield_value(now)
+    plain_rows.run(_end_rows_sql(connection.vendor), [False, moment, job.pk])
 
 
 def release(

@@ -227,14 +227,11 @@ def _beside(job_id: int, gpu_ids: list[int]) -> list[tuple[int, int, int]]:
     q = connection.ops.quote_name
     p = meta(Placement)
     gpu, job, sub, active = (q(p.get_field(n).column) for n in ("gpu", "job", "sub_batch", "active"))
-    marks = ", ".join(["%s"] * len(gpu_ids))
     sql = (
         f"SELECT {gpu}, {job}, {sub} FROM {q(p.db_table)} "
-        f"WHERE {active} AND {gpu} IN ({marks}) AND {job} <> %s"
+        f"WHERE {active} AND {gpu} IN ({plain_rows.marks(len(gpu_ids))}) AND {job} <> %s"
     )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*gpu_ids, job_id])
-        return [tuple(row) for row in cursor.fetchall()]
+    return [(g, j, b) for g, j, b in plain_rows.select(sql, [*gpu_ids, job_id], (None, None, None))]
 
 
 def exclusive_time_s(job: Job, sub_batch: int, table: core.Profile) -> float:

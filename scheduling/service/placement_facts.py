@@ -118,7 +118,7 @@ def _parts(vendor: str) -> tuple[str, str, tuple[Field | None, ...]]:
 @cache
 def _rows_sql(vendor: str) -> tuple[str, tuple[Field | None, ...]]:
     """The statement of :func:`job_placements` (parameters: the job's id, the ``placed`` kind,
-    the job's id) and the fields of its columns (:func:`_parts`', then the event's ``data``)."""
+    the job's id) and the fields of its columns (those of :func:`_parts`, then the event's ``data``)."""
     q = connection.ops.quote_name
     p, e = meta(Placement), meta(JobEvent)
     columns, tables, fields = _parts(vendor)
@@ -147,26 +147,31 @@ def job_placements(job_id: int) -> JobPlacements:
     return JobPlacements(rows, placed)
 
 
-@cache
-def _many_sql(vendor: str, count: int) -> tuple[str, str]:
-    """The two statements of :func:`jobs_placements` for ``count`` jobs: the rows with their job
-    first (parameters: the ids), and each job's latest ``placed`` event's job and data
-    (parameters: the ids, the kind)."""
+def _many_rows_sql(vendor: str, count: int) -> str:
+    """The rows of ``count`` jobs, each row's job first (parameters: the ids)."""
     q = connection.ops.quote_name
-    p, e = meta(Placement), meta(JobEvent)
+    p = meta(Placement)
     columns, tables, _ = _parts(vendor)
-    marks = ", ".join(["%s"] * count)
     job = q(p.get_field("job").column)
-    rows = f"SELECT P.{job}, {columns} FROM {tables} WHERE P.{job} IN ({marks}) ORDER BY P.{q(p.pk.column)}"
+    return (
+        f"SELECT P.{job}, {columns} FROM {tables} WHERE P.{job} IN ({plain_rows.marks(count)}) "
+        f"ORDER BY P.{q(p.pk.column)}"
+    )
+
+
+def _latest_placed_sql(vendor: str, count: int) -> str:
+    """Each of ``count`` jobs' latest ``placed`` event: its job and data (parameters: the ids,
+    the kind)."""
+    q = connection.ops.quote_name
+    e = meta(JobEvent)
     ejob, ekind, eid, edata = (q(e.get_field(n).column) for n in ("job", "kind", "id", "data"))
     table = q(e.db_table)
     # the latest ids go in as a subquery: one statement for the events, not one for their ids and
     # one for their data
-    events = (
+    return (
         f"SELECT {ejob}, {edata} FROM {table} WHERE {eid} IN (SELECT MAX({eid}) FROM {table} "
-        f"WHERE {ejob} IN ({marks}) AND {ekind} = %s GROUP BY {ejob})"
+        f"WHERE {ejob} IN ({plain_rows.marks(count)}) AND {ekind} = %s GROUP BY {ejob})"
     )
-    return rows, events
 
 
 def jobs_placements(job_ids: Iterable[int]) -> dict[int, JobPlacements]:
@@ -176,15 +181,16 @@ def jobs_placements(job_ids: Iterable[int]) -> dict[int, JobPlacements]:
     ids = list(dict.fromkeys(int(j) for j in job_ids))
     if not ids:
         return {}
-    rows_sql, _ = _many_sql(connection.vendor, len(ids))
     _, _, fields = _parts(connection.vendor)
     rows: dict[int, list[PlacementRow]] = defaultdict(list)
-    for job_id, *values in plain_rows.select(rows_sql, ids, (None, *fields)):
+    for job_id, *values in plain_rows.select(
+        _many_rows_sql(connection.vendor, len(ids)), ids, (None, *fields)
+    ):
         rows[job_id].append(PlacementRow(*values))
     holding = [pk for pk, own in rows.items() if any(r.active for r in own)]
     placed: dict[int, int | None] = {}
     if holding:
-        _, events_sql = _many_sql(connection.vendor, len(holding))
+        events_sql = _latest_placed_sql(connection.vendor, len(holding))
         data_field = meta(JobEvent).get_field("data")
         found = plain_rows.select(events_sql, [*holding, JobEvent.Kind.PLACED.value], (None, data_field))
         placed = {pk: placed_generation(data) for pk, data in found}
