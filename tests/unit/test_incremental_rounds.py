@@ -42,7 +42,7 @@ def scratch(name: str) -> Policy:
     """A policy object that decides from scratch: no kept order, no memo (for SJF-BSBF: no
     losing gaps either, every resident above its threshold is judged)."""
     if name == "sjf-bsbf-fair":
-        return SjfBsbfFairPolicy()
+        return SjfBsbfFairPolicy(incremental=False)
     return SjfBsbfPolicy(incremental=False) if name == GAPS else POLICIES[name](incremental=False)
 
 

@@ -114,12 +114,17 @@ class SjfBsbfFairPolicy:
     # (scheduling.core.skip.bound_crossing_horizon)
     skip_rule = SkipRule(capacity=False, shares=True, horizon=never)
 
-    def __init__(self) -> None:
+    def __init__(self, *, incremental: bool = True) -> None:
         self._memo: BestBenefitMemo | None = None
+        # False: every round from scratch (no memo of profile answers, reclaim's victims worked
+        # out afresh for every job): the tests compare the two
+        self.incremental = incremental
 
     def decide(self, snapshot: Snapshot, profile: Profile, *, explain: bool = True) -> RoundDecisions:
         """Decisions for this round; deterministic, mutates none of its inputs (keeps only pure
         caches of profile answers between rounds, like SJF-BSBF)."""
+        if not self.incremental:
+            self._memo = None
         memo = self._memo = BestBenefitMemo(profile) if self._memo is None else self._memo.fresh(profile)
         can_start = start_checker(snapshot, memo.profile)
         head = starving_head(snapshot, can_start)
@@ -130,7 +135,9 @@ class SjfBsbfFairPolicy:
         # (SchedulerConfig.split_charge; off: whole gangs, as the other policies count)
         split = snapshot.tenant_quotas and snapshot.config.split_charge
         shares = gpu_shares(snapshot.running, memo.profile) if split else None
-        preemptions, claimed = reclaim_preemptions(snapshot, order, self.name, can_start, shares)
+        preemptions, claimed = reclaim_preemptions(
+            snapshot, order, self.name, can_start, shares, memo=self.incremental
+        )
         charges = None if shares is None else running_charges(snapshot.running, memo.profile)
         requeued: tuple[Job, ...] = ()
         if preemptions:  # the jobs reclaim made room for first, then the fair order
