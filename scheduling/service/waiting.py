@@ -13,9 +13,11 @@ Units: seconds (s); estimates are POSIX timestamps (s).
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
@@ -28,6 +30,13 @@ from scheduling.service.snapshot import ClusterState
 
 #: What a pending job no round has looked at yet is said to wait for (the dashboard's words).
 NOT_YET_CONSIDERED = "not yet considered"
+
+#: The latest estimated start the API can state (POSIX s): the end of year 9999 UTC, the last
+#: moment a ``datetime`` holds. A job behind one of the longest a tenant may submit (10⁸
+#: iterations of a day each) is estimated to start some 270,000 years from now; such an
+#: estimate is no estimate (its ``datetime`` raised ``ValueError``: every job listing of the
+#: tenants behind it answered 500).
+LATEST_ESTIMATE_S = datetime.max.replace(tzinfo=UTC).timestamp()
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +101,9 @@ def _reasons_of(key: tuple[Any, ...]) -> dict[int, str]:
 
 def waiting_details(job_ids: Iterable[int]) -> dict[int, Waiting]:
     """For each of ``job_ids`` (pending jobs): the latest round's reason and estimated start
-    (:data:`NOT_YET_CONSIDERED` and no estimate for a job that round did not see). Two small
-    queries, plus the round's decisions once per round and process."""
+    (:data:`NOT_YET_CONSIDERED` and no estimate for a job that round did not see, nor for an
+    estimate beyond :data:`LATEST_ESTIMATE_S`). Two small queries, plus the round's decisions
+    once per round and process."""
     ids = list(job_ids)
     if not ids:
         return {}
@@ -113,5 +123,7 @@ def waiting_details(job_ids: Iterable[int]) -> dict[int, Waiting]:
         if reason is None:
             found[j] = Waiting(NOT_YET_CONSIDERED, None)
         else:
-            found[j] = Waiting(reason, estimates.get(str(j)))
+            eta = estimates.get(str(j))
+            stated = eta is not None and math.isfinite(eta) and eta <= LATEST_ESTIMATE_S
+            found[j] = Waiting(reason, eta if stated else None)
     return found

@@ -100,6 +100,31 @@ def test_a_repeated_round_refreshes_the_estimates(
     assert datetime.fromisoformat(shown["estimated_start_at"]) == T0 + timedelta(seconds=205)
 
 
+def test_an_estimate_beyond_the_year_9999_is_no_estimate(
+    alice_api: APIClient, charlie_api: APIClient, sent: list, django_capture_on_commit_callbacks: Callable
+) -> None:
+    # one of the longest jobs a tenant may submit (10^8 iterations of 86,400 s) holds all 8 GPUs:
+    # the job behind it would start 8.64e12 s from now, about the year 275,800, which no datetime
+    # holds; the listings of the tenant waiting behind it answered 500
+    longest = job_body(
+        name="longest", gpus=8, gpu_memory_mb=1000, iterations=10**8, iteration_time_s=86_400.0
+    )
+    assert alice_api.post(JOBS_URL, longest, format="json").status_code == 201
+    round_at(django_capture_on_commit_callbacks, T0)
+    behind = submit(charlie_api, name="behind", gpus=8, iterations=50)
+    record = round_at(django_capture_on_commit_callbacks, T0 + timedelta(seconds=1))
+    assert record is not None
+    assert record.estimated_starts[str(behind["id"])] > 253_402_300_800  # after 9999-12-31, UTC
+    for response in (
+        charlie_api.get(JOBS_URL),
+        charlie_api.get(JOBS_URL, {"status": "pending"}),
+        charlie_api.get(f"{JOBS_URL}{behind['id']}/"),
+    ):
+        assert response.status_code == 200, response.content[:200]
+    shown = charlie_api.get(f"{JOBS_URL}{behind['id']}/").json()
+    assert shown["pending_reason"] and shown["estimated_start_at"] is None
+
+
 def test_preemptive_policies_give_no_estimate(
     alice_api: APIClient, sent: list, django_capture_on_commit_callbacks: Callable
 ) -> None:
