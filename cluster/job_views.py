@@ -92,7 +92,10 @@ def float_param(request: Request, name: str, default: float, low: float, high: f
         return default
     value = decimal_number(text)  # ASCII digits only, finite (cluster.query_params)
     if value is None:
-        raise ValidationError({name: [f"must be a number, got {text[:40]!r}"]})
+        # decimal_number takes no sign: "-1" is refused as a negative, not as "not a number"
+        raise ValidationError(
+            {name: [f"must be a number of 0 or more in ASCII digits (0-9), got {text[:40]!r}"]}
+        )
     return min(high, max(low, value))
 
 

@@ -67,7 +67,11 @@ class OrdersQuery(serializers.Serializer[Any]):
 
 #: The query's numbers and how each is written (:mod:`cluster.query_params`): an empty one is a
 #: 400, not the default, and so is one the parser refuses; the serializer then checks the bounds.
-NUMBERS = {"after": (whole_number, "a whole number"), "wait": (decimal_number, "a number of seconds")}
+NUMBERS = {
+    # the bounds in the words too: a 20-digit ``after`` is refused by its length, all digits
+    "after": (whole_number, f"a whole number from 0 to {2**63 - 1}"),
+    "wait": (decimal_number, f"a number of seconds from 0 to {MAX_WAIT_S:g}"),
+}
 
 
 class AgentOrdersView(generics.GenericAPIView):

@@ -20,6 +20,9 @@ from tests.api.conftest import JOBS_URL, job_body
 from tests.api.test_agent_orders import URL, agent_client, start
 
 ONE = "\u0661"  # ARABIC-INDIC DIGIT ONE
+AFTER = "a whole number from 0 to 9223372036854775807"  # 2**63 - 1, the largest order number
+WAIT = f"a number of seconds from 0 to {orders.MAX_WAIT_S:g}"
+LOG_WAIT = "must be a number of 0 or more in ASCII digits (0-9)"
 THREE_HUNDRED = "\u0663\u0660\u0660"
 
 
@@ -46,10 +49,12 @@ def test_decimal_number_takes_ascii_digits_alone(text: str, expected: float | No
 @pytest.mark.parametrize(
     ("query", "message"),
     [
-        (f"after={ONE}", f"after: must be a whole number in ASCII digits (0-9), got '{ONE}'"),
-        ("after=%201", "after: must be a whole number in ASCII digits (0-9), got ' 1'"),
-        ("wait=%20%201", "wait: must be a number of seconds in ASCII digits (0-9), got '  1'"),
-        (f"wait={ONE}", f"wait: must be a number of seconds in ASCII digits (0-9), got '{ONE}'"),
+        (f"after={ONE}", f"after: must be {AFTER} in ASCII digits (0-9), got '{ONE}'"),
+        ("after=%201", f"after: must be {AFTER} in ASCII digits (0-9), got ' 1'"),
+        # all digits, but more of them than any order number has: the bounds say why
+        ("after=" + "9" * 23, f"after: must be {AFTER} in ASCII digits (0-9), got '{'9' * 23}'"),
+        ("wait=%20%201", f"wait: must be {WAIT} in ASCII digits (0-9), got '  1'"),
+        (f"wait={ONE}", f"wait: must be {WAIT} in ASCII digits (0-9), got '{ONE}'"),
     ],
 )
 def test_agent_orders_refuse_other_digits_and_acknowledge_nothing(
@@ -79,9 +84,10 @@ def test_agent_orders_still_read_ascii_numbers(cluster: list[Node]) -> None:
     [
         (f"offset={ONE}", "offset", f"must be an integer, got '{ONE}'"),
         ("offset=%20-1", "offset", "must be an integer, got ' -1'"),
-        (f"wait={ONE}", "wait", f"must be a number, got '{ONE}'"),
-        ("wait=%201", "wait", "must be a number, got ' 1'"),
-        ("wait=inf", "wait", "must be a number, got 'inf'"),
+        (f"wait={ONE}", "wait", f"{LOG_WAIT}, got '{ONE}'"),
+        ("wait=%201", "wait", f"{LOG_WAIT}, got ' 1'"),
+        ("wait=inf", "wait", f"{LOG_WAIT}, got 'inf'"),
+        ("wait=-1", "wait", f"{LOG_WAIT}, got '-1'"),  # was "must be a number": -1 is one
     ],
 )
 def test_job_logs_refuse_other_digits(
