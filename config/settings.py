@@ -148,9 +148,13 @@ with warnings.catch_warnings():
     # refused just below instead
     warnings.filterwarnings("ignore", message="Engine not recognized")
     DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
-if DATABASES["default"].get("ENGINE") not in environ.Env.DB_SCHEMES.values():
-    # django-environ's engine of a scheme it does not know: none, or the scheme itself, and Django
-    # fails later with a traceback; the URL is not echoed (a password)
+#: The databases Sharewise runs on and is tested against (PostgreSQL, and SQLite as the embedded
+#: default); django-environ knows more schemes (mysql://, oracle://, ...), whose engines failed at
+#: the first query with a long traceback (mysql://: "Error loading MySQLdb module").
+SUPPORTED_ENGINES = ("django.db.backends.postgresql", "django.db.backends.sqlite3")
+if DATABASES["default"].get("ENGINE") not in SUPPORTED_ENGINES:
+    # django-environ's engine of a scheme it does not know (none, or the scheme itself) or of one
+    # we do not run on: Django would fail later with a traceback; the URL is not echoed (a password)
     raise ImproperlyConfigured(
         "DATABASE_URL must be a database URL such as postgres://USER:PASSWORD@HOST:5432/NAME or "
         f"sqlite:///PATH; got one of scheme {env.str('DATABASE_URL').partition(':')[0]!r}"

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -31,3 +33,24 @@ def load_settings_or_exit() -> None:
         message = " ".join(str(exc).split())
         print(f"error: {message}", file=sys.stderr, flush=True)
         raise SystemExit(EXIT_BAD_SETTING) from None
+
+
+#: Exit status of a command whose database cannot be used (not reachable, refusing the login).
+EXIT_DATABASE = 1
+
+
+@contextmanager
+def database_errors_in_one_line() -> Iterator[None]:
+    """Run a command; a database that cannot be used (Django's ``OperationalError``: the server
+    not reachable, the login refused, SQLite's file not openable) prints ``error: the database
+    (DATABASE_URL) cannot be used: <the driver's first line>`` on stderr and raises
+    ``SystemExit(1)`` — ``manage.py migrate`` against a stopped server printed an 89-line
+    traceback. Other errors pass through as they are."""
+    from django.db.utils import OperationalError
+
+    try:
+        yield
+    except OperationalError as exc:
+        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        print(f"error: the database (DATABASE_URL) cannot be used: {first}", file=sys.stderr, flush=True)
+        raise SystemExit(EXIT_DATABASE) from None

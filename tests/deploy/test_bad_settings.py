@@ -96,6 +96,8 @@ def test_production_cookies_are_secure_unless_turned_off() -> None:
     [
         ("DATABASE_URL", "nonsense://sharewise:s3cret-pw@db/sharewise"),
         ("DATABASE_URL", "nonsense"),
+        ("DATABASE_URL", "mysql://sharewise:s3cret-pw@db/sharewise"),  # a 62-line traceback before
+        ("DATABASE_URL", "oracle://sharewise:s3cret-pw@db/sharewise"),
         ("CACHE_URL", "nonsense://s3cret-pw@cache/1"),
         ("STATIC_ROOT", "/proc/no/such/folder"),
     ],
@@ -106,4 +108,19 @@ def test_bad_urls_and_folders_are_one_line_without_the_password(name: str, value
     done = run([sys.executable, "manage.py", "check"], **{name: value})
     assert done.returncode == 2
     assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith(f"error: {name} must be ")
+    assert "s3cret-pw" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["postgres://sharewise:s3cret-pw@127.0.0.1:1/sharewise", "sqlite:////proc/no/such/folder/db.sqlite3"],
+)
+def test_a_database_that_cannot_be_used_is_one_line(url: str) -> None:
+    """Before: ``manage.py migrate`` against a server that is not running printed an 89-line
+    ``OperationalError`` traceback (port 1 refuses at once on loopback; the SQLite file's folder
+    does not exist)."""
+    done = run([sys.executable, "manage.py", "migrate"], DATABASE_URL=url)
+    assert done.returncode == 1, done.stderr
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    assert done.stderr.startswith("error: the database (DATABASE_URL) cannot be used: ")
     assert "s3cret-pw" not in done.stderr
