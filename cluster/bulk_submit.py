@@ -3,8 +3,9 @@
 Each job is validated as ``POST /api/v1/jobs/`` validates one (the same serializer, the cluster's
 bounds read once for all); all or nothing: one invalid job and none is submitted, the answer
 naming each invalid job by its index. A job may carry its own ``idempotency_key`` (the header's
-rules): a key already used with the same fields answers that job again (a retried bulk request
-submits nothing twice), with other fields it is a 422. The new jobs and their ``submitted``
+rules; the ``Idempotency-Key`` header itself is a 400 here, not ignored): a key already used with
+the same fields answers that job again (a retried bulk request submits nothing twice), with other
+fields it is a 422. The new jobs and their ``submitted``
 events are written with two multi-row INSERTs in one transaction. The per-tenant submission
 throttle counts every job of the request.
 """
@@ -170,6 +171,16 @@ class JobBulkView(APIView):
         },
     )
     def post(self, request: Request) -> Response:
+        if "Idempotency-Key" in request.headers:
+            # A header for the whole request would be silently ignored (a retry then submitted
+            # every job again): the keys of a bulk request are its jobs' own
+            return Response(
+                {
+                    "error": "the Idempotency-Key header is for POST /api/v1/jobs/; in a bulk request "
+                    'give each job its own "idempotency_key" field'
+                },
+                status=status.HTTP_400_BAD_REQUEST,
+            )
         data = request.data
         extra = sorted(set(data) - {"jobs"}) if isinstance(data, dict) else []
         jobs = data.get("jobs") if isinstance(data, dict) else None

@@ -89,6 +89,15 @@ def test_a_key_reused_with_another_body_is_422_and_nothing_is_written(alice_api:
     assert Job.objects.count() == 1
 
 
+def test_an_idempotency_key_header_is_refused_not_ignored(alice_api: APIClient) -> None:
+    # before: 201 every time, the header ignored, so 16 retries of one request made 16 jobs
+    for _ in range(2):
+        response = alice_api.post(BULK_URL, {"jobs": [job_body()]}, format="json", HTTP_IDEMPOTENCY_KEY="k")
+        assert response.status_code == 400
+        assert '"idempotency_key"' in response.json()["error"]
+    assert Job.objects.count() == 0
+
+
 def test_a_key_twice_in_one_request_or_malformed_is_400(alice_api: APIClient) -> None:
     jobs = [{**job_body(), "idempotency_key": "k"}, {**job_body(), "idempotency_key": "k"}]
     jobs.append({**job_body(), "idempotency_key": "bad key"})
