@@ -24,6 +24,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -31,7 +32,7 @@ from urllib3.util.retry import Retry
 
 from sharewise import __version__
 from sharewise.config import Settings, normalise_api, resolve
-from sharewise.errors import ServiceError, UsageError, error_for
+from sharewise.errors import ServiceError, UsageError, error_for, is_error_body
 from sharewise.payload import check_fields
 
 #: Job statuses after which nothing changes.
@@ -140,7 +141,7 @@ class Client:
                 if wait is not None and wait <= self.max_throttle_wait_s:
                     time.sleep(wait)
                     continue
-            return _decode(response)
+            return _decode(response, self.api)
         raise AssertionError("unreachable")  # the loop returns or raises on its last attempt
 
     # ------------------------------------------------------------------------------ endpoints
@@ -304,7 +305,8 @@ def _retry_after_s(response: requests.Response) -> float | None:
         return None
 
 
-def _decode(response: requests.Response) -> Any:
+def _decode(response: requests.Response, api: str) -> Any:
+    """The JSON body of ``response`` from the service at ``api``, or the error it means."""
     try:
         body = response.json() if response.content else None
     except ValueError:
@@ -319,6 +321,13 @@ def _decode(response: requests.Response) -> Any:
         raise ServiceError(
             f"the service failed (HTTP {response.status_code}){': ' + message if message else ''}",
             response.status_code,
+        )
+    if response.status_code == 404 and not is_error_body(body):
+        # The service answers every 404 under /api/ with its JSON error, so a page without one
+        # comes from something else: exit 3 ("no such job") would mislead a script.
+        raise UsageError(
+            f"{api} answered HTTP 404 with no Sharewise error body (for {urlsplit(response.url).path}):"
+            " it is probably not the service's base URL, which is like http://host:8000"
         )
     if response.status_code >= 400:
         raise error_for(response.status_code, body)

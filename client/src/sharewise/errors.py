@@ -8,7 +8,8 @@ code  exception              when
 ====  =====================  ==============================================================
 0     —                      success
 1     :class:`ServiceError`  the service is unreachable, answered 5xx or something unreadable
-2     :class:`UsageError`    a bad command line, a missing setting, an unreadable job file
+2     :class:`UsageError`    a bad command line, a missing setting, an unreadable job file,
+                             an API URL that is not the service's (a 404 without its error)
 3     :class:`NotFound`      404: no such job in your tenant
 4     :class:`Rejected`      400, 409, 413, 415, 422: the service refused the request as given
 5     :class:`AuthError`     401, 403: no token, a wrong token, or not a member of a tenant
@@ -41,7 +42,8 @@ class ServiceError(SharewiseError):
 
 
 class UsageError(SharewiseError):
-    """The command line, the settings or a job file is wrong; nothing was sent."""
+    """The command line, the settings or a job file is wrong; nothing was sent, or (an API URL
+    that is not the service's) nothing reached the service."""
 
     exit_code = 2
 
@@ -118,10 +120,15 @@ def fields_message(fields: dict[str, Any]) -> str:
     return "; ".join(f"{', '.join(names)}: {message}" for message, names in by_message.items())
 
 
+def is_error_body(body: Any) -> bool:
+    """Whether ``body`` has the API's error shape, ``{"error": "<message>", ...}``."""
+    return isinstance(body, dict) and isinstance(body.get("error"), str)
+
+
 def error_for(status: int, body: Any) -> ApiError:
     """The exception for a 4xx answer with JSON ``body`` (``{"error": ..., "fields": ...}``, the
-    API's error shape; anything else is quoted)."""
-    if isinstance(body, dict) and isinstance(body.get("error"), str):
+    API's error shape; anything else is quoted, on one line)."""
+    if is_error_body(body):
         message = body["error"]
         # "items": a bulk submission's invalid jobs by index, shaped as fields are
         fields = next((body[k] for k in ("fields", "items") if isinstance(body.get(k), dict)), None)
@@ -132,7 +139,7 @@ def error_for(status: int, body: Any) -> ApiError:
         ):
             message = INVALID_INPUT + fields_message(body["fields"])
     else:
-        message = f"HTTP {status}: {str(body)[:200]}"
+        message = f"HTTP {status}: {' '.join(str(body).split())[:200]}"  # an HTML page: one line
         fields = None
     if status == 404:
         return NotFound(status, message)
