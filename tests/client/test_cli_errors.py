@@ -1,12 +1,16 @@
 """A user's mistakes the command reports in one line with the documented exit status (an API URL
-that is not the service's)."""
+that is not the service's, a job file that nests without end)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
+import pytest
+from sharewise import Client, UsageError
 from sharewise.errors import error_for
 
+from cluster.models import Job
 from tests.client.conftest import Result, Service
 
 Run = Callable[..., Result]
@@ -45,3 +49,44 @@ def test_an_api_url_answering_a_404_page_is_a_usage_error_not_a_missing_job(
 def test_a_4xx_page_that_is_not_the_apis_error_is_quoted_on_one_line() -> None:
     page = "<html>\n<body>\n  <h1>Method Not Allowed</h1>\n</body>\n</html>\n"
     assert str(error_for(405, page)) == "HTTP 405: <html> <body> <h1>Method Not Allowed</h1> </body> </html>"
+
+
+# ------------------------------------------------------------------ job files that nest without end
+
+ITSELF = "contains itself (in YAML, an alias *a inside its own anchor &a)"
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "problem"),
+    [
+        ("r.yaml", "a: &a [*a]\n", f"a {ITSELF}"),
+        ("m.yaml", "name: x\nb: &b {c: [1, *b]}\n", f"b {ITSELF}"),
+        ("deep.yaml", "a: " + "[" * 40 + "]" * 40 + "\n", "a nests more than 32 lists or mappings deep"),
+    ],
+)
+def test_a_job_file_that_refers_to_itself_or_nests_deeply_is_a_usage_error(
+    run: Run, tmp_path: Path, name: str, text: str, problem: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    assert one_line(run("submit", str(path)), 2) == f"sharewise: error: job file {path}: {problem}"
+    assert Job.objects.count() == 0
+
+
+@pytest.mark.parametrize("name", ["deep.yaml", "deep.json"])
+def test_a_job_file_nested_thousands_deep_is_a_usage_error(run: Run, tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    path.write_text('{"a": ' + "[" * 5000 + "]" * 5000 + "}\n")
+    assert one_line(run("submit", str(path)), 2) == (
+        f"sharewise: error: job file {path} nests lists or mappings too deeply to read"
+    )
+    deep_set = one_line(run("submit", *JOB_FLAGS, "--set", "a=" + "[" * 5000 + "]" * 5000), 2)
+    assert deep_set == "sharewise: error: --set a: the value nests too deeply to read"
+
+
+def test_the_python_api_refuses_a_value_that_contains_itself(service: Service) -> None:
+    loop: list[object] = []
+    loop.append(loop)
+    with Client(service.url, service.alice, retries=0) as client:
+        with pytest.raises(UsageError, match=r"^job: gpu_types contains itself"):
+            client.submit({"name": "x", "gpu_types": loop})

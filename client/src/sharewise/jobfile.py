@@ -111,6 +111,8 @@ def _load(path: str) -> Any:
         raise UsageError(f"job file {path} is not UTF-8 text") from None
     try:
         data = json.loads(text) if path.endswith(".json") else read_yaml(text)
+    except RecursionError:  # both parsers recurse once per level of nesting
+        raise UsageError(f"job file {path} nests lists or mappings too deeply to read") from None
     except json.JSONDecodeError as exc:
         raise UsageError(f"job file {path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
     except yaml.YAMLError as exc:
@@ -134,6 +136,8 @@ def parse_sets(assignments: Iterable[str]) -> dict[str, Any]:
             value = read_yaml(raw) if raw.strip() else ""
         except yaml.YAMLError:
             value = raw
+        except RecursionError:  # PyYAML recurses once per level of nesting
+            raise UsageError(f"--set {key.strip()}: the value nests too deeply to read") from None
         fields[key.strip()] = value
     return normalise(fields, "--set")
 

@@ -16,32 +16,50 @@ from typing import Any
 
 from sharewise.errors import UsageError
 
+#: Most lists and mappings a field's value may nest: no job field nests more than one, and a value
+#: that refers to itself (YAML's ``a: &a [*a]``) or nests thousands deep would exhaust Python's
+#: recursion here or in ``json.dumps`` instead of naming the field.
+MAX_DEPTH = 32
+
 
 def check_fields(fields: Mapping[str, Any], where: str) -> None:
     """Raise :class:`UsageError` (``"{where}: {field} must be a finite number, got inf"``) for the
     first value in ``fields`` (searched depth first, in order) that JSON cannot carry; a nested
-    value is named by its path (``gpu_types[1]``, ``a.b``)."""
+    value is named by its path (``gpu_types[1]``, ``a.b``). A value that contains itself or nests
+    more than :data:`MAX_DEPTH` lists and mappings is refused too, named by its field."""
     for name, value in fields.items():
-        problem = _problem(value, str(name))
+        problem = _problem(value, str(name), str(name), ())
         if problem is not None:
             raise UsageError(f"{where}: {problem}")
 
 
-def _problem(value: Any, path: str) -> str | None:
-    """Why ``value`` (at ``path``) cannot go in a JSON body, or ``None`` when it can."""
+def _problem(value: Any, path: str, field: str, outer: tuple[int, ...]) -> str | None:
+    """Why ``value`` (at ``path`` within ``field``, inside the containers whose ids are ``outer``)
+    cannot go in a JSON body, or ``None`` when it can."""
     if value is None or isinstance(value, str | bool | int):
         return None
     if isinstance(value, float):
         return None if math.isfinite(value) else f"{path} must be a finite number, got {value}"
+    if isinstance(value, list | tuple | Mapping):
+        if id(value) in outer:
+            return f"{field} contains itself (in YAML, an alias *a inside its own anchor &a)"
+        if len(outer) >= MAX_DEPTH:
+            return f"{field} nests more than {MAX_DEPTH} lists or mappings deep"
+        outer = (*outer, id(value))
     if isinstance(value, list | tuple):
         return next(
-            (p for i, item in enumerate(value) if (p := _problem(item, f"{path}[{i}]")) is not None), None
+            (
+                p
+                for i, item in enumerate(value)
+                if (p := _problem(item, f"{path}[{i}]", field, outer)) is not None
+            ),
+            None,
         )
     if isinstance(value, Mapping):
         for key, item in value.items():
             if not isinstance(key, str):
                 return f"{path} has a key {key!r} that is not a string"
-            if (problem := _problem(item, f"{path}.{key}")) is not None:
+            if (problem := _problem(item, f"{path}.{key}", field, outer)) is not None:
                 return problem
         return None
     return f"{path} is {_kind(value)}, which JSON cannot carry: give it as text (in YAML, quote it)"
