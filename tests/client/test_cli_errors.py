@@ -1,8 +1,9 @@
 """A user's mistakes the command reports in one line with the documented exit status (an API URL
-that is not the service's, a job file that nests without end)."""
+that is not the service's, a job file that nests without end, a config file that is not UTF-8)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -90,3 +91,20 @@ def test_the_python_api_refuses_a_value_that_contains_itself(service: Service) -
     with Client(service.url, service.alice, retries=0) as client:
         with pytest.raises(UsageError, match=r"^job: gpu_types contains itself"):
             client.submit({"name": "x", "gpu_types": loop})
+
+
+# ------------------------------------------------------------------ the config file, login
+
+
+def test_a_config_file_that_is_not_utf8_is_a_usage_error_naming_it(
+    run: Run, service: Service, tmp_path: Path
+) -> None:
+    config = tmp_path / "config.json"  # the run fixture's SHAREWISE_CONFIG
+    config.write_bytes(b'{"api": "\xff\xfe"}\n')
+    assert one_line(run("list", env=False), 2) == (
+        f"sharewise: error: config file {config} is not UTF-8 text; run 'sharewise login' again"
+    )
+    # and the advice works: login rewrites the file instead of refusing to read it
+    again = run("login", "--api", service.url, "--token-stdin", stdin=service.alice + "\n", env=False)
+    assert again.code == 0, again.err
+    assert json.loads(config.read_text())["token"] == service.alice

@@ -111,7 +111,10 @@ def cli(ctx: click.Context, api: str | None, token: str | None, retries: int) ->
 @pass_state
 def login(state: State, api_url: str | None, token_stdin: bool) -> None:
     """Check a token against the service and save both in your config file (mode 0600)."""
-    stored = read_config()
+    try:
+        stored = read_config()
+    except UsageError:  # a broken config file is what login rewrites, not a reason to refuse
+        stored = {}
     default_api = api_url or state.api or os.environ.get("SHAREWISE_API") or stored.get("api")
     url = normalise_api(api_url or click.prompt("API URL", default=default_api or "http://127.0.0.1:8000"))
     if token_stdin:

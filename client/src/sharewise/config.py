@@ -42,7 +42,8 @@ def config_path() -> Path:
 
 def read_config(path: Path | None = None) -> dict[str, str]:
     """The config file's ``{"api", "token"}`` (empty when there is no file). Raises
-    :class:`UsageError` for a file that is not a JSON object of strings."""
+    :class:`UsageError` for a file that cannot be read, is not UTF-8 or is not a JSON object of
+    strings."""
     path = path or config_path()
     try:
         text = path.read_text(encoding="utf-8")
@@ -50,6 +51,8 @@ def read_config(path: Path | None = None) -> dict[str, str]:
         return {}
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"config file {path} is not UTF-8 text; run 'sharewise login' again") from None
     try:
         data = json.loads(text)
     except ValueError as exc:
