@@ -1,5 +1,6 @@
 """A user's mistakes the command reports in one line with the documented exit status (an API URL
-that is not the service's, a job file that nests without end, a config file that is not UTF-8)."""
+that is not the service's, a job file that nests without end, a config file that is not UTF-8,
+``login`` off a terminal without a token)."""
 
 from __future__ import annotations
 
@@ -108,3 +109,16 @@ def test_a_config_file_that_is_not_utf8_is_a_usage_error_naming_it(
     again = run("login", "--api", service.url, "--token-stdin", stdin=service.alice + "\n", env=False)
     assert again.code == 0, again.err
     assert json.loads(config.read_text())["token"] == service.alice
+
+
+def test_login_off_a_terminal_without_a_token_says_how_to_give_one(run: Run, service: Service) -> None:
+    no_token = run("login", "--api", service.url, stdin="", env=False)  # stdin: not a terminal
+    assert one_line(no_token, 2) == (
+        "sharewise: error: no token: standard input is not a terminal and holds none;"
+        " pipe it in with 'sharewise login --token-stdin'"
+    )
+    assert no_token.out == ""
+    no_url = run("login", stdin=service.alice + "\n", env=False)
+    assert one_line(no_url, 2) == "sharewise: error: no API URL: give it with 'sharewise login --api URL'"
+    piped = run("login", "--api", service.url, stdin=service.alice + "\n", env=False)
+    assert (piped.code, piped.err) == (0, "") and "tenant team-a" in piped.out

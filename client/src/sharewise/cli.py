@@ -106,19 +106,41 @@ def cli(ctx: click.Context, api: str | None, token: str | None, retries: int) ->
 
 
 @cli.command()
-@click.option("--api", "api_url", metavar="URL", help="the service's base URL (asked when not given)")
+@click.option(
+    "--api",
+    "api_url",
+    metavar="URL",
+    help="the service's base URL (not given: asked on a terminal, else $SHAREWISE_API or the saved one)",
+)
 @click.option("--token-stdin", is_flag=True, help="read the token from standard input (scripts)")
 @pass_state
 def login(state: State, api_url: str | None, token_stdin: bool) -> None:
-    """Check a token against the service and save both in your config file (mode 0600)."""
+    """Check a token against the service and save both in your config file (mode 0600).
+
+    The token is asked for on a terminal; elsewhere it is the first line of standard input."""
     try:
         stored = read_config()
     except UsageError:  # a broken config file is what login rewrites, not a reason to refuse
         stored = {}
     default_api = api_url or state.api or os.environ.get("SHAREWISE_API") or stored.get("api")
-    url = normalise_api(api_url or click.prompt("API URL", default=default_api or "http://127.0.0.1:8000"))
-    if token_stdin:
+    terminal = sys.stdin.isatty()
+    if api_url:
+        url = normalise_api(api_url)
+    elif terminal:
+        url = normalise_api(click.prompt("API URL", default=default_api or "http://127.0.0.1:8000"))
+    elif default_api:
+        url = normalise_api(default_api)
+    else:  # no one to ask: a prompt would take the token's line, or end silently at no input
+        raise UsageError("no API URL: give it with 'sharewise login --api URL'")
+    if token_stdin or (not state.token and not terminal):
+        # off a terminal getpass warns that the input may be echoed and, at the end of the
+        # input, ends the command without a word: read the line as --token-stdin does
         token = sys.stdin.readline().strip()
+        if not token and not token_stdin:
+            raise UsageError(
+                "no token: standard input is not a terminal and holds none;"
+                " pipe it in with 'sharewise login --token-stdin'"
+            )
     else:
         token = state.token or click.prompt("API token", hide_input=True)
     if not token:
