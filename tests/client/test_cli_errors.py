@@ -1,6 +1,6 @@
 """A user's mistakes the command reports in one line with the documented exit status (an API URL
 that is not the service's, a job file that nests without end, a config file that is not UTF-8,
-``login`` off a terminal without a token)."""
+``login`` off a terminal without a token, a ``--tail`` past its bound)."""
 
 from __future__ import annotations
 
@@ -122,3 +122,15 @@ def test_login_off_a_terminal_without_a_token_says_how_to_give_one(run: Run, ser
     assert one_line(no_url, 2) == "sharewise: error: no API URL: give it with 'sharewise login --api URL'"
     piped = run("login", "--api", service.url, stdin=service.alice + "\n", env=False)
     assert (piped.code, piped.err) == (0, "") and "tenant team-a" in piped.out
+
+
+# ------------------------------------------------------------------ logs --tail
+
+
+def test_logs_bounds_tail_itself(run: Run) -> None:
+    job_id = submitted(run("submit", *JOB_FLAGS))
+    assert one_line(run("logs", str(job_id), "--tail", "99999999999999999999"), 2) == (
+        "sharewise: error: Invalid value for '--tail': 99999999999999999999 is not in the range"
+        " 1<=x<=1000000. (see 'sharewise logs --help')"
+    )
+    assert run("logs", str(job_id), "--tail", "1000000").code == 0

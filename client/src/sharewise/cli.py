@@ -37,6 +37,10 @@ STATUSES = ("pending", "running", "succeeded", "failed", "cancelled")
 #: it) comes first, a job named wrongly (2, 3) next, and a job that had already finished (4) last,
 #: so 4 alone tells a script that every job named has ended.
 SEVERITY = (1, 5, 6, 2, 3, 4)
+#: Most lines ``logs --tail`` asks for: the service keeps 1,000,000 characters of a job's output
+#: (its default ``SHAREWISE_JOB_LOG_MAX_CHARS``), so no more lines than that, and the offset the
+#: command sends for them (400 characters a line) stays within the 19 digits the API reads.
+TAIL_MAX = 1_000_000
 
 output_option = click.option(
     "-o",
@@ -412,7 +416,12 @@ def cancel(state: State, job_ids: Sequence[int], output: str) -> int:
 @cli.command()
 @click.argument("job_id", type=int)
 @click.option("-f", "--follow", is_flag=True, help="keep printing new output until the job has ended")
-@click.option("--tail", type=click.IntRange(min=1), metavar="N", help="start with the last N lines")
+@click.option(
+    "--tail",
+    type=click.IntRange(min=1, max=TAIL_MAX),
+    metavar="N",
+    help=f"start with the last N lines (at most {TAIL_MAX:,})",
+)
 @pass_state
 def logs(state: State, job_id: int, follow: bool, tail: int | None) -> None:
     """The job's output (stdout and stderr), as its agents captured it."""
