@@ -1,18 +1,23 @@
 """A user's mistakes the command reports in one line with the documented exit status (an API URL
 that is not the service's, a job file that nests without end, a config file that is not UTF-8,
-``login`` off a terminal without a token, a ``--tail`` past its bound)."""
+``login`` off a terminal without a token, a ``--tail`` past its bound), ``logs --tail`` of a log
+longer than one answer."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from rest_framework.test import APIClient
 from sharewise import Client, UsageError
 from sharewise.errors import error_for
 
+from cluster.joblogs import read_output
 from cluster.models import Job
+from scheduling import service as scheduler
 from tests.client.conftest import Result, Service
 
 Run = Callable[..., Result]
@@ -134,3 +139,28 @@ def test_logs_bounds_tail_itself(run: Run) -> None:
         " 1<=x<=1000000. (see 'sharewise logs --help')"
     )
     assert run("logs", str(job_id), "--tail", "1000000").code == 0
+
+
+def test_logs_tail_prints_the_last_lines_of_a_log_longer_than_one_answer(
+    run: Run, service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job_id = submitted(run("submit", *JOB_FLAGS))
+    scheduler.set_dispatcher(lambda messages: None)  # placements go nowhere: no agent here
+    try:
+        scheduler.run_round(policy="sjf")
+    finally:
+        scheduler.set_dispatcher(None)
+    text = "".join(f"line {i:04d}\n" for i in range(3000))  # 30,000 characters
+    nodes = []
+    for token in service.node_tokens.values():
+        node = APIClient()
+        node.credentials(HTTP_AUTHORIZATION=f"Node {token}")
+        nodes.append(node)
+    url = f"/api/v1/agent/jobs/{job_id}/logs/"
+    for start in range(0, len(text), 3000):  # chunks of at most 4,000 characters, as agents send
+        body = {"run": "r1", "offset": start, "data": text[start : start + 3000]}
+        # the node the job was placed on takes it; the other answers 403
+        assert 200 in [node.post(url, body, format="json").status_code for node in nodes]
+    # answers of 1,000 characters, so the first one from the end (4 KiB back) is not the end
+    monkeypatch.setattr("cluster.job_views.read_output", functools.partial(read_output, limit=1000))
+    assert run("logs", str(job_id), "--tail", "3").out == "line 2997\nline 2998\nline 2999\n"

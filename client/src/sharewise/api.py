@@ -244,6 +244,19 @@ class Client:
             "GET", f"jobs/{_id(job_id)}/logs/", params=params, timeout_s=self.timeout_s + wait_s
         )
 
+    def tail_logs(self, job_id: int, lines: int) -> tuple[str, int]:
+        """The last ``lines`` lines of the job's output (of what the service keeps), and the offset
+        just past them, from which :meth:`follow_logs` goes on."""
+        # a guess of 400 characters a line (at least 4 KiB), read on to the end: one answer holds
+        # at most 262,144 characters, so its last lines need not be the log's
+        piece = self.logs(job_id, offset=-max(4096, lines * 400))
+        parts: list[str] = []
+        while piece.get("data"):
+            parts.append(piece["data"])
+            piece = self.logs(job_id, offset=int(piece["next_offset"]))
+        text = "".join("".join(parts).splitlines(keepends=True)[-lines:])
+        return text, int(piece.get("next_offset", 0))
+
     def follow_logs(self, job_id: int, offset: int = 0, wait_s: float = LOG_WAIT_S) -> Iterator[str]:
         """The job's output as it comes (pieces of text), from ``offset``, until the job has ended
         and its output is complete; a gap (output dropped past the service's bound) is yielded as

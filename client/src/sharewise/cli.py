@@ -428,10 +428,8 @@ def logs(state: State, job_id: int, follow: bool, tail: int | None) -> None:
     client = state.client
     offset = 0
     if tail is not None:
-        piece = client.logs(job_id, offset=-max(4096, tail * 400))
-        lines = piece.get("data", "").splitlines(keepends=True)
-        sys.stdout.write("".join(lines[-tail:]))
-        offset = int(piece.get("next_offset", 0))
+        text, offset = client.tail_logs(job_id, tail)
+        sys.stdout.write(text)
     if not follow:
         if tail is None:
             while True:
