@@ -1,16 +1,20 @@
 """A user's mistakes the command reports in one line with the documented exit status (an API URL
 that is not the service's, a job file that nests without end, a config file that is not UTF-8,
-``login`` off a terminal without a token, a ``--tail`` past its bound), ``logs --tail`` of a log
-longer than one answer."""
+``login`` off a terminal without a token, a ``--tail`` past its bound), and a reader that closes
+the pipe early (``| head -1``), which ends every command quietly with status 0."""
 
 from __future__ import annotations
 
 import functools
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import sharewise
 from rest_framework.test import APIClient
 from sharewise import Client, UsageError
 from sharewise.errors import error_for
@@ -164,3 +168,35 @@ def test_logs_tail_prints_the_last_lines_of_a_log_longer_than_one_answer(
     # answers of 1,000 characters, so the first one from the end (4 KiB back) is not the end
     monkeypatch.setattr("cluster.job_views.read_output", functools.partial(read_output, limit=1000))
     assert run("logs", str(job_id), "--tail", "3").out == "line 2997\nline 2998\nline 2999\n"
+
+
+# ------------------------------------------------------------------ a reader that closes the pipe
+
+
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "unbuffered"])
+@pytest.mark.parametrize("command", ["show", "list"])
+def test_a_reader_that_closes_the_pipe_ends_every_command_quietly(
+    run: Run, service: Service, tmp_path: Path, command: str, unbuffered: bool
+) -> None:
+    job_id = submitted(run("submit", *JOB_FLAGS))
+    argv = ["show", str(job_id)] if command == "show" else ["list", "-o", "json"]
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(sharewise.__file__).parents[1]),
+        "SHAREWISE_API": service.url,
+        "SHAREWISE_TOKEN": service.alice,
+        "SHAREWISE_CONFIG": str(tmp_path / "config.json"),
+    }
+    env.pop("PYTHONUNBUFFERED", None)
+    if unbuffered:  # each write reaches the pipe at once: the command itself sees it broken
+        env["PYTHONUNBUFFERED"] = "1"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sharewise", "--retries", "0", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # the reader has gone before the first line (`| head -0`)
+    err = process.stderr.read().decode()
+    assert (process.wait(timeout=60), err) == (0, "")

@@ -30,6 +30,7 @@ from sharewise.api import TERMINAL, Client
 from sharewise.config import config_path, normalise_api, read_config, write_config
 from sharewise.errors import AuthError, JobEnded, NotFound, ServiceError, SharewiseError, UsageError
 from sharewise.jobfile import merge, parse_sets, read_job_file, read_jobs_file
+from sharewise.pipes import PipeSafeGroup, quiet_stdout
 
 STATUSES = ("pending", "running", "succeeded", "failed", "cancelled")
 #: The exit status of a command naming several jobs when some failed: the first of these that
@@ -82,7 +83,10 @@ class State:
 pass_state = click.make_pass_decorator(State)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    cls=PipeSafeGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.option("--api", metavar="URL", help="the service, e.g. http://sharewise:8000 (default $SHAREWISE_API)")
 @click.option(
     "--token", metavar="TOKEN", help="your API token (default $SHAREWISE_TOKEN; prefer the variable)"
@@ -510,34 +514,40 @@ def watch(state: State, job_ids: Sequence[int], interval: float, count: int | No
 
 
 def main(argv: Sequence[str] | None = None, exit: Callable[[int], Any] = sys.exit) -> None:
-    """Run the command line; exit with its status (never a traceback unless SHAREWISE_DEBUG=1)."""
+    """Run the command line; exit with its status (never a traceback unless SHAREWISE_DEBUG=1).
+    A reader that closes the pipe early (``sharewise show 1 | head -1``) ends it quietly."""
+    code = run_cli(argv)
+    try:
+        sys.stdout.flush()  # a reader gone shows here, not as status 120 at the interpreter's exit
+    except BrokenPipeError:
+        quiet_stdout()
+    exit(code)
+
+
+def run_cli(argv: Sequence[str] | None) -> int:
+    """Run the command line; its exit status, each failure reported in one line on stderr."""
     try:
         code = cli.main(
             args=list(argv) if argv is not None else None, prog_name="sharewise", standalone_mode=False
         )
     except SharewiseError as exc:
         click.echo(f"sharewise: error: {exc}", err=True)
-        exit(exc.exit_code)
-        return
+        return exc.exit_code
     except click.exceptions.Exit as exc:
-        exit(exc.exit_code)
-        return
+        return exc.exit_code
     except click.UsageError as exc:  # one line like every error (README), and where help is
         hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
         click.echo(f"sharewise: error: {exc.format_message()}{hint}", err=True)
-        exit(exc.exit_code)
-        return
+        return exc.exit_code
     except click.ClickException as exc:
         exc.show()
-        exit(exc.exit_code)
-        return
+        return exc.exit_code
     except (click.Abort, KeyboardInterrupt):
         click.echo("", err=True)
-        exit(130)
-        return
-    except BrokenPipeError:
-        exit(0)
-        return
+        return 130
+    except BrokenPipeError:  # before any command ran (PipeSafeGroup.invoke: within one)
+        quiet_stdout()
+        return 0
     except Exception as exc:  # a bug: one line, and the traceback only on request
         if os.environ.get("SHAREWISE_DEBUG") == "1":
             raise
@@ -545,9 +555,8 @@ def main(argv: Sequence[str] | None = None, exit: Callable[[int], Any] = sys.exi
             f"sharewise: internal error: {type(exc).__name__}: {exc} (SHAREWISE_DEBUG=1 shows where)",
             err=True,
         )
-        exit(1)
-        return
-    exit(code if isinstance(code, int) else 0)
+        return 1
+    return code if isinstance(code, int) else 0
 
 
 __all__ = ["cli", "config_path", "main"]

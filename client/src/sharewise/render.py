@@ -8,7 +8,9 @@ all of this (the API's objects as they are).
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import shutil
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -19,13 +21,23 @@ from rich.console import Console
 from rich.table import Table
 
 
+class PipeConsole(Console):
+    """A rich console that leaves a closed pipe (``sharewise show 1 | head -1``) to the command's
+    one handler (:mod:`sharewise.pipes`, status 0); rich's own exits with status 1."""
+
+    def on_broken_pipe(self) -> None:
+        """Raise the :class:`BrokenPipeError` rich caught."""
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+
 def console(file: TextIO | None = None) -> Console:
     """A rich console on ``file`` (stdout): styles only on a terminal, and elsewhere a width of at
     least 160 columns so a piped table does not wrap."""
     stream = file or sys.stdout
     tty = stream.isatty()
     width = None if tty else max(160, shutil.get_terminal_size((160, 24)).columns)
-    return Console(file=stream, width=width, no_color=not tty, highlight=False, soft_wrap=not tty)
+    return PipeConsole(file=stream, width=width, no_color=not tty, highlight=False, soft_wrap=not tty)
 
 
 def emit(*renderables: Any, file: TextIO | None = None) -> None:
