@@ -57,6 +57,15 @@ def test_an_api_url_answering_a_404_page_is_a_usage_error_not_a_missing_job(
     assert one_line(run("show", "999999"), 3) == "sharewise: error: not found"  # the service's own 404
 
 
+def test_an_api_url_with_the_api_prefix_reaches_the_service(run: Run, service: Service) -> None:
+    # http://host:8000/api/v1/ copied from the API's pages: the client added the prefix again, so
+    # every call was the service's own JSON 404 and `list` said "not found" (exit 3)
+    for url in (f"{service.url}/api/v1", f"{service.url}/api/v1/"):
+        listed = run("--api", url, "list", "-o", "json")
+        assert listed.code == 0, listed.err
+        assert json.loads(listed.out) == []
+
+
 def test_a_4xx_page_that_is_not_the_apis_error_is_quoted_on_one_line() -> None:
     page = "<html>\n<body>\n  <h1>Method Not Allowed</h1>\n</body>\n</html>\n"
     assert str(error_for(405, page)) == "HTTP 405: <html> <body> <h1>Method Not Allowed</h1> </body> </html>"

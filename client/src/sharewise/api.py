@@ -31,7 +31,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from sharewise import __version__
-from sharewise.config import Settings, normalise_api, resolve
+from sharewise.config import API_PREFIX, Settings, normalise_api, resolve
 from sharewise.errors import ServiceError, UsageError, error_for, is_error_body
 from sharewise.payload import check_fields
 
@@ -125,7 +125,7 @@ class Client:
 
         Raises :class:`~sharewise.errors.ServiceError` (unreachable, 5xx, not JSON) or the
         :class:`~sharewise.errors.ApiError` of a 4xx (:func:`~sharewise.errors.error_for`)."""
-        url = f"{self.api}/api/v1/{path.lstrip('/')}"
+        url = f"{self.api}{API_PREFIX}/{path.lstrip('/')}"
         timeout = timeout_s if timeout_s is not None else self.timeout_s
         for attempt in range(4):
             try:

@@ -83,9 +83,18 @@ def write_config(api: str, token: str, path: Path | None = None) -> Path:
     return path
 
 
+#: The path of the REST API under the service's base URL (the client adds it to every call).
+API_PREFIX = "/api/v1"
+
+
 def normalise_api(url: str) -> str:
-    """``url`` without trailing slashes; raises :class:`UsageError` unless it is http(s)."""
+    """``url`` without trailing slashes and without a trailing :data:`API_PREFIX` (a URL copied
+    from the API's own pages, ``http://host:8000/api/v1/``: the client adds the prefix itself, and
+    with it twice every call was the service's 404, read as "no such job"); raises
+    :class:`UsageError` unless it is http(s)."""
     url = url.strip().rstrip("/")
+    if url.endswith(API_PREFIX):
+        url = url[: -len(API_PREFIX)].rstrip("/")
     if not url.startswith(("http://", "https://")) or len(url) <= len("https://"):
         raise UsageError(f"the API URL must start with http:// or https://, got {url!r}")
     return url
