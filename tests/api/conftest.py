@@ -19,6 +19,7 @@ from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
+from cluster import pending_count
 from cluster.api_tokens import ApiToken
 from cluster.models import Membership, Node, Tenant
 from tests.conftest import skip_or_fail
@@ -67,6 +68,15 @@ def rest_settings(**throttle_rates: str | None) -> dict[str, Any]:
 def _fresh_cache() -> None:
     """Throttle counters live in the cache; every test starts with none."""
     cache.clear()
+
+
+@pytest.fixture
+def pending_counts_held(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tenant's pending count, once read, stays good for the whole test: a test that counts a
+    submission's queries must not depend on how fast the machine runs it (the count is kept
+    :data:`cluster.pending_count.LIFETIME_S` = 1 s, and a slow CI run took longer between the
+    request that read it and the one counted, which then read it again)."""
+    monkeypatch.setattr(pending_count, "LIFETIME_S", 3600.0)
 
 
 @pytest.fixture

@@ -41,6 +41,7 @@ def submit(client: APIClient, **overrides: Any) -> Any:
 
 
 @token_cache_on
+@pytest.mark.usefixtures("pending_counts_held")
 def test_a_submission_after_the_first_inserts_and_reads_only_the_learned_class(alice_api: APIClient) -> None:
     """Inserting the job and its ``submitted`` event (one statement on PostgreSQL), and the learned
     class of its iteration time: no token, cluster-bound, pending-count or own-samples query (the
