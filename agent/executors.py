@@ -48,7 +48,8 @@ TAIL_LINES = 20
 #: ``torch.OutOfMemoryError`` / ``torch.cuda.OutOfMemoryError`` ("CUDA out of memory. Tried to
 #: allocate …"), the CUDA runtime's "out of memory", cuBLAS's ``CUBLAS_STATUS_ALLOC_FAILED``.
 OOM_MARKERS = ("outofmemoryerror", "out of memory", "cublas_status_alloc_failed")
-#: Output lines an executor keeps between two ``take_output()`` calls (the oldest are dropped).
+#: Output lines an executor keeps between two ``take_output()`` calls (the oldest are dropped, and
+#: :class:`OutputLines` puts one :func:`gap_line` in their place).
 MAX_OUTPUT_LINES = 10_000
 
 
@@ -56,6 +57,50 @@ def progress_line(iterations_done: float, iter_time_s: float | None) -> str:
     """The progress line of docs/AGENT.md §4: ``SHAREWISE_PROGRESS iterations_done=N iter_time_s=X``."""
     line = f"{PROGRESS_PREFIX} iterations_done={int(iterations_done)}"
     return line if iter_time_s is None else f"{line} iter_time_s={iter_time_s:.6g}"
+
+
+def gap_line(dropped: int, max_lines: int = MAX_OUTPUT_LINES) -> str:
+    """The line that stands where ``dropped`` (> 0) lines of a job's output were dropped, past the
+    bound of ``max_lines`` lines not yet collected."""
+    return (
+        f"[sharewise agent: {dropped} lines dropped here, past the {max_lines} the agent keeps"
+        " until it collects them (e.g. while the service was unreachable)]"
+    )
+
+
+class OutputLines:
+    """A job's output lines until the agent collects them, at most ``max_lines`` (≥ 1).
+
+    A job that prints faster than the agent collects (its loop held up, typically by requests to
+    an unreachable service, each waiting for its timeout) would otherwise fill memory. Past the
+    bound the oldest lines go, and :meth:`take` returns one :func:`gap_line` with their count
+    before the kept ones: the dropped lines are the oldest since the last take, so that is where
+    they are missing in the job's log. Raises ``ValueError`` for ``max_lines`` < 1.
+    """
+
+    def __init__(self, lines: Iterable[str] = (), max_lines: int = MAX_OUTPUT_LINES) -> None:
+        if max_lines < 1:
+            raise ValueError(f"max_lines must be >= 1, got {max_lines}")
+        self.max_lines = max_lines
+        self._lines: deque[str] = deque(maxlen=max_lines)
+        self.dropped = 0  # lines dropped since the last take
+        for line in lines:
+            self.append(line)
+
+    def append(self, line: str) -> None:
+        """Keep ``line`` (dropping the oldest kept line at the bound)."""
+        if len(self._lines) == self.max_lines:
+            self.dropped += 1
+        self._lines.append(line)
+
+    def take(self) -> list[str]:
+        """The lines since the last call, oldest first, a gap line first when some were dropped."""
+        lines = list(self._lines)
+        if self.dropped:
+            lines.insert(0, gap_line(self.dropped, self.max_lines))
+        self._lines.clear()
+        self.dropped = 0
+        return lines
 
 
 class ExecutorError(RuntimeError):
@@ -144,9 +189,8 @@ class EmulatedExecutor:
         self._line_every_s = line_every_s
         self._line_at = now
         self._lined = int(message.iterations_done)
-        self._output: deque[str] = deque(
-            [f"emulated {message.model or 'job'}: {message.iterations} iterations from {self._lined}"],
-            maxlen=MAX_OUTPUT_LINES,
+        self._output = OutputLines(
+            [f"emulated {message.model or 'job'}: {message.iterations} iterations from {self._lined}"]
         )
 
     def _wall_per_iteration_s(self) -> float:
@@ -181,9 +225,7 @@ class EmulatedExecutor:
 
     def take_output(self) -> list[str]:
         """The progress lines made since the last call (one per ``line_every_s`` at most)."""
-        lines = list(self._output)
-        self._output.clear()
-        return lines
+        return self._output.take()
 
     def update(self, slowdown: float, now: float, message: PlacementMessage | None = None) -> None:
         """Keep the progress made so far at the old ξ, continue at ``slowdown`` (with a ``truth``,
@@ -278,7 +320,7 @@ class SubprocessExecutor:
         self._iter_time_s: float | None = None
         self._memory_mb: float | None = None
         self._tail: deque[str] = deque(maxlen=TAIL_LINES)
-        self._output: deque[str] = deque(maxlen=MAX_OUTPUT_LINES)  # every line, for the job's log
+        self._output = OutputLines()  # every line, for the job's log
         self._lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         self._eof = False
         self._exit_seen_at: float | None = None
@@ -366,11 +408,10 @@ class SubprocessExecutor:
         return self._status("failed", reason[:500], failure_kind(self._tail))
 
     def take_output(self) -> list[str]:
-        """The job's output lines (stdout and stderr) read since the last call."""
+        """The job's output lines (stdout and stderr) read since the last call; past
+        :data:`MAX_OUTPUT_LINES` the oldest are replaced by one :func:`gap_line` (:class:`OutputLines`)."""
         self._drain()
-        lines = list(self._output)
-        self._output.clear()
-        return lines
+        return self._output.take()
 
     def _status(self, state: State, reason: str = "", kind: str = "") -> Status:
         return Status(state, self._done, self._iter_time_s, reason, self._memory_mb, kind)

@@ -9,9 +9,16 @@ from functools import partial
 from pathlib import Path
 
 from agent.core import Agent
-from agent.executors import EmulatedExecutor, SubprocessExecutor, executor_kind
+from agent.executors import (
+    MAX_OUTPUT_LINES,
+    EmulatedExecutor,
+    OutputLines,
+    SubprocessExecutor,
+    executor_kind,
+)
 from agent.gpus import declared_gpus
 from agent.joblogs import MAX_CHUNK_CHARS, MAX_LINE_CHARS, JobLog, LogBook, LogShipper, RotatingFile
+from agent.messages import PlacementMessage
 from agent.reporter import Reporter
 from agent.runner import Runner
 
@@ -169,3 +176,58 @@ def test_heartbeats_declare_the_executor(agent: Agent) -> None:
     assert executor_kind(partial(EmulatedExecutor, speedup=2.0)) == "emulated"
     other = Agent(NODE, declared_gpus(NODE, 1, 16_000), lambda m, now: EmulatedExecutor(m, now))
     assert "executor" not in other.heartbeat().payload()  # unknown: not declared
+
+
+def gap(dropped: int) -> str:
+    return (
+        f"[sharewise agent: {dropped} lines dropped here, past the {MAX_OUTPUT_LINES} the agent keeps"
+        " until it collects them (e.g. while the service was unreachable)]"
+    )
+
+
+def held_up(message: PlacementMessage, now: float) -> SubprocessExecutor:
+    """A real job the agent first collects from once it has printed everything and exited, as when
+    the agent's loop is held up by requests to an unreachable service."""
+    executor = SubprocessExecutor(message, now)
+    executor.wait(30.0)
+    return executor
+
+
+def sent_log(printed: int) -> list[str]:
+    """The lines the server receives of a job that prints ``line 0`` … ``line {printed - 1}`` while
+    the agent is held up; the transport is down at first, then back."""
+    transport = FakeTransport()
+    transport.down = True
+    agent = Agent(NODE, declared_gpus(NODE, 1, 16_000), held_up, time.monotonic, 0.0)
+    runner = Runner([agent], [Reporter(transport)], heartbeat_every_s=100.0)
+    script = f"for i in range({printed}):\n    print(f'line {{i}}')"
+    agent.apply(placement(command=[sys.executable, "-c", script]))
+    runner.tick(now=0.0)
+    transport.down = False
+    for now in range(1, 400, 2):  # past the shipper's backoff of 1 s, 2 s, ...; 4,000 characters a chunk
+        if log_posts(transport) and log_posts(transport)[-1]["eof"]:
+            break
+        runner.tick(now=float(now))
+    assert log_posts(transport)[-1]["eof"] is True
+    return "".join(p["data"] for p in log_posts(transport)).splitlines()
+
+
+def test_lines_dropped_past_the_bound_leave_one_marker_with_their_count_where_they_were() -> None:
+    """Before, the oldest lines past MAX_OUTPUT_LINES went without a trace: the log read as if the
+    job had started printing at ``line 1234``."""
+    printed = MAX_OUTPUT_LINES + 1234
+    assert sent_log(printed) == [gap(1234)] + [f"line {i}" for i in range(1234, printed)]
+
+
+def test_nothing_is_dropped_or_marked_up_to_the_bound() -> None:
+    assert sent_log(MAX_OUTPUT_LINES) == [f"line {i}" for i in range(MAX_OUTPUT_LINES)]
+
+
+def test_each_collection_marks_only_its_own_gap() -> None:
+    lines = OutputLines(["a"], max_lines=3)
+    for line in ("b", "c", "d", "e"):
+        lines.append(line)
+    assert lines.take() == [gap(2).replace(str(MAX_OUTPUT_LINES), "3"), "c", "d", "e"]
+    lines.append("f")
+    assert lines.take() == ["f"]  # the count starts again after a collection
+    assert lines.take() == []
