@@ -10,6 +10,7 @@ grammar, each setting's bounds); a refused value raises ``ImproperlyConfigured``
 the entry points print as one line, exit status 2 (``config/startup.py``).
 """
 
+import sys
 import warnings
 from datetime import timedelta
 from pathlib import Path
@@ -171,8 +172,18 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
             "init_command": "PRAGMA journal_mode=WAL;",
         }
     )
-# Keep connections open between requests (s); 0 closes after each request.
-DATABASES["default"]["CONN_MAX_AGE"] = env_values.whole("CONN_MAX_AGE", 60, minimum=0)
+#: Whether this process is Django's development server (``manage.py runserver``, or ``testserver``
+#: that runs it); Django takes the command from ``argv[1]``, as here.
+DEV_SERVER = sys.argv[1:2] in (["runserver"], ["testserver"])
+# Keep connections open between requests (s); 0 closes after each request. Persistent connections
+# pay off where a bounded pool of long-lived workers reuses them: gunicorn's threads, the Celery
+# worker, run_scheduler's loop, the demo's pooled server (demo/webserver.py). Django's development
+# server starts a thread per request and does not close that thread's connection when it ends: each
+# stayed open, idle, until the garbage collector freed it (about 50 idle PostgreSQL connections in
+# a trial of runserver + run_scheduler). Django's docs say persistent connections are of no use
+# there; so it gets 0 whatever the environment or .env says (the value is still checked).
+_conn_max_age = env_values.whole("CONN_MAX_AGE", 60, minimum=0)
+DATABASES["default"]["CONN_MAX_AGE"] = 0 if DEV_SERVER else _conn_max_age
 # A health check costs a round trip per request; without it, a connection broken by a database
 # restart fails one request and is then replaced.
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = env_values.boolean("CONN_HEALTH_CHECKS", default=False)
