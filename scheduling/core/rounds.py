@@ -22,7 +22,7 @@ from typing import Protocol
 
 from scheduling.core.backfill import expected_free_times, shadow_time
 from scheduling.core.gpu_types import reserved_gpu_ids
-from scheduling.core.placement import never_fits_reason, start_on_idle
+from scheduling.core.placement import largest_fitting_sub_batch, never_fits_reason, start_on_idle
 from scheduling.core.preemptive import preemptive_exclusive
 from scheduling.core.profile_cache import CachedProfile, cached
 from scheduling.core.quota import QuotaGate, gate_for
@@ -124,6 +124,11 @@ class PartnerFinder(ResidentListener, Protocol):
 
     def find(self, job: Job, need: int) -> SharePlan | str:
         """Partners giving ``job`` ``need`` more GPUs than the idle ones, or why there are none."""
+        ...
+
+    def refit(self, job: Job, plan: SharePlan, sub_batch: int) -> SharePlan | str:
+        """``plan``'s partners at the smaller ``sub_batch`` (samples), judged again by the
+        policy's own rule; or why they may not share at it."""
         ...
 
 
@@ -289,17 +294,48 @@ def _start_or_share(
     plan = finder.find(job, job.gpus - state.idle_count)
     if not isinstance(plan, SharePlan):
         return plan
+    idle = state.pick_idle(state.idle_count) or ()
+    if idle:
+        # the finder chose the sub-batch from the residents' memory room; the idle GPUs the job
+        # also takes may hold less (a cluster of mixed GPU memory): then the same partners at the
+        # largest sub-batch that fits those GPUs, judged again (ours; before, the job waited)
+        fitted = _fit_idle(state, profile, finder, job, plan, idle)
+        if not isinstance(fitted, SharePlan):
+            return fitted
+        plan = fitted
     refused = None if gate is None else gate.share_refusal(job, plan.shares)
     if refused is not None:
         return f"needs {job.gpus} GPUs, {state.idle_count} idle; {refused}"
-    return _apply_share(state, profile, job, plan)
+    return _apply_share(state, job, plan, idle)
 
 
-def _apply_share(state: RoundState, profile: Profile, job: Job, plan: SharePlan) -> Start | str:
-    """Record ``plan`` in ``state`` (all idle GPUs + the partners' GPUs) and build its Start."""
-    idle = state.pick_idle(state.idle_count) or ()
-    if idle and profile.memory_mb(job, plan.sub_batch) > min(state.gpus[g].memory_mb for g in idle):
-        return f"its sub-batch {plan.sub_batch} does not fit the memory of the idle GPUs"
+def _fit_idle(
+    state: RoundState,
+    profile: Profile,
+    finder: PartnerFinder,
+    job: Job,
+    plan: SharePlan,
+    idle: tuple[int, ...],
+) -> SharePlan | str:
+    """``plan`` if its sub-batch's memory per GPU (MB) fits the smallest of the ``idle`` GPUs the
+    job takes beside its partners' (an exclusive GPU keeps no reserve, as in
+    :func:`~scheduling.core.placement.start_on_idle`); else the partners at the largest smaller
+    sub-batch that fits them (:meth:`PartnerFinder.refit`, which judges the pairs again); or why
+    the job waits."""
+    smallest = min(state.gpus[g].memory_mb for g in idle)
+    if profile.memory_mb(job, plan.sub_batch) <= smallest:
+        return plan
+    sub = largest_fitting_sub_batch(profile, job, smallest, state.min_sub_batch)
+    if sub is None:
+        return f"no sub-batch fits the memory of the idle GPUs ({smallest:.0f} MB)"
+    fitted = finder.refit(job, plan, sub)
+    if not isinstance(fitted, SharePlan):
+        return f"its sub-batch {plan.sub_batch} does not fit the memory of the idle GPUs; at {sub}: {fitted}"
+    return fitted
+
+
+def _apply_share(state: RoundState, job: Job, plan: SharePlan, idle: tuple[int, ...]) -> Start:
+    """Record ``plan`` in ``state`` (the ``idle`` GPUs + the partners' GPUs) and build its Start."""
     taken = list(idle)
     for resident, gpu_ids in plan.partners:
         state.remove_resident(resident.job.id)

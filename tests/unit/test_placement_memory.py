@@ -139,22 +139,36 @@ def test_uniform_cluster_takes_the_fast_path() -> None:
     assert (outcome.gpu_ids, outcome.sub_batch) == ((0, 1), 16)  # 42,000 > 40,000 ≥ 26,000
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sharing (_apply_share) takes the partner finder's sub-batch, "
-    "chosen from the residents' room only; the idle GPUs' memory is "
-    "checked after the fact, never used to pick a smaller sub-batch",
-)
-def test_sharing_with_a_smaller_idle_gpu_picks_a_sub_batch_that_fits_it() -> None:
-    # node-00: GPU 0 (80,000) runs resident job 9 ("small", 1,000 MB at b = 32); node-01: GPU 1
-    # (40,000) idle. Job 1 ("grow", 2 GPUs) needs 1 GPU beyond the idle one → shares GPU 0. Room
-    # there: 80,000 − 1,000 − 1,024 (reserve) = 77,976 ≥ 42,000 = mem(32), so the finder picks b = 32
-    # (fewest accumulation steps, smallest T_con; ξ = 1.3 → (1 − 1/2.6)·1.3 = 0.8 < 1, sharing pays
-    # for any B). But idle GPU 1 has 40,000 < 42,000 → the job waits, although b = 16
-    # (26,000 MB) fits both GPUs. Wanted: start on (0, 1) at b = 16.
-    c = cluster((1, 80_000), (1, 40_000))
+# node-00: GPU 0 (80,000) runs resident job 9 ("small", 1,000 MB at b = 32); node-01: GPU 1
+# (40,000) idle. Job 1 ("grow", 2 GPUs) needs 1 GPU beyond the idle one → shares GPU 0.
+SMALL_IDLE = cluster((1, 80_000), (1, 40_000))
+SHARING_POLICIES = ("sjf-bsbf", "sjf-bsbf-fair", "sjf-ffs")
+
+
+@pytest.mark.parametrize("name", SHARING_POLICIES)
+def test_sharing_with_a_smaller_idle_gpu_picks_a_sub_batch_that_fits_it(name: str) -> None:
+    # Room on GPU 0: 80,000 − 1,000 − 1,024 (reserve) = 77,976 ≥ 42,000 = mem(32), so the finder
+    # picks b = 32 (SJF-BSBF: fewest accumulation steps, smallest T_con; ξ = 1.3 → (1 − 1/2.6)·1.3
+    # = 0.8 < 1, sharing pays for any B; SJF-FFS: the largest sub-batch with enough residents). But
+    # idle GPU 1 has 40,000 < 42,000; b = 16 (26,000 MB) is the largest that fits it, and both
+    # GPUs: the job starts on (0, 1) at b = 16, 2 accumulation steps (before, it waited).
     resident = job(9, model="small", iterations=1000)
-    d = get_policy("sjf-bsbf").decide(
-        snap(c, [job(1, gpus=2, model="grow")], [running(resident, (0,))]), PROFILE
+    d = get_policy(name).decide(
+        snap(SMALL_IDLE, [job(1, gpus=2, model="grow")], [running(resident, (0,))]), PROFILE
     )
-    assert [(s.gpu_ids, s.sub_batch) for s in d.starts] == [((0, 1), 16)]
+    assert [(s.gpu_ids, s.sub_batch, s.accum_steps) for s in d.starts] == [((0, 1), 16, 2)]
+    assert [share.partner_id for share in d.starts[0].shares] == [9]
+
+
+@pytest.mark.parametrize("name", SHARING_POLICIES)
+def test_the_smaller_sub_batch_is_judged_again_and_may_be_refused(name: str) -> None:
+    # The same, but the pair (grow at 16, small at 32) is incompatible: b = 16 may not share with
+    # job 9, b = 32 does not fit the idle GPU → the job waits, and its reason says both.
+    profile = FakeProfile(memory=PROFILE.memory, incompatible=frozenset({("grow", 16, "small", 32)}))
+    resident = job(9, model="small", iterations=1000)
+    d = get_policy(name).decide(
+        snap(SMALL_IDLE, [job(1, gpus=2, model="grow")], [running(resident, (0,))]), profile
+    )
+    assert d.starts == ()
+    assert [w.job_id for w in d.waits] == [1]
+    assert "its sub-batch 32 does not fit the memory of the idle GPUs; at 16:" in d.waits[0].reason

@@ -402,6 +402,12 @@ class BestBenefitFinder:
             )
         return self._plan(job, partners, min(subs_chosen), remaining)
 
+    def refit(self, job: Job, plan: SharePlan, sub_batch: int) -> SharePlan | str:
+        """``plan``'s partners at the smaller ``sub_batch`` (samples), settled and judged again as
+        a found gang is (:meth:`_plan`: memory, allowed pairs, every pair paying at the gang's
+        pace); or why not."""
+        return self._plan(job, list(plan.partners), sub_batch)
+
     def _plan(
         self,
         job: Job,

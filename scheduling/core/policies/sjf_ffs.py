@@ -74,6 +74,25 @@ class FirstFitFinder:
             f"{smallest:.0f} MB free (its smallest sub-batch, {subs[-1]})"
         )
 
+    def refit(self, job: Job, plan: SharePlan, sub_batch: int) -> SharePlan | str:
+        """``plan``'s partners at the smaller ``sub_batch`` (samples): memory fits them (a smaller
+        sub-batch needs less), each pair must still be allowed; no benefit check, as in
+        :meth:`find`."""
+        profile = self._profile
+        for resident, _ in plan.partners:
+            if not profile.pair_allowed(job, sub_batch, resident.job, resident.sub_batch, self._unknown_ok):
+                return f"job {resident.job.id} may not share with it at sub-batch {sub_batch}"
+        partners = list(plan.partners)
+        shares = gang_shares(profile, job, sub_batch, [(r.job, r.sub_batch, ids) for r, ids in partners])
+        names = ", ".join(str(r.job.id) for r, _ in partners)
+        return SharePlan(
+            sub_batch,
+            tuple(partners),
+            shares,
+            f"first fit: shares with job {names} at sub-batch {sub_batch} (no benefit check; "
+            f"the largest that fits the idle GPUs it also takes)",
+        )
+
 
 class SjfFfsPolicy:
     """SJF order ``(P_j, submit_time, id)``; enough idle GPUs → exclusive start; otherwise all
