@@ -182,13 +182,9 @@ def test_logs_tail_prints_the_last_lines_of_a_log_longer_than_one_answer(
 # ------------------------------------------------------------------ a reader that closes the pipe
 
 
-@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "unbuffered"])
-@pytest.mark.parametrize("command", ["show", "list"])
-def test_a_reader_that_closes_the_pipe_ends_every_command_quietly(
-    run: Run, service: Service, tmp_path: Path, command: str, unbuffered: bool
-) -> None:
-    job_id = submitted(run("submit", *JOB_FLAGS))
-    argv = ["show", str(job_id)] if command == "show" else ["list", "-o", "json"]
+def command_env(service: Service, tmp_path: Path, unbuffered: bool) -> dict[str, str]:
+    """The environment of ``python -m sharewise`` run as Alice against ``service``; with
+    ``unbuffered`` each write reaches the pipe at once, so the command itself sees it broken."""
     env = {
         **os.environ,
         "PYTHONPATH": str(Path(sharewise.__file__).parents[1]),
@@ -197,15 +193,50 @@ def test_a_reader_that_closes_the_pipe_ends_every_command_quietly(
         "SHAREWISE_CONFIG": str(tmp_path / "config.json"),
     }
     env.pop("PYTHONUNBUFFERED", None)
-    if unbuffered:  # each write reaches the pipe at once: the command itself sees it broken
+    if unbuffered:
         env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "unbuffered"])
+@pytest.mark.parametrize("command", ["show", "list"])
+def test_a_reader_that_closes_the_pipe_ends_every_command_quietly(
+    run: Run, service: Service, tmp_path: Path, command: str, unbuffered: bool
+) -> None:
+    job_id = submitted(run("submit", *JOB_FLAGS))
+    argv = ["show", str(job_id)] if command == "show" else ["list", "-o", "json"]
     process = subprocess.Popen(
         [sys.executable, "-m", "sharewise", "--retries", "0", *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=env,
+        env=command_env(service, tmp_path, unbuffered),
     )
     assert process.stdout is not None and process.stderr is not None
     process.stdout.close()  # the reader has gone before the first line (`| head -0`)
     err = process.stderr.read().decode()
     assert (process.wait(timeout=60), err) == (0, "")
+
+
+@pytest.mark.parametrize("streams", ["stdout", "stdout and stderr"])
+def test_a_reader_that_closes_the_pipe_does_not_stop_a_command_naming_several_jobs(
+    run: Run, service: Service, tmp_path: Path, streams: str
+) -> None:
+    # `sharewise cancel 1 2 3 4 | head -1`: the second line met the closed pipe and ended the
+    # command there with status 0, leaving the jobs after it pending
+    job_ids = [submitted(run("submit", *JOB_FLAGS)) for _ in range(4)]
+    argv = ["cancel", str(job_ids[0]), "999999", *map(str, job_ids[1:])]
+    both = streams == "stdout and stderr"  # `2>&1 | head -1`: the failure's line meets it too
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sharewise", "--retries", "0", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if both else subprocess.PIPE,
+        env=command_env(service, tmp_path, unbuffered=True),
+    )
+    assert process.stdout is not None
+    process.stdout.close()  # the reader has gone before the first line
+    err = process.stderr.read().decode() if process.stderr is not None else None
+    code = process.wait(timeout=60)
+    assert sorted(Job.objects.filter(status="cancelled").values_list("pk", flat=True)) == job_ids
+    assert code == 3  # job 999999's "not found", as with a reader
+    if not both:
+        assert err == "sharewise: error: job 999999: not found\n"

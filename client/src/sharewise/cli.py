@@ -25,7 +25,7 @@ from rich.console import Group
 from rich.live import Live
 from rich.text import Text
 
-from sharewise import __version__, render
+from sharewise import __version__, pipes, render
 from sharewise.api import TERMINAL, Client
 from sharewise.config import config_path, normalise_api, read_config, write_config
 from sharewise.errors import AuthError, JobEnded, NotFound, ServiceError, SharewiseError, UsageError
@@ -377,7 +377,8 @@ def for_each_job(job_ids: Sequence[int], act: Callable[[int], dict[str, Any]]) -
     each failure is one line on stderr naming its job. The answers of those that succeeded, and
     the exit status: 0, or the most severe failure's (:data:`SEVERITY`). An error that would
     refuse every request alike (a refused token, an unreachable service) stops there, with one
-    more line naming the jobs not tried."""
+    more line naming the jobs not tried. A reader that has gone stops no job: the lines go
+    through :func:`sharewise.pipes.echo`, and ``act`` should print with it too."""
     done: list[Any] = []
     codes: list[int] = []
     for n, job_id in enumerate(job_ids):
@@ -386,12 +387,12 @@ def for_each_job(job_ids: Sequence[int], act: Callable[[int], dict[str, Any]]) -
         except SharewiseError as exc:
             message = str(exc)
             named = message if message.startswith(f"job {job_id} ") else f"job {job_id}: {message}"
-            click.echo(f"sharewise: error: {named}", err=True)
+            pipes.echo(f"sharewise: error: {named}", err=True)
             codes.append(exc.exit_code)
             rest = job_ids[n + 1 :]
             if rest and refuses_every_request(exc):
                 why = "the error above applies to every request"
-                click.echo(f"sharewise: error: not tried: {jobs_named(rest)} ({why})", err=True)
+                pipes.echo(f"sharewise: error: not tried: {jobs_named(rest)} ({why})", err=True)
                 break
     rank = {code: i for i, code in enumerate(SEVERITY)}
     return done, min(codes, key=lambda code: rank.get(code, -1), default=0)
@@ -408,7 +409,7 @@ def cancel(state: State, job_ids: Sequence[int], output: str) -> int:
     def cancel_one(job_id: int) -> dict[str, Any]:
         job = state.client.cancel(job_id)
         if output != "json":  # as it happens, in order with the failures' lines
-            click.echo(f"Cancelled job {job['id']} ({job.get('name')})")
+            pipes.echo(f"Cancelled job {job['id']} ({job.get('name')})")
         return job
 
     done, code = for_each_job(job_ids, cancel_one)
@@ -531,7 +532,7 @@ def run_cli(argv: Sequence[str] | None) -> int:
             args=list(argv) if argv is not None else None, prog_name="sharewise", standalone_mode=False
         )
     except SharewiseError as exc:
-        click.echo(f"sharewise: error: {exc}", err=True)
+        pipes.echo(f"sharewise: error: {exc}", err=True)
         return exc.exit_code
     except click.exceptions.Exit as exc:
         return exc.exit_code

@@ -3,27 +3,52 @@ one line, which is no failure of the command. Every command then ends quietly wi
 (Python's recipe, the ``signal`` module's "Note on SIGPIPE"), whether the pipe breaks while the
 command writes (:class:`PipeSafeGroup`; rich's console passes the error on,
 :class:`sharewise.render.PipeConsole`) or when its output is flushed at the end
-(:func:`sharewise.cli.main`)."""
+(:func:`sharewise.cli.main`).
+
+A command that still has work to do after a line it prints (``cancel 3 4 5`` reports each job
+as it goes) writes that line with :func:`echo`: a reader gone silences the rest of the output,
+never the rest of the work.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 import click
 
 
-def quiet_stdout() -> None:
-    """Point standard output at the null device: its reader has gone, and what is still buffered
-    would fail again when the interpreter flushes it on exit (status 120)."""
+def quiet(stream: TextIO) -> None:
+    """Point ``stream`` (standard output or standard error) at the null device: its reader has
+    gone, and what is still buffered would fail again when the interpreter flushes it on exit
+    (status 120)."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, stream.fileno())
     except (AttributeError, OSError, ValueError):  # not a real file (a test's capture)
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - it is standard output until exit
+        silent = open(os.devnull, "w")  # noqa: SIM115 - it is the stream until exit
+        if stream is sys.stderr:
+            sys.stderr = silent
+        else:
+            sys.stdout = silent
     finally:
         os.close(devnull)
+
+
+def quiet_stdout() -> None:
+    """:func:`quiet` for standard output."""
+    quiet(sys.stdout)
+
+
+def echo(message: str, err: bool = False) -> None:
+    """``click.echo(message, err=err)``, except that a reader gone (a broken pipe) drops the line
+    and points the stream at the null device instead of raising: the command goes on with its
+    work, and so does its exit status."""
+    try:
+        click.echo(message, err=err)
+    except BrokenPipeError:
+        quiet(sys.stderr if err else sys.stdout)
 
 
 class PipeSafeGroup(click.Group):
