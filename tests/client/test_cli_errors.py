@@ -154,16 +154,14 @@ def test_logs_bounds_tail_itself(run: Run) -> None:
     assert run("logs", str(job_id), "--tail", "1000000").code == 0
 
 
-def test_logs_tail_prints_the_last_lines_of_a_log_longer_than_one_answer(
-    run: Run, service: Service, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def job_with_output(run: Run, service: Service, text: str) -> int:
+    """A running job (submitted, placed by a round) whose agent has sent ``text`` as its output."""
     job_id = submitted(run("submit", *JOB_FLAGS))
     scheduler.set_dispatcher(lambda messages: None)  # placements go nowhere: no agent here
     try:
         scheduler.run_round(policy="sjf")
     finally:
         scheduler.set_dispatcher(None)
-    text = "".join(f"line {i:04d}\n" for i in range(3000))  # 30,000 characters
     nodes = []
     for token in service.node_tokens.values():
         node = APIClient()
@@ -174,9 +172,30 @@ def test_logs_tail_prints_the_last_lines_of_a_log_longer_than_one_answer(
         body = {"run": "r1", "offset": start, "data": text[start : start + 3000]}
         # the node the job was placed on takes it; the other answers 403
         assert 200 in [node.post(url, body, format="json").status_code for node in nodes]
+    return job_id
+
+
+def test_logs_tail_prints_the_last_lines_of_a_log_longer_than_one_answer(
+    run: Run, service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job_id = job_with_output(run, service, "".join(f"line {i:04d}\n" for i in range(3000)))
     # answers of 1,000 characters, so the first one from the end (4 KiB back) is not the end
     monkeypatch.setattr("cluster.job_views.read_output", functools.partial(read_output, limit=1000))
     assert run("logs", str(job_id), "--tail", "3").out == "line 2997\nline 2998\nline 2999\n"
+
+
+@pytest.mark.parametrize("limit", [1000, 262_144], ids=["small-answers", "one-answer"])
+def test_logs_tail_prints_whole_lines_longer_than_its_guess(
+    run: Run, service: Service, monkeypatch: pytest.MonkeyPatch, limit: int
+) -> None:
+    # 40 lines of 2,001 characters: the guess of 400 a line (4 KiB for 5 lines) held two lines
+    # and the end of a third, and --tail 5 printed those, the first cut in the middle
+    lines = [f"{i:04d} " + "x" * 1995 + "\n" for i in range(40)]
+    job_id = job_with_output(run, service, "".join(lines))
+    monkeypatch.setattr("cluster.job_views.read_output", functools.partial(read_output, limit=limit))
+    assert run("logs", str(job_id), "--tail", "5").out == "".join(lines[-5:])
+    assert run("logs", str(job_id), "--tail", "39").out == "".join(lines[1:])
+    assert run("logs", str(job_id), "--tail", "100").out == "".join(lines)  # the start of the log
 
 
 # ------------------------------------------------------------------ a reader that closes the pipe

@@ -245,17 +245,43 @@ class Client:
         )
 
     def tail_logs(self, job_id: int, lines: int) -> tuple[str, int]:
-        """The last ``lines`` lines of the job's output (of what the service keeps), and the offset
-        just past them, from which :meth:`follow_logs` goes on."""
+        """The last ``lines`` whole lines of the job's output (fewer when what the service keeps
+        holds fewer), and the offset just past them, from which :meth:`follow_logs` goes on."""
         # a guess of 400 characters a line (at least 4 KiB), read on to the end: one answer holds
         # at most 262,144 characters, so its last lines need not be the log's
-        piece = self.logs(job_id, offset=-max(4096, lines * 400))
+        window = max(4096, lines * 400)
+        piece = self.logs(job_id, offset=-window)
+        start, first = int(piece.get("offset", 0)), int(piece.get("first_offset", 0))
         parts: list[str] = []
         while piece.get("data"):
             parts.append(piece["data"])
             piece = self.logs(job_id, offset=int(piece["next_offset"]))
-        text = "".join("".join(parts).splitlines(keepends=True)[-lines:])
-        return text, int(piece.get("next_offset", 0))
+        text = "".join(parts)
+        # Lines longer than guessed: the first line read began before ``start`` (it is cut), so
+        # go back further, twice as far each time, until it is not among the last ``lines`` or
+        # the oldest character kept is reached.
+        while start > first and len(text.splitlines()) <= lines:
+            window *= 2
+            earlier, start, first = self._read_between(job_id, max(0, start - window), start)
+            text = earlier + text
+        return "".join(text.splitlines(keepends=True)[-lines:]), int(piece.get("next_offset", 0))
+
+    def _read_between(self, job_id: int, begin: int, stop: int) -> tuple[str, int, int]:
+        """The job's output from character ``begin`` up to ``stop`` (both absolute), with where it
+        starts (later than ``begin`` when older output was dropped) and the oldest character
+        kept. When all of it was dropped meanwhile: ``""`` starting at ``stop``, kept from there."""
+        piece = self.logs(job_id, offset=begin)
+        start, first = int(piece.get("offset", begin)), int(piece.get("first_offset", 0))
+        if start >= stop:
+            return "", stop, stop
+        parts: list[str] = []
+        at = start
+        while at < stop and piece.get("data"):
+            parts.append(piece["data"][: stop - at])
+            at += len(parts[-1])
+            if at < stop:
+                piece = self.logs(job_id, offset=int(piece["next_offset"]))
+        return "".join(parts), start, first
 
     def follow_logs(self, job_id: int, offset: int = 0, wait_s: float = LOG_WAIT_S) -> Iterator[str]:
         """The job's output as it comes (pieces of text), from ``offset``, until the job has ended
