@@ -5,12 +5,14 @@ the pipe early (``| head -1``), which ends every command quietly with status 0."
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
+import signal
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -91,6 +93,58 @@ def test_a_job_file_that_refers_to_itself_or_nests_deeply_is_a_usage_error(
     path.write_text(text)
     assert one_line(run("submit", str(path)), 2) == f"sharewise: error: job file {path}: {problem}"
     assert Job.objects.count() == 0
+
+
+def laughs(levels: int) -> str:
+    """YAML's "billion laughs": each of ``levels`` lists holds the one before it nine times (by
+    alias), so the last one stands for 9**levels strings in a file of a few hundred characters."""
+    names = "abcdefghijklmnopqrstuvwxyz"[:levels]
+    lines = [f"a: &a [{', '.join(['lol'] * 9)}]"]
+    lines += [f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]" for p, n in zip(names, names[1:], strict=False)]
+    return "\n".join(lines) + "\n"
+
+
+@contextlib.contextmanager
+def within(seconds: float) -> Iterator[None]:
+    """Fail (TimeoutError) instead of hanging when the block runs longer than ``seconds``."""
+
+    def expire(signum: int, frame: object) -> None:
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_job_file_of_aliases_that_expand_without_end_is_refused_at_once(run: Run, tmp_path: Path) -> None:
+    # 9**9 strings through aliases: the check walked every one (for hours); now it stops after
+    # 10,000 values, in the field where they ran out (a to d hold 8,302, e 66,430)
+    problem = "e holds more than 10,000 values (in YAML, perhaps aliases *a repeating an anchor &a)"
+    path = tmp_path / "laughs.yaml"
+    path.write_text(laughs(9))
+    with within(20):
+        assert one_line(run("submit", str(path)), 2) == f"sharewise: error: job file {path}: {problem}"
+        jobs = tmp_path / "jobs.yaml"
+        jobs.write_text("- " + laughs(9).replace("\n", "\n  "))
+        assert one_line(run("submit-many", str(jobs)), 2) == (
+            f"sharewise: error: jobs file {jobs}, job 0: {problem}"
+        )
+    assert Job.objects.count() == 0
+
+
+def test_a_job_file_may_share_a_value_through_an_alias(run: Run, tmp_path: Path) -> None:
+    path = tmp_path / "jobs.yaml"
+    path.write_text(
+        "- {name: a, model: m, batch_size: 8, iterations: 1, gpus: 1, gpu_types: &t [v100]}\n"
+        "- {name: b, model: m, batch_size: 8, iterations: 1, gpus: 1, gpu_types: *t}\n"
+    )
+    done = run("submit-many", str(path), "-q")
+    assert done.code == 0, done.err
+    assert [job.gpu_types for job in Job.objects.order_by("pk")] == [["v100"], ["v100"]]
 
 
 @pytest.mark.parametrize("name", ["deep.yaml", "deep.json"])
