@@ -14,6 +14,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import sharewise
@@ -66,6 +67,35 @@ def test_an_api_url_with_the_api_prefix_reaches_the_service(run: Run, service: S
         listed = run("--api", url, "list", "-o", "json")
         assert listed.code == 0, listed.err
         assert json.loads(listed.out) == []
+
+
+@pytest.mark.parametrize("suffix", ["/api", "/api/", "/api/v1/jobs", "/api/v2", "/dashboard"])
+@pytest.mark.parametrize("command", [("list",), ("show", "1"), ("whoami",)])
+def test_an_api_url_answering_the_services_own_404_everywhere_is_a_usage_error(
+    run: Run, service: Service, suffix: str, command: tuple[str, ...]
+) -> None:
+    # the service answers {"error": "not found"} for any path under /api/ (and /dashboard/api/),
+    # so http://host:8000/api/v2 made every command "not found" (exit 3: no such job)
+    api = f"{service.url}{suffix}".rstrip("/")
+    asked = {"list": "jobs/", "show": "jobs/1/", "whoami": "tenant/"}[command[0]]
+    base = urlsplit(api).path
+    also = "" if asked == "tenant/" else f" and for {base}/api/v1/tenant/"
+    assert one_line(run("--api", f"{service.url}{suffix}", *command), 2) == (
+        f"sharewise: error: {api} does not look like a Sharewise API: it answered 'not found' for"
+        f" {base}/api/v1/{asked}{also}, which the service always has; pass the service's base URL,"
+        f" probably {service.url}"
+    )
+
+
+def test_a_missing_job_is_not_found_at_the_right_api_url(run: Run, service: Service) -> None:
+    job_id = submitted(run("submit", *JOB_FLAGS))
+    missing = run("cancel", "999998", str(job_id), "999999")
+    assert missing.code == 3
+    assert missing.err.splitlines() == [
+        "sharewise: error: job 999998: not found",
+        "sharewise: error: job 999999: not found",
+    ]
+    assert one_line(run("show", "999999"), 3) == "sharewise: error: not found"
 
 
 def test_a_4xx_page_that_is_not_the_apis_error_is_quoted_on_one_line() -> None:

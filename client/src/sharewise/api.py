@@ -32,7 +32,7 @@ from urllib3.util.retry import Retry
 
 from sharewise import __version__
 from sharewise.config import API_PREFIX, Settings, normalise_api, resolve
-from sharewise.errors import ServiceError, UsageError, error_for, is_error_body
+from sharewise.errors import NotFound, ServiceError, UsageError, error_for, is_error_body
 from sharewise.payload import check_fields
 
 #: Job statuses after which nothing changes.
@@ -76,6 +76,9 @@ class Client:
         self.api = settings.api
         self.timeout_s = timeout_s
         self.max_throttle_wait_s = max_throttle_wait_s
+        # whether an answer has shown that ``api`` is the service's base URL (its 404s are then
+        # about what was asked for, not about the URL)
+        self._api_checked = False
         self._session = requests.Session()
         retry = Retry(
             total=retries,
@@ -124,7 +127,8 @@ class Client:
         """One call of the API (``path`` below ``/api/v1/``); the decoded JSON answer.
 
         Raises :class:`~sharewise.errors.ServiceError` (unreachable, 5xx, not JSON) or the
-        :class:`~sharewise.errors.ApiError` of a 4xx (:func:`~sharewise.errors.error_for`)."""
+        :class:`~sharewise.errors.ApiError` of a 4xx (:func:`~sharewise.errors.error_for`); a 404
+        at a base URL that is not the service's is a :class:`~sharewise.errors.UsageError`."""
         url = f"{self.api}{API_PREFIX}/{path.lstrip('/')}"
         timeout = timeout_s if timeout_s is not None else self.timeout_s
         for attempt in range(4):
@@ -141,8 +145,40 @@ class Client:
                 if wait is not None and wait <= self.max_throttle_wait_s:
                     time.sleep(wait)
                     continue
-            return _decode(response, self.api)
+            try:
+                body = _decode(response, self.api)
+            except NotFound:
+                self._check_api(path)
+                raise
+            if response.status_code < 400:
+                self._api_checked = True
+            return body
         raise AssertionError("unreachable")  # the loop returns or raises on its last attempt
+
+    def _check_api(self, asked: str) -> None:
+        """After the API's own 404 for ``asked`` (a path below ``/api/v1/``): raise
+        :class:`UsageError` when ``tenant/``, which the service always has, is not found at this
+        base URL either. The service answers the same ``{"error": "not found"}`` for a missing
+        job and for any path under ``/api/`` it has not, so a base URL such as
+        ``http://host:8000/api/v2`` made every command "no such job" (exit 3)."""
+        if self._api_checked:
+            return
+        probe = "tenant/"
+        if asked.lstrip("/") != probe:
+            try:
+                answer = self._session.get(f"{self.api}{API_PREFIX}/{probe}", timeout=(10.0, self.timeout_s))
+            except requests.exceptions.RequestException:
+                return  # no answer says nothing about the URL: the 404 stands
+            if answer.status_code != 404:
+                self._api_checked = True
+                return
+        base = urlsplit(self.api).path
+        also = "" if asked.lstrip("/") == probe else f" and for {base}{API_PREFIX}/{probe}"
+        raise UsageError(
+            f"{self.api} does not look like a Sharewise API: it answered 'not found' for"
+            f" {base}{API_PREFIX}/{asked.lstrip('/')}{also}, which the service always has;"
+            f" pass the service's base URL, probably {_likely_base(self.api)}"
+        )
 
     # ------------------------------------------------------------------------------ endpoints
 
@@ -313,6 +349,15 @@ def _id(job_id: Any) -> int:
     if isinstance(job_id, bool) or not isinstance(job_id, int) or job_id < 0:
         raise UsageError(f"a job id is a non-negative integer, got {job_id!r}")
     return job_id
+
+
+def _likely_base(api: str) -> str:
+    """The service's base URL that ``api`` probably meant: what comes before a path segment
+    ``api`` (``http://host:8000/api/v2`` -> ``http://host:8000``), else the bare origin."""
+    parts = urlsplit(api)
+    segments = parts.path.split("/")
+    path = "/".join(segments[: segments.index("api")]) if "api" in segments else ""
+    return f"{parts.scheme}://{parts.netloc}{path}"
 
 
 def _root_cause(exc: BaseException) -> str:
