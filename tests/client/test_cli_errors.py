@@ -98,6 +98,16 @@ def test_a_missing_job_is_not_found_at_the_right_api_url(run: Run, service: Serv
     assert one_line(run("show", "999999"), 3) == "sharewise: error: not found"
 
 
+def test_an_https_url_of_a_plain_http_service_is_one_line_asking_for_http(run: Run, service: Service) -> None:
+    # TLS's "wrong version number" carries its reason as a string, which the search of the
+    # error's causes took for an exception: "internal error: AttributeError"
+    plain = service.url.removeprefix("http://")
+    assert one_line(run("--api", f"https://{plain}", "list"), 1) == (
+        f"sharewise: error: cannot reach https://{plain}: could not speak TLS to {plain};"
+        f" is it http://{plain}?"
+    )
+
+
 def test_a_4xx_page_that_is_not_the_apis_error_is_quoted_on_one_line() -> None:
     page = "<html>\n<body>\n  <h1>Method Not Allowed</h1>\n</body>\n</html>\n"
     assert str(error_for(405, page)) == "HTTP 405: <html> <body> <h1>Method Not Allowed</h1> </body> </html>"

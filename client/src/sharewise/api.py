@@ -138,6 +138,8 @@ class Client:
                 )
             except requests.exceptions.Timeout:
                 raise ServiceError(f"no answer from {self.api} within {timeout:.0f} s") from None
+            except requests.exceptions.SSLError as exc:
+                raise ServiceError(f"cannot reach {self.api}: {_tls_failure(self.api, exc)}") from None
             except requests.exceptions.RequestException as exc:
                 raise ServiceError(f"cannot reach {self.api}: {_root_cause(exc)}") from None
             if response.status_code == 429 and attempt < 3:
@@ -372,13 +374,27 @@ def _root_cause(exc: BaseException) -> str:
         seen.add(id(current))
         texts.append(str(current))
         todo.extend(a for a in current.args if isinstance(a, BaseException))
+        # an ssl.SSLError's ``reason`` is a string ("WRONG_VERSION_NUMBER"), urllib3's an error
         todo.extend(
-            e for e in (getattr(current, "reason", None), current.__cause__, current.__context__) if e
+            e
+            for e in (getattr(current, "reason", None), current.__cause__, current.__context__)
+            if isinstance(e, BaseException)
         )
     for marker in ("Connection refused", "Name or service not known", "timed out", "No route to host"):
         if any(marker in t for t in texts):
             return marker.lower()
     return texts[-1].split(": ", 1)[-1][:200]
+
+
+def _tls_failure(api: str, exc: BaseException) -> str:
+    """A few words for a failed TLS connection to ``api``: an untrusted certificate as it is; any
+    other failure of the handshake most likely because the server speaks plain HTTP there (an
+    ``https://`` URL of an ``http://`` service), which the words suggest."""
+    cause = _root_cause(exc)
+    if "CERTIFICATE_VERIFY_FAILED" in str(exc) or "certificate verify failed" in cause:
+        return cause
+    where = urlsplit(api).netloc
+    return f"could not speak TLS to {where}; is it http://{api.split('://', 1)[-1]}?"
 
 
 def _retry_after_s(response: requests.Response) -> float | None:
