@@ -353,3 +353,42 @@ def test_a_reader_that_closes_the_pipe_does_not_stop_a_command_naming_several_jo
     assert code == 3  # job 999999's "not found", as with a reader
     if not both:
         assert err == "sharewise: error: job 999999: not found\n"
+
+
+@pytest.mark.parametrize("closed", [0, 1], ids=["stdin", "stdout"])
+def test_a_standard_stream_the_shell_closed_is_read_as_empty_and_written_to_nowhere(
+    run: Run, service: Service, tmp_path: Path, closed: int
+) -> None:
+    # `sharewise login 0<&-` and `sharewise show 1 >&-`: Python starts with sys.stdin (or
+    # sys.stdout) None, and the command ended in "internal error: AttributeError" or a traceback
+    job_id = submitted(run("submit", *JOB_FLAGS))
+    env = command_env(service, tmp_path, unbuffered=False)
+    env.pop("SHAREWISE_TOKEN")
+
+    def sharewise(*argv: str) -> tuple[int, str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "sharewise", "--retries", "0", *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=env,
+            preexec_fn=functools.partial(os.close, closed),
+            timeout=60,
+        )
+        return done.returncode, done.stderr.decode()
+
+    if closed == 0:
+        assert sharewise("login", "--api", service.url) == (
+            2,
+            "sharewise: error: no token: standard input is not a terminal and holds none;"
+            " pipe it in with 'sharewise login --token-stdin'\n",
+        )
+        assert sharewise("--token", service.alice, "submit", "-") == (
+            2,
+            "sharewise: error: job file - must hold a mapping of job fields (name: ..., gpus: ...),"
+            " got nothing\n",
+        )
+    else:
+        assert sharewise("--token", service.alice, "show", str(job_id)) == (0, "")
+        assert sharewise("--token", service.alice, "cancel", str(job_id)) == (0, "")
+        assert Job.objects.get(pk=job_id).status == "cancelled"

@@ -516,7 +516,9 @@ def watch(state: State, job_ids: Sequence[int], interval: float, count: int | No
 
 def main(argv: Sequence[str] | None = None, exit: Callable[[int], Any] = sys.exit) -> None:
     """Run the command line; exit with its status (never a traceback unless SHAREWISE_DEBUG=1).
-    A reader that closes the pipe early (``sharewise show 1 | head -1``) ends it quietly."""
+    A reader that closes the pipe early (``sharewise show 1 | head -1``) ends it quietly, and a
+    standard stream the shell closed is the null device (:func:`sharewise.pipes.open_closed_streams`)."""
+    pipes.open_closed_streams()
     code = run_cli(argv)
     try:
         sys.stdout.flush()  # a reader gone shows here, not as status 120 at the interpreter's exit

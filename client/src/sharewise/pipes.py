@@ -36,6 +36,18 @@ def quiet(stream: TextIO) -> None:
         os.close(devnull)
 
 
+def open_closed_streams() -> None:
+    """Give a standard stream the shell closed (``sharewise login 0<&-``, ``sharewise show 1
+    >&-``; Python then starts with it ``None``) the null device: standard input reads as empty,
+    and output goes nowhere, as to a reader gone, while the command does its work."""
+    if sys.stdin is None:
+        sys.stdin = open(os.devnull)  # noqa: SIM115 - it is standard input until exit
+    if sys.stdout is None:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - it is standard output until exit
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - it is standard error until exit
+
+
 def quiet_stdout() -> None:
     """:func:`quiet` for standard output."""
     quiet(sys.stdout)
