@@ -236,6 +236,22 @@ def test_login_off_a_terminal_without_a_token_says_how_to_give_one(run: Run, ser
     assert (piped.code, piped.err) == (0, "") and "tenant team-a" in piped.out
 
 
+@pytest.mark.parametrize("token", ["tök€n", "tok\x07en"], ids=["not-latin-1", "control"])
+def test_a_token_that_is_not_printable_ascii_is_a_usage_error(
+    run: Run, service: Service, tmp_path: Path, token: str
+) -> None:
+    # requests encodes headers in latin-1: "internal error: UnicodeEncodeError"
+    problem = (
+        "sharewise: error: the API token holds a character that is not printable ASCII"
+        " (tokens are ASCII letters and digits): check what was pasted"
+    )
+    assert one_line(run("--token", token, "list"), 2) == problem
+    assert one_line(run("list", token=token), 2) == problem  # SHAREWISE_TOKEN
+    login = run("login", "--api", service.url, "--token-stdin", stdin=token + "\n", env=False)
+    assert one_line(login, 2) == problem
+    assert not (tmp_path / "config.json").exists()
+
+
 # ------------------------------------------------------------------ logs --tail
 
 

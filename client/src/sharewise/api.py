@@ -31,7 +31,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from sharewise import __version__
-from sharewise.config import API_PREFIX, Settings, normalise_api, resolve
+from sharewise.config import API_PREFIX, Settings, check_token, normalise_api, resolve
 from sharewise.errors import NotFound, ServiceError, UsageError, error_for, is_error_body
 from sharewise.payload import check_fields
 
@@ -60,6 +60,7 @@ class Client:
     has them). ``timeout_s``: connect and read timeout of a request (s; a log request waits
     longer, by its ``wait_s``); ``retries``: attempts after the first for connection failures
     and 5xx answers; ``max_throttle_wait_s``: the longest 429 ``Retry-After`` waited out (s).
+    A token that is not printable ASCII is a :class:`UsageError` (:func:`~sharewise.config.check_token`).
     """
 
     def __init__(
@@ -96,7 +97,7 @@ class Client:
         self._session.mount("https://", adapter)
         self._session.headers.update(
             {
-                "Authorization": f"Token {settings.token}",
+                "Authorization": f"Token {check_token(settings.token)}",
                 "Accept": "application/json",
                 "User-Agent": f"sharewise-client/{__version__}",
             }

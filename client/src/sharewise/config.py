@@ -100,6 +100,18 @@ def normalise_api(url: str) -> str:
     return url
 
 
+def check_token(token: str) -> str:
+    """``token`` when it can be an API token (printable ASCII: it travels in an HTTP header, which
+    requests writes in latin-1 and the service's tokens never leave ASCII); raises
+    :class:`UsageError` otherwise, without repeating the token (a credential)."""
+    if not (token.isascii() and token.isprintable()):
+        raise UsageError(
+            "the API token holds a character that is not printable ASCII"
+            " (tokens are ASCII letters and digits): check what was pasted"
+        )
+    return token
+
+
 def resolve(api: str | None = None, token: str | None = None) -> Settings:
     """The settings to use: each of ``api`` and ``token`` from the argument, else the environment,
     else the config file. Raises :class:`UsageError` naming what is missing."""
