@@ -346,6 +346,24 @@ def test_a_reader_that_closes_the_pipe_ends_every_command_quietly(
     assert (process.wait(timeout=60), err) == (0, "")
 
 
+@pytest.mark.parametrize("argv", [("--help",), ("--version",), ("cancel", "--help"), ("-h",)])
+def test_help_and_version_end_quietly_when_the_reader_has_gone(
+    service: Service, tmp_path: Path, argv: tuple[str, ...]
+) -> None:
+    # `sharewise --help | true`: click's main turned the broken pipe of the group's own options
+    # into status 1
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sharewise", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=command_env(service, tmp_path, unbuffered=False),
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()
+    err = process.stderr.read().decode()
+    assert (process.wait(timeout=60), err) == (0, "")
+
+
 @pytest.mark.parametrize("streams", ["stdout", "stdout and stderr"])
 def test_a_reader_that_closes_the_pipe_does_not_stop_a_command_naming_several_jobs(
     run: Run, service: Service, tmp_path: Path, streams: str

@@ -66,6 +66,22 @@ def echo(message: str, err: bool = False) -> None:
 class PipeSafeGroup(click.Group):
     """A command group whose commands end with status 0 when their reader closes the pipe."""
 
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        """Read the group's own options; a broken pipe while one of them prints (``--help``,
+        ``--version``) ends the command as done."""
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except BrokenPipeError:
+            # click's main would exit with status 1 here: this is before any command runs
+            quiet_stdout()
+            raise click.exceptions.Exit(0) from None
+
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command; a broken pipe on standard output ends it as done."""
         try:
