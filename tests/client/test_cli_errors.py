@@ -108,6 +108,17 @@ def test_an_https_url_of_a_plain_http_service_is_one_line_asking_for_http(run: R
     )
 
 
+@pytest.mark.parametrize("url", ["http:///api/v1", "http://", "https://:8000/", "http:///"])
+def test_an_api_url_without_a_host_says_so(run: Run, url: str) -> None:
+    # it said the URL must start with http:// or https://, which it does
+    assert one_line(run("--api", url, "list"), 2) == (
+        f"sharewise: error: the API URL {url!r} has no host: give it like http://host:8000"
+    )
+    assert one_line(run("--api", "ftp://host", "list"), 2) == (
+        "sharewise: error: the API URL must start with http:// or https://, got 'ftp://host'"
+    )
+
+
 def test_a_4xx_page_that_is_not_the_apis_error_is_quoted_on_one_line() -> None:
     page = "<html>\n<body>\n  <h1>Method Not Allowed</h1>\n</body>\n</html>\n"
     assert str(error_for(405, page)) == "HTTP 405: <html> <body> <h1>Method Not Allowed</h1> </body> </html>"

@@ -19,6 +19,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from sharewise.errors import UsageError
 
@@ -91,12 +92,19 @@ def normalise_api(url: str) -> str:
     """``url`` without trailing slashes and without a trailing :data:`API_PREFIX` (a URL copied
     from the API's own pages, ``http://host:8000/api/v1/``: the client adds the prefix itself, and
     with it twice every call was the service's 404, read as "no such job"); raises
-    :class:`UsageError` unless it is http(s)."""
-    url = url.strip().rstrip("/")
+    :class:`UsageError` unless it is http(s) and names a host."""
+    given = url.strip()
+    url = given.rstrip("/")
     if url.endswith(API_PREFIX):
         url = url[: -len(API_PREFIX)].rstrip("/")
-    if not url.startswith(("http://", "https://")) or len(url) <= len("https://"):
+    if not given.startswith(("http://", "https://")):
         raise UsageError(f"the API URL must start with http:// or https://, got {url!r}")
+    try:
+        host = urlsplit(url).hostname
+    except ValueError as exc:  # an unclosed [IPv6 address
+        raise UsageError(f"the API URL {given!r} is not a URL ({exc})") from None
+    if not host:
+        raise UsageError(f"the API URL {given!r} has no host: give it like http://host:8000")
     return url
 
 
