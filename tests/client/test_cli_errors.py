@@ -247,6 +247,27 @@ def test_login_off_a_terminal_without_a_token_says_how_to_give_one(run: Run, ser
     assert (piped.code, piped.err) == (0, "") and "tenant team-a" in piped.out
 
 
+def test_login_off_a_terminal_takes_the_token_of_sharewise_token(
+    run: Run, service: Service, tmp_path: Path
+) -> None:
+    # SHAREWISE_TOKEN=... sharewise login --api URL < /dev/null said "no token": login read
+    # only standard input off a terminal, though every other command takes the variable
+    config = tmp_path / "config.json"
+    from_env = run("login", "--api", service.url, stdin="")  # SHAREWISE_TOKEN: Alice's
+    assert (from_env.code, from_env.err) == (0, ""), from_env.err
+    assert from_env.out == (
+        f"Logged in to {service.url} as a member of tenant team-a (the token of SHAREWISE_TOKEN);"
+        f" saved in {config}\n"
+    )
+    assert json.loads(config.read_text()) == {"api": service.url, "token": service.alice}
+    # --token-stdin and --token come first, as a flag does before the variable everywhere
+    piped = run("login", "--api", service.url, "--token-stdin", stdin=service.charlie + "\n")
+    assert piped.code == 0 and "tenant team-c" in piped.out
+    assert json.loads(config.read_text())["token"] == service.charlie
+    flag = run("--token", service.charlie, "login", "--api", service.url, token=service.alice)
+    assert flag.code == 0 and "tenant team-c" in flag.out and "SHAREWISE_TOKEN" not in flag.out
+
+
 @pytest.mark.parametrize("token", ["tök€n", "tok\x07en"], ids=["not-latin-1", "control"])
 def test_a_token_that_is_not_printable_ascii_is_a_usage_error(
     run: Run, service: Service, tmp_path: Path, token: str

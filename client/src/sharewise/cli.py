@@ -125,7 +125,9 @@ def cli(ctx: click.Context, api: str | None, token: str | None, retries: int) ->
 def login(state: State, api_url: str | None, token_stdin: bool) -> None:
     """Check a token against the service and save both in your config file (mode 0600).
 
-    The token is asked for on a terminal; elsewhere it is the first line of standard input."""
+    The token is --token, else (--token-stdin) the first line of standard input, else
+    $SHAREWISE_TOKEN; else it is asked for on a terminal, and elsewhere it is the first line of
+    standard input."""
     try:
         stored = read_config()
     except UsageError:  # a broken config file is what login rewrites, not a reason to refuse
@@ -140,7 +142,11 @@ def login(state: State, api_url: str | None, token_stdin: bool) -> None:
         url = normalise_api(default_api)
     else:  # no one to ask: a prompt would take the token's line, or end silently at no input
         raise UsageError("no API URL: give it with 'sharewise login --api URL'")
-    if token_stdin or (not state.token and not terminal):
+    # the variable, like the URL's, comes after the flags and before asking (every command reads it)
+    from_env = os.environ.get("SHAREWISE_TOKEN", "").strip() if not (token_stdin or state.token) else ""
+    if from_env:
+        token = from_env
+    elif token_stdin or (not state.token and not terminal):
         # off a terminal getpass warns that the input may be echoed and, at the end of the
         # input, ends the command without a word: read the line as --token-stdin does
         token = sys.stdin.readline().strip()
@@ -156,7 +162,8 @@ def login(state: State, api_url: str | None, token_stdin: bool) -> None:
     with Client(url, token, retries=state.retries) as client:
         tenant = client.tenant()
     path = write_config(url, token)
-    click.echo(f"Logged in to {url} as a member of tenant {tenant.get('name')}; saved in {path}")
+    whose = " (the token of SHAREWISE_TOKEN)" if from_env else ""
+    click.echo(f"Logged in to {url} as a member of tenant {tenant.get('name')}{whose}; saved in {path}")
 
 
 @cli.command()
