@@ -421,7 +421,8 @@ def cancel(state: State, job_ids: Sequence[int], output: str) -> int:
 
     done, code = for_each_job(job_ids, cancel_one)
     if output == "json":
-        render.dump_json(done)  # the jobs cancelled; the failures are on stderr
+        with pipes.output_only():  # a reader gone keeps the status of the jobs that failed
+            render.dump_json(done)  # the jobs cancelled; the failures are on stderr
     return code
 
 

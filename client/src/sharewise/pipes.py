@@ -6,14 +6,17 @@ command writes (:class:`PipeSafeGroup`; rich's console passes the error on,
 (:func:`sharewise.cli.main`).
 
 A command that still has work to do after a line it prints (``cancel 3 4 5`` reports each job
-as it goes) writes that line with :func:`echo`: a reader gone silences the rest of the output,
-never the rest of the work.
+as it goes) writes that line with :func:`echo`, and output after which its exit status still
+matters in :func:`output_only`: a reader gone silences the rest of the output, never the rest of
+the work nor the status it earns.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any, TextIO
 
 import click
@@ -53,14 +56,21 @@ def quiet_stdout() -> None:
     quiet(sys.stdout)
 
 
-def echo(message: str, err: bool = False) -> None:
-    """``click.echo(message, err=err)``, except that a reader gone (a broken pipe) drops the line
-    and points the stream at the null device instead of raising: the command goes on with its
-    work, and so does its exit status."""
+@contextlib.contextmanager
+def output_only(err: bool = False) -> Iterator[None]:
+    """A block that only writes to standard output (``err``: standard error): a reader gone (a
+    broken pipe) ends the block and points the stream at the null device instead of raising, so
+    the command goes on with its work and keeps its exit status."""
     try:
-        click.echo(message, err=err)
+        yield
     except BrokenPipeError:
         quiet(sys.stderr if err else sys.stdout)
+
+
+def echo(message: str, err: bool = False) -> None:
+    """``click.echo(message, err=err)`` in :func:`output_only`: a reader gone drops the line."""
+    with output_only(err):
+        click.echo(message, err=err)
 
 
 class PipeSafeGroup(click.Group):
