@@ -1,7 +1,9 @@
 """A user's mistakes the command reports in one line with the documented exit status (an API URL
-that is not the service's, a job file that nests without end, a config file that is not UTF-8,
-``login`` off a terminal without a token, a ``--tail`` past its bound), and a reader that closes
-the pipe early (``| head -1``), which ends every command quietly with status 0."""
+that is not the service's or has no host, an https:// URL of a plain-HTTP service, a job file that
+nests without end or expands through aliases, a config file that is not UTF-8, ``login`` off a
+terminal without a token or with one of SHAREWISE_TOKEN, a token that is not ASCII, a ``--tail``
+past its bound or of long lines), and a reader that closes the pipe early (``| head -1``) or a
+stream the shell closed, which end every command quietly, never stopping its work."""
 
 from __future__ import annotations
 
