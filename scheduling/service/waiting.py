@@ -13,11 +13,9 @@ Units: seconds (s); estimates are POSIX timestamps (s).
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
@@ -31,12 +29,31 @@ from scheduling.service.snapshot import ClusterState
 #: What a pending job no round has looked at yet is said to wait for (the dashboard's words).
 NOT_YET_CONSIDERED = "not yet considered"
 
-#: The latest estimated start the API can state (POSIX s): the end of year 9999 UTC, the last
-#: moment a ``datetime`` holds. A job behind one of the longest a tenant may submit (10⁸
+#: Where the estimates the API can state end (POSIX s, excluded): 10000-01-01T00:00:00Z, the
+#: first moment no ``datetime`` holds. A job behind one of the longest a tenant may submit (10⁸
 #: iterations of a day each) is estimated to start some 270,000 years from now; such an
 #: estimate is no estimate (its ``datetime`` raised ``ValueError``: every job listing of the
-#: tenants behind it answered 500).
-LATEST_ESTIMATE_S = datetime.max.replace(tzinfo=UTC).timestamp()
+#: tenants behind it answered 500). The bound is strict and exact: ``datetime.max``'s timestamp
+#: as a float rounds up to this very value, so ``<=`` it let the year 10000 through; the float
+#: just below it (…799.99997) still converts, to 9999-12-31T23:59:59.999969Z.
+ESTIMATES_END_S = 253_402_300_800.0
+
+#: The earliest estimated start the API states (POSIX s): the epoch. Estimates count from the
+#: round's clock, so one before 1970 is a broken record, not an estimate (and one before the year
+#: 1 has no ``datetime``: it answered 500 as well).
+EARLIEST_ESTIMATE_S = 0.0
+
+
+def stated_estimate(eta: Any) -> float | None:
+    """``eta`` (POSIX s, as stored) when the API can state it as a datetime: a finite number from
+    :data:`EARLIEST_ESTIMATE_S` (included) to :data:`ESTIMATES_END_S` (excluded); ``None``
+    otherwise (missing, not a number, NaN or infinite, or out of those bounds)."""
+    if isinstance(eta, bool) or not isinstance(eta, int | float):
+        return None
+    # NaN compares false and an infinity is out of bounds; an int compares exactly however large
+    if not EARLIEST_ESTIMATE_S <= eta < ESTIMATES_END_S:
+        return None
+    return float(eta)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +119,7 @@ def _reasons_of(key: tuple[Any, ...]) -> dict[int, str]:
 def waiting_details(job_ids: Iterable[int]) -> dict[int, Waiting]:
     """For each of ``job_ids`` (pending jobs): the latest round's reason and estimated start
     (:data:`NOT_YET_CONSIDERED` and no estimate for a job that round did not see, nor for an
-    estimate beyond :data:`LATEST_ESTIMATE_S`). Two small queries, plus the round's decisions
+    estimate out of :func:`stated_estimate`'s bounds). Two small queries, plus the round's decisions
     once per round and process."""
     ids = list(job_ids)
     if not ids:
@@ -123,7 +140,5 @@ def waiting_details(job_ids: Iterable[int]) -> dict[int, Waiting]:
         if reason is None:
             found[j] = Waiting(NOT_YET_CONSIDERED, None)
         else:
-            eta = estimates.get(str(j))
-            stated = eta is not None and math.isfinite(eta) and eta <= LATEST_ESTIMATE_S
-            found[j] = Waiting(reason, eta if stated else None)
+            found[j] = Waiting(reason, stated_estimate(estimates.get(str(j))))
     return found

@@ -8,6 +8,7 @@ iterations x ``iteration_time_s`` (scheduling.core.eta).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,6 +21,7 @@ from cluster.models import Job, Node, Quota, Tenant
 from scheduling import service
 from scheduling.core import types as core
 from scheduling.models import Round
+from scheduling.service.waiting import stated_estimate
 from tests.api.conftest import JOBS_URL, job_body
 from tests.service.test_rounds import FixedPolicy
 
@@ -123,6 +125,59 @@ def test_an_estimate_beyond_the_year_9999_is_no_estimate(
         assert response.status_code == 200, response.content[:200]
     shown = charlie_api.get(f"{JOBS_URL}{behind['id']}/").json()
     assert shown["pending_reason"] and shown["estimated_start_at"] is None
+
+
+#: The edges of what an estimate may be (POSIX s) and what the API states for it: anything in the
+#: year 9999, up to the last float before the year 10000, and the epoch are stated;
+#: ``datetime.max``'s own timestamp (a float that is the first moment of the year 10000), anything
+#: later, anything before the epoch and anything before the year 1 are no estimate, none a 500.
+ESTIMATE_EDGES = [
+    (253_402_300_799.0, datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)),
+    (253_402_300_799.5, datetime(9999, 12, 31, 23, 59, 59, 500_000, tzinfo=UTC)),
+    (math.nextafter(253_402_300_800.0, 0.0), datetime(9999, 12, 31, 23, 59, 59, 999_969, tzinfo=UTC)),
+    (datetime.max.replace(tzinfo=UTC).timestamp(), None),
+    (253_402_300_800.0, None),
+    (253_402_300_801.0, None),
+    (0.0, datetime(1970, 1, 1, tzinfo=UTC)),
+    (-0.5, None),
+    (-1.0, None),
+    (-62_135_596_801.0, None),  # a second before 0001-01-01T00:00:00Z
+    (-1e18, None),
+]
+
+
+@pytest.mark.parametrize(("stored", "stated"), ESTIMATE_EDGES)
+def test_an_estimate_at_the_edges_of_a_datetime(
+    alice_api: APIClient,
+    django_capture_on_commit_callbacks: Callable,
+    stored: float,
+    stated: datetime | None,
+) -> None:
+    submit(alice_api, name="first", gpus=8, iterations=100)
+    round_at(django_capture_on_commit_callbacks, T0)
+    second = submit(alice_api, name="second", gpus=8, iterations=50)
+    record = round_at(django_capture_on_commit_callbacks, T0 + timedelta(seconds=1))
+    assert record is not None and str(second["id"]) in record.estimated_starts
+    Round.objects.filter(pk=record.pk).update(estimated_starts={str(second["id"]): stored})
+    for response in (alice_api.get(JOBS_URL), alice_api.get(f"{JOBS_URL}{second['id']}/")):
+        assert response.status_code == 200, response.content[:200]
+    shown = alice_api.get(f"{JOBS_URL}{second['id']}/").json()
+    assert shown["pending_reason"]
+    if stated is None:
+        assert shown["estimated_start_at"] is None
+    else:
+        assert datetime.fromisoformat(shown["estimated_start_at"]) == stated
+
+
+@pytest.mark.parametrize(
+    "stored", [None, "1", True, math.nan, math.inf, -math.inf, 10**400, -(10**400), [1.0]]
+)
+def test_what_is_no_number_of_seconds_is_no_estimate(stored: Any) -> None:
+    assert stated_estimate(stored) is None
+
+
+def test_a_whole_number_of_seconds_is_an_estimate() -> None:
+    assert stated_estimate(1_700_000_000) == 1_700_000_000.0
 
 
 def test_preemptive_policies_give_no_estimate(
