@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -39,18 +40,50 @@ def load_settings_or_exit() -> None:
 EXIT_DATABASE = 1
 
 
+#: The thread Django's auto-reloader runs the command in (``manage.py runserver`` without
+#: ``--noreload``: django.utils.autoreload.start_django), in the child process it restarts.
+AUTORELOAD_THREAD = "django-main-thread"
+
+
+def _database_line(exc: BaseException) -> str:
+    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+    return f"error: the database (DATABASE_URL) cannot be used: {first}"
+
+
 @contextmanager
 def database_errors_in_one_line() -> Iterator[None]:
     """Run a command; a database that cannot be used (Django's ``OperationalError``: the server
     not reachable, the login refused, SQLite's file not openable) prints ``error: the database
     (DATABASE_URL) cannot be used: <the driver's first line>`` on stderr and raises
     ``SystemExit(1)`` — ``manage.py migrate`` against a stopped server printed an 89-line
-    traceback. Other errors pass through as they are."""
+    traceback. Other errors pass through as they are.
+
+    The same holds when the error ends the auto-reloader's thread (:data:`AUTORELOAD_THREAD`,
+    ``manage.py runserver``'s migration check): the line, then the process ends with status 1,
+    so the reloader (the parent process) exits 1 too. Before, that thread printed an 83-line
+    traceback and the server went on watching files, serving nothing."""
     from django.db.utils import OperationalError
 
+    previous = threading.excepthook
+
+    def end_with_one_line(args: threading.ExceptHookArgs) -> None:
+        if (
+            args.thread is not None
+            and args.thread.name == AUTORELOAD_THREAD
+            and isinstance(args.exc_value, OperationalError)
+        ):
+            sys.stdout.flush()
+            print(_database_line(args.exc_value), file=sys.stderr, flush=True)
+            # sys.exit would end only this thread; the reloader's main thread would watch on
+            # (Django's runserver ends the same way when its port is taken)
+            os._exit(EXIT_DATABASE)
+        previous(args)
+
+    threading.excepthook = end_with_one_line
     try:
         yield
     except OperationalError as exc:
-        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
-        print(f"error: the database (DATABASE_URL) cannot be used: {first}", file=sys.stderr, flush=True)
+        print(_database_line(exc), file=sys.stderr, flush=True)
         raise SystemExit(EXIT_DATABASE) from None
+    finally:
+        threading.excepthook = previous

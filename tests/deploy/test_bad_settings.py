@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -124,3 +125,44 @@ def test_a_database_that_cannot_be_used_is_one_line(url: str) -> None:
     assert len(done.stderr.splitlines()) == 1, done.stderr
     assert done.stderr.startswith("error: the database (DATABASE_URL) cannot be used: ")
     assert "s3cret-pw" not in done.stderr
+
+
+def run_server(argv: list[str], url: str) -> tuple[int | None, str]:
+    """``manage.py runserver`` with ``argv`` against ``url``: its exit status (``None``: still
+    running after 60 s, then killed with the reloader's child) and stderr. Its own session, so
+    the kill reaches the child the reloader restarted."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("SHAREWISE_", "SECRET_KEY", "DEBUG"))}
+    clean.pop("DJANGO_SETTINGS_MODULE", None)
+    command = [sys.executable, "manage.py", "runserver", *argv, "127.0.0.1:0"]
+    with subprocess.Popen(
+        command,
+        cwd=REPO,
+        env={**clean, "DATABASE_URL": url},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    ) as server:
+        try:
+            _, stderr = server.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            return None, server.communicate()[1]
+        return server.returncode, stderr
+
+
+@pytest.mark.parametrize("argv", [[], ["--noreload"]], ids=["reloading", "noreload"])
+@pytest.mark.parametrize(
+    "url",
+    ["postgres://sharewise:s3cret-pw@127.0.0.1:1/sharewise", "sqlite:////proc/no/such/folder/db.sqlite3"],
+)
+def test_runserver_with_a_database_that_cannot_be_used_is_one_line(argv: list[str], url: str) -> None:
+    """Before: with the auto-reloader, its thread printed an 83-line ``OperationalError``
+    traceback and the server went on watching files, serving nothing, never exiting. The
+    reloader's own first line (``Watching for file changes with ...``) is its usual start."""
+    status, stderr = run_server(argv, url)
+    assert status == 1, stderr
+    lines = [line for line in stderr.splitlines() if not line.startswith("Watching for file changes with ")]
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("error: the database (DATABASE_URL) cannot be used: ")
+    assert "Traceback" not in stderr and "s3cret-pw" not in stderr
