@@ -144,11 +144,24 @@ TEMPLATES = [
     },
 ]
 
+#: How a database URL looks (what DATABASE_URL's refusals say).
+DATABASE_URL_SHAPES = "postgres://USER:PASSWORD@HOST:5432/NAME or sqlite:///PATH"
+_DATABASE_SCHEME = env.str("DATABASE_URL", default="sqlite:").partition(":")[0]
 with warnings.catch_warnings():
     # django-environ warns of an unknown scheme with the whole parsed URL, password included;
     # refused just below instead
     warnings.filterwarnings("ignore", message="Engine not recognized")
-    DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
+    try:
+        DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
+    except ValueError:
+        # urllib's port or IPv6 host refusal (postgres://u@h:notaport/db) was a traceback; its
+        # message is not echoed: a URL without its @ (postgres://USER:PASSWORD/NAME) reads the
+        # password as the port
+        raise ImproperlyConfigured(
+            f"DATABASE_URL must be a database URL such as {DATABASE_URL_SHAPES}; got one of scheme "
+            f"{_DATABASE_SCHEME!r} whose host or port does not parse (HOST:PORT, the port a whole "
+            "number from 0 to 65535, an IPv6 host in [brackets])"
+        ) from None
 #: The databases Sharewise runs on and is tested against (PostgreSQL, and SQLite as the embedded
 #: default); django-environ knows more schemes (mysql://, oracle://, ...), whose engines failed at
 #: the first query with a long traceback (mysql://: "Error loading MySQLdb module").
@@ -157,8 +170,8 @@ if DATABASES["default"].get("ENGINE") not in SUPPORTED_ENGINES:
     # django-environ's engine of a scheme it does not know (none, or the scheme itself) or of one
     # we do not run on: Django would fail later with a traceback; the URL is not echoed (a password)
     raise ImproperlyConfigured(
-        "DATABASE_URL must be a database URL such as postgres://USER:PASSWORD@HOST:5432/NAME or "
-        f"sqlite:///PATH; got one of scheme {env.str('DATABASE_URL').partition(':')[0]!r}"
+        f"DATABASE_URL must be a database URL such as {DATABASE_URL_SHAPES}; got one of scheme "
+        f"{_DATABASE_SCHEME!r}"
     )
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The embedded default runs web, run_scheduler and the agents' long polls as separate

@@ -99,6 +99,10 @@ def test_production_cookies_are_secure_unless_turned_off() -> None:
         ("DATABASE_URL", "nonsense"),
         ("DATABASE_URL", "mysql://sharewise:s3cret-pw@db/sharewise"),  # a 62-line traceback before
         ("DATABASE_URL", "oracle://sharewise:s3cret-pw@db/sharewise"),
+        ("DATABASE_URL", "postgres://sharewise:s3cret-pw@db:notaport/sharewise"),  # a ValueError before
+        ("DATABASE_URL", "postgres://sharewise:s3cret-pw@db:99999/sharewise"),
+        ("DATABASE_URL", "postgres://sharewise:s3cret-pw/sharewise"),  # no @: the password read as the port
+        ("DATABASE_URL", "postgres://sharewise:s3cret-pw@[::1/sharewise"),
         ("CACHE_URL", "nonsense://s3cret-pw@cache/1"),
         ("STATIC_ROOT", "/proc/no/such/folder"),
     ],
@@ -110,6 +114,24 @@ def test_bad_urls_and_folders_are_one_line_without_the_password(name: str, value
     assert done.returncode == 2
     assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith(f"error: {name} must be ")
     assert "s3cret-pw" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgres://sharewise:s3cret-pw@db:notaport/sharewise",
+        "postgres://sharewise:s3cret-pw@db:99999/sharewise",
+        "postgres://sharewise:s3cret-pw/sharewise",
+    ],
+)
+def test_a_port_that_does_not_parse_is_said_so(url: str) -> None:
+    done = run([sys.executable, "manage.py", "check"], DATABASE_URL=url)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "error: DATABASE_URL must be a database URL such as postgres://USER:PASSWORD@HOST:5432/NAME or "
+        "sqlite:///PATH; got one of scheme 'postgres' whose host or port does not parse (HOST:PORT, "
+        "the port a whole number from 0 to 65535, an IPv6 host in [brackets])"
+    ]
 
 
 @pytest.mark.parametrize(
