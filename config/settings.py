@@ -167,8 +167,16 @@ with warnings.catch_warnings():
 #: the first query with a long traceback (mysql://: "Error loading MySQLdb module").
 SUPPORTED_ENGINES = ("django.db.backends.postgresql", "django.db.backends.sqlite3")
 if DATABASES["default"].get("ENGINE") not in SUPPORTED_ENGINES:
-    # django-environ's engine of a scheme it does not know (none, or the scheme itself) or of one
-    # we do not run on: Django would fail later with a traceback; the URL is not echoed (a password)
+    # the URL is not echoed (a password)
+    if _DATABASE_SCHEME in environ.Env.DB_SCHEMES:
+        # a database django-environ knows and Sharewise does not run on: say so, not "a URL such as"
+        raise ImproperlyConfigured(
+            f"DATABASE_URL must be a database URL such as {DATABASE_URL_SHAPES}; got one of scheme "
+            f"{_DATABASE_SCHEME!r}, a database engine Sharewise does not support (it runs on "
+            "PostgreSQL and SQLite only)"
+        )
+    # a scheme django-environ does not know (its engine none, or the scheme itself): Django would
+    # fail later with a traceback
     raise ImproperlyConfigured(
         f"DATABASE_URL must be a database URL such as {DATABASE_URL_SHAPES}; got one of scheme "
         f"{_DATABASE_SCHEME!r}"

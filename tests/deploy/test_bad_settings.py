@@ -134,6 +134,19 @@ def test_a_port_that_does_not_parse_is_said_so(url: str) -> None:
     ]
 
 
+@pytest.mark.parametrize("scheme", ["mysql", "oracle", "postgis", "mssql"])
+def test_a_database_engine_sharewise_does_not_run_on_is_said_so(scheme: str) -> None:
+    """Before: mysql:// was refused as if it were no database URL at all (``must be a database
+    URL such as ...``), not as a database Sharewise does not support."""
+    done = run([sys.executable, "manage.py", "check"], DATABASE_URL=f"{scheme}://sharewise:s3cret-pw@db/sw")
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "error: DATABASE_URL must be a database URL such as postgres://USER:PASSWORD@HOST:5432/NAME or "
+        f"sqlite:///PATH; got one of scheme {scheme!r}, a database engine Sharewise does not support "
+        "(it runs on PostgreSQL and SQLite only)"
+    ]
+
+
 @pytest.mark.parametrize(
     "url",
     ["postgres://sharewise:s3cret-pw@127.0.0.1:1/sharewise", "sqlite:////proc/no/such/folder/db.sqlite3"],
