@@ -45,9 +45,53 @@ EXIT_DATABASE = 1
 AUTORELOAD_THREAD = "django-main-thread"
 
 
-def _database_line(exc: BaseException) -> str:
-    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
-    return f"error: the database (DATABASE_URL) cannot be used: {first}"
+def first_line(exc: BaseException) -> str:
+    """The first non-blank line of ``exc``'s message, stripped (its type's name when it has
+    none). A driver's message goes on over lines (psycopg: ``Is the server running ...?``, the
+    query's ``LINE 1: ...``); a one-line report keeps the first."""
+    return next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+
+
+#: PostgreSQL's SQLSTATE of a table that does not exist (undefined_table).
+UNDEFINED_TABLE = "42P01"
+
+
+def is_missing_table(exc: BaseException) -> bool:
+    """Whether ``exc`` (a Django ``DatabaseError``) says a table does not exist: PostgreSQL's
+    ``undefined_table`` or SQLite's ``no such table``, what a database not yet migrated answers."""
+    if getattr(exc.__cause__, "sqlstate", None) == UNDEFINED_TABLE:
+        return True
+    return str(exc).startswith("no such table: ")
+
+
+def has_unapplied_migrations() -> bool:
+    """Whether the default database lacks one of the project's migrations; ``True`` when that
+    cannot be told (the check itself failing: the database's state is then unknown)."""
+    from django.db import DEFAULT_DB_ALIAS, connections
+    from django.db.migrations.executor import MigrationExecutor
+
+    try:
+        executor = MigrationExecutor(connections[DEFAULT_DB_ALIAS])
+        return bool(executor.migration_plan(executor.loader.graph.leaf_nodes()))
+    except Exception:  # noqa: BLE001 (an error report must not end in another traceback)
+        return True
+
+
+def database_line(exc: BaseException) -> str | None:
+    """The one line (``error: ...``) that reports ``exc``, a Django ``DatabaseError``, or
+    ``None`` for an error that is not the database's state but the program's (left to its
+    traceback): a missing table while migrations are unapplied says to run ``manage.py migrate``;
+    any ``OperationalError`` says the database cannot be used, with the driver's first line."""
+    from django.db.utils import OperationalError
+
+    if is_missing_table(exc) and has_unapplied_migrations():
+        return (
+            f"error: the database (DATABASE_URL) is not migrated ({first_line(exc)}): "
+            "run `python manage.py migrate`"
+        )
+    if isinstance(exc, OperationalError):
+        return f"error: the database (DATABASE_URL) cannot be used: {first_line(exc)}"
+    return None
 
 
 @contextmanager
@@ -56,13 +100,16 @@ def database_errors_in_one_line() -> Iterator[None]:
     not reachable, the login refused, SQLite's file not openable) prints ``error: the database
     (DATABASE_URL) cannot be used: <the driver's first line>`` on stderr and raises
     ``SystemExit(1)`` — ``manage.py migrate`` against a stopped server printed an 89-line
-    traceback. Other errors pass through as they are.
+    traceback. A database not migrated yet (a table missing, migrations unapplied) prints
+    ``error: the database (DATABASE_URL) is not migrated (<the driver's first line>): run
+    `python manage.py migrate``` and raises ``SystemExit(1)`` — PostgreSQL's ``ProgrammingError``
+    was a traceback. Other errors pass through as they are (:func:`database_line`).
 
     The same holds when the error ends the auto-reloader's thread (:data:`AUTORELOAD_THREAD`,
     ``manage.py runserver``'s migration check): the line, then the process ends with status 1,
     so the reloader (the parent process) exits 1 too. Before, that thread printed an 83-line
     traceback and the server went on watching files, serving nothing."""
-    from django.db.utils import OperationalError
+    from django.db.utils import DatabaseError
 
     previous = threading.excepthook
 
@@ -70,10 +117,11 @@ def database_errors_in_one_line() -> Iterator[None]:
         if (
             args.thread is not None
             and args.thread.name == AUTORELOAD_THREAD
-            and isinstance(args.exc_value, OperationalError)
+            and isinstance(args.exc_value, DatabaseError)
+            and (line := database_line(args.exc_value)) is not None
         ):
             sys.stdout.flush()
-            print(_database_line(args.exc_value), file=sys.stderr, flush=True)
+            print(line, file=sys.stderr, flush=True)
             # sys.exit would end only this thread; the reloader's main thread would watch on
             # (Django's runserver ends the same way when its port is taken)
             os._exit(EXIT_DATABASE)
@@ -82,8 +130,11 @@ def database_errors_in_one_line() -> Iterator[None]:
     threading.excepthook = end_with_one_line
     try:
         yield
-    except OperationalError as exc:
-        print(_database_line(exc), file=sys.stderr, flush=True)
+    except DatabaseError as exc:
+        line = database_line(exc)
+        if line is None:
+            raise
+        print(line, file=sys.stderr, flush=True)
         raise SystemExit(EXIT_DATABASE) from None
     finally:
         threading.excepthook = previous

@@ -201,3 +201,53 @@ def test_runserver_with_a_database_that_cannot_be_used_is_one_line(argv: list[st
     assert len(lines) == 1, stderr
     assert lines[0].startswith("error: the database (DATABASE_URL) cannot be used: ")
     assert "Traceback" not in stderr and "s3cret-pw" not in stderr
+
+
+MIGRATE = "run `python manage.py migrate`"
+
+
+def unmigrated_urls(tmp_path: Path) -> list[str]:
+    """Databases with none of the tables: an empty SQLite file and, when DATABASE_URL names a
+    PostgreSQL database, that database seen through a schema that does not exist (nothing is
+    created)."""
+    urls = [f"sqlite:///{tmp_path / 'empty.sqlite3'}"]
+    given = os.environ.get("DATABASE_URL", "")
+    if given.startswith(("postgres://", "postgresql://")):
+        joiner = "&" if "?" in given else "?"
+        urls.append(f"{given}{joiner}options=-c%20search_path%3Dsharewise_not_migrated")
+    return urls
+
+
+@pytest.mark.parametrize(
+    ("argv", "table"),
+    [(["create_tenant", "acme", "--quota-gpus", "2"], "cluster_tenant")],
+    ids=["create_tenant"],
+)
+def test_a_database_not_migrated_says_to_migrate(tmp_path: Path, argv: list[str], table: str | None) -> None:
+    """Before: PostgreSQL's ``ProgrammingError`` traceback (relation "cluster_tenant" does not
+    exist); SQLite's said the database "cannot be used"."""
+    for url in unmigrated_urls(tmp_path):
+        done = run([sys.executable, "manage.py", *argv], DATABASE_URL=url)
+        assert done.returncode == 1, done.stderr
+        lines = done.stderr.splitlines()
+        assert len(lines) == 1, done.stderr
+        assert lines[0].startswith("error: the database (DATABASE_URL) is not migrated ("), lines
+        assert lines[0].endswith(f"): {MIGRATE}"), lines
+        if table is not None:
+            assert table in lines[0]
+
+
+@pytest.mark.django_db
+def test_only_a_missing_table_with_migrations_to_apply_is_not_migrated() -> None:
+    """A missing table on a database with every migration applied, or another query error, is
+    the program's error, not the database's state: left to its traceback."""
+    from django.db.utils import OperationalError, ProgrammingError
+
+    from config.startup import database_line, has_unapplied_migrations
+
+    assert not has_unapplied_migrations()  # the test database is migrated
+    assert database_line(ProgrammingError("no such table: cluster_gone")) is None
+    assert database_line(ProgrammingError('syntax error at or near "SELEC"')) is None
+    assert database_line(OperationalError("no such table: cluster_gone\nmore")) == (
+        "error: the database (DATABASE_URL) cannot be used: no such table: cluster_gone"
+    )
