@@ -220,12 +220,13 @@ def unmigrated_urls(tmp_path: Path) -> list[str]:
 
 @pytest.mark.parametrize(
     ("argv", "table"),
-    [(["create_tenant", "acme", "--quota-gpus", "2"], "cluster_tenant")],
-    ids=["create_tenant"],
+    [(["create_tenant", "acme", "--quota-gpus", "2"], "cluster_tenant"), (["run_scheduler", "--once"], None)],
+    ids=["create_tenant", "run_scheduler"],
 )
 def test_a_database_not_migrated_says_to_migrate(tmp_path: Path, argv: list[str], table: str | None) -> None:
     """Before: PostgreSQL's ``ProgrammingError`` traceback (relation "cluster_tenant" does not
-    exist); SQLite's said the database "cannot be used"."""
+    exist); SQLite's said the database "cannot be used"; run_scheduler --once printed the query
+    over three lines."""
     for url in unmigrated_urls(tmp_path):
         done = run([sys.executable, "manage.py", *argv], DATABASE_URL=url)
         assert done.returncode == 1, done.stderr
@@ -235,6 +236,16 @@ def test_a_database_not_migrated_says_to_migrate(tmp_path: Path, argv: list[str]
         assert lines[0].endswith(f"): {MIGRATE}"), lines
         if table is not None:
             assert table in lines[0]
+
+
+def test_run_scheduler_once_with_a_database_that_cannot_be_used_is_one_line() -> None:
+    """Before: two lines, psycopg's second (``Is the server running on that host ...?``) too."""
+    url = "postgres://sharewise:s3cret-pw@127.0.0.1:1/sharewise"
+    done = run([sys.executable, "manage.py", "run_scheduler", "--once"], DATABASE_URL=url)
+    assert done.returncode == 1
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    assert done.stderr.startswith("CommandError: round failed: connection failed: ")
+    assert "s3cret-pw" not in done.stderr
 
 
 @pytest.mark.django_db

@@ -191,6 +191,34 @@ def test_run_scheduler_survives_a_step_that_fails_on_the_database(
         call_command("run_scheduler", "--once", stdout=out)
 
 
+def test_run_scheduler_reports_a_failed_step_in_one_line(db: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """psycopg's refusal goes on over a second line; the loop's report and --once's error keep
+    the first (before: both lines, the second without the step's context)."""
+    from django.db import OperationalError
+
+    from scheduling.management.commands import run_scheduler
+
+    steps: list[int] = []
+    refused = "connection failed: port 1 failed: Connection refused\n\tIs the server running?"
+
+    def refusing(self: Any, policy: Any) -> None:
+        steps.append(1)
+        raise OperationalError(refused) if len(steps) == 1 else KeyboardInterrupt
+
+    monkeypatch.setattr(run_scheduler.Command, "step", refusing)
+    monkeypatch.setattr(run_scheduler.time, "sleep", lambda s: None)
+    err = StringIO()
+    call_command("run_scheduler", "--interval", "5", stdout=StringIO(), stderr=err)
+    assert (
+        err.getvalue()
+        == "round failed: connection failed: port 1 failed: Connection refused; next step in 5 s\n"
+    )
+    steps.clear()
+    with pytest.raises(CommandError) as raised:
+        call_command("run_scheduler", "--once", stdout=StringIO())
+    assert str(raised.value) == "round failed: connection failed: port 1 failed: Connection refused"
+
+
 # ------------------------------------------------------------------------------------------ metrics
 
 

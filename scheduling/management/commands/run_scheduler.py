@@ -12,6 +12,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError
 
+from config.startup import first_line, has_unapplied_migrations, is_missing_table
 from scheduling import service
 from scheduling.core.policies import POLICY_NAMES, UnknownPolicyError
 from scheduling.models import Round
@@ -79,10 +80,15 @@ class Command(BaseCommand):
                 try:
                     done = self.step(policy)
                 except DatabaseError as exc:
+                    # the driver's first line only: psycopg's refusal goes on over a second line
+                    # ("Is the server running ...?"), a query's error over the query's text
                     if options["once"]:
-                        raise CommandError(f"round failed: {exc}") from None
-                    # e.g. SQLite busy past its timeout: the next step tries again
-                    self.stderr.write(f"round failed: {exc}; next step in {interval:g} s")
+                        if is_missing_table(exc) and has_unapplied_migrations():
+                            raise  # manage.py says to migrate (config.startup.database_line)
+                        raise CommandError(f"round failed: {first_line(exc)}") from None
+                    # e.g. SQLite busy past its timeout, or the database being migrated at the
+                    # same time (docker-compose starts both): the next step tries again
+                    self.stderr.write(f"round failed: {first_line(exc)}; next step in {interval:g} s")
                     time.sleep(interval)
                     continue
                 for node, requeued in done.unhealthy.items():
