@@ -25,8 +25,9 @@ from rest_framework.exceptions import ValidationError
 #: reader allows it.
 WHOLE = re.compile(r"-?[0-9]{1,19}")
 #: A decimal number in a query **(ours)**: ASCII digits, an optional fraction and exponent, as
-#: Python's ``str(float)`` writes one (``25.0``, ``1e-05``); no sign, ``inf``, ``nan`` or blanks.
-DECIMAL = re.compile(r"[0-9]{1,19}(?:\.[0-9]{0,19})?(?:[eE][-+]?[0-9]{1,3})?")
+#: Python's ``str(float)`` writes one (``25.0``, ``1e-05``), or a fraction alone (``.5``, as
+#: people and many languages' number literals write half); no sign, ``inf``, ``nan`` or blanks.
+DECIMAL = re.compile(r"(?:[0-9]{1,19}(?:\.[0-9]{0,19})?|\.[0-9]{1,19})(?:[eE][-+]?[0-9]{1,3})?")
 
 
 def whole_number(text: str, *, signed: bool = False) -> int | None:
@@ -38,8 +39,9 @@ def whole_number(text: str, *, signed: bool = False) -> int | None:
 
 
 def decimal_number(text: str) -> float | None:
-    """``text`` as a finite, non-negative ``float`` when it matches :data:`DECIMAL`; ``None``
-    otherwise (``""``, ``" 1"``, ``"\u0661"``, ``"-1"``, ``"nan"``, ``"inf"``, ``"1e999"``)."""
+    """``text`` as a finite, non-negative ``float`` when it matches :data:`DECIMAL` (``.5`` is
+    0.5); ``None`` otherwise (``""``, ``" 1"``, ``"\u0661"``, ``"-1"``, ``"."``, ``"nan"``,
+    ``"inf"``, ``"1e999"``)."""
     if not DECIMAL.fullmatch(text):
         return None
     value = float(text)

@@ -40,7 +40,8 @@ def test_whole_number_takes_ascii_digits_alone(text: str, signed: bool, expected
 @pytest.mark.parametrize(
     ("text", "expected"),
     [("0", 0.0), ("25.0", 25.0), ("1e-05", 1e-05), ("2.", 2.0), (ONE, None), ("  1", None), ("1 ", None),
-     ("-1", None), ("nan", None), ("inf", None), ("1e999", None), ("", None), ("\u0661.5", None)],
+     ("-1", None), ("nan", None), ("inf", None), ("1e999", None), ("", None), ("\u0661.5", None),
+     (".5", 0.5), (".25e1", 2.5), ("0.5", 0.5), (".", None), (".e5", None), ("-.5", None), ("..5", None)],
 )  # fmt: skip
 def test_decimal_number_takes_ascii_digits_alone(text: str, expected: float | None) -> None:
     assert decimal_number(text) == expected
@@ -77,6 +78,20 @@ def test_agent_orders_still_read_ascii_numbers(cluster: list[Node]) -> None:
     answer = agent.get(f"{URL}?after=1&wait=0.0")
     assert answer.status_code == 200, answer.content
     assert [o["seq"] for o in answer.json()["orders"]] == [2]
+
+
+def test_a_fraction_without_its_leading_zero_is_a_number(
+    cluster: list[Node], alice_api: APIClient, alice_job: Any
+) -> None:
+    """Before: ``?wait=.5`` was a 400 (``must be a number ... in ASCII digits``) though it is half
+    a second in ASCII digits, as people and many languages' number literals write it."""
+    agent = agent_client(cluster[0])
+    orders.record_orders([start("node-00", 7, 1), start("node-00", 8, 1)])
+    answer = agent.get(f"{URL}?after=1&wait=.5")  # order 2 is there: answered at once
+    assert answer.status_code == 200, answer.content
+    assert [o["seq"] for o in answer.json()["orders"]] == [2]
+    logs = alice_api.get(f"{JOBS_URL}{alice_job['id']}/logs/?wait=.0")
+    assert logs.status_code == 200, logs.content
 
 
 @pytest.mark.parametrize(
