@@ -27,7 +27,7 @@ from cluster.job_serializers import AgentLogSerializer, JobEventSerializer, LogP
 from cluster.joblogs import OutputRefused, append_output, read_output
 from cluster.models import Job, JobEvent
 from cluster.permissions import IsNodeAgent, IsTenantMember, tenant_of
-from cluster.query_params import decimal_number, single_or_400, whole_number
+from cluster.query_params import decimal_number, number_too_long, single_or_400, whole_number
 from cluster.visibility import JobNames, Viewer
 
 #: Seconds between two looks at the database while a log read waits for output **(ours)**.
@@ -74,10 +74,14 @@ def wait_limit_s() -> float:
 
 
 def int_param(request: Request, name: str, default: int) -> int:
-    """Query parameter ``name`` as an integer; 400 naming it when it is not one or is given twice."""
+    """Query parameter ``name`` as an integer (absolute value below 2⁶³); 400 naming it when it is
+    not one, is too long (:func:`~cluster.query_params.number_too_long`) or is given twice."""
     text = single_or_400(request.query_params, name)
     if text is None:
         return default
+    too_long = number_too_long(text)
+    if too_long is not None:
+        raise ValidationError({name: [too_long]})
     value = whole_number(text, signed=True)  # ASCII digits only (cluster.query_params)
     if value is None:
         raise ValidationError({name: [f"must be an integer, got {text[:40]!r}"]})
@@ -85,11 +89,15 @@ def int_param(request: Request, name: str, default: int) -> int:
 
 
 def float_param(request: Request, name: str, default: float, low: float, high: float) -> float:
-    """Query parameter ``name`` as a number clamped to ``[low, high]``; 400 when it is not one or
-    is given twice."""
+    """Query parameter ``name`` as a number clamped to ``[low, high]`` (``0.5``, ``.5``, ``5.``,
+    ``1e-3``; leading zeros allowed); 400 when it is not one, is too long
+    (:func:`~cluster.query_params.number_too_long`) or is given twice."""
     text = single_or_400(request.query_params, name)
     if text is None:
         return default
+    too_long = number_too_long(text)
+    if too_long is not None:
+        raise ValidationError({name: [too_long]})
     value = decimal_number(text)  # ASCII digits only, finite (cluster.query_params)
     if value is None:
         # decimal_number takes no sign: "-1" is refused as a negative, not as "not a number"

@@ -24,7 +24,7 @@ from rest_framework.response import Response
 from cluster.agent_serializers import agent_errors
 from cluster.authentication import NodeTokenAuthentication
 from cluster.permissions import IsNodeAgent, token_node_mismatch
-from cluster.query_params import decimal_number, single_or_400, whole_number
+from cluster.query_params import decimal_number, number_too_long, single_or_400, whole_number
 from scheduling.service.orders import MAX_WAIT_S, poll_orders
 
 OrdersAnswer = inline_serializer(
@@ -68,7 +68,8 @@ class OrdersQuery(serializers.Serializer[Any]):
 #: The query's numbers and how each is written (:mod:`cluster.query_params`): an empty one is a
 #: 400, not the default, and so is one the parser refuses; the serializer then checks the bounds.
 NUMBERS = {
-    # the bounds in the words too: a 20-digit ``after`` is refused by its length, all digits
+    # the bounds in the words too: an ``after`` of 2**63 or more is refused by its value, all
+    # digits (leading zeros are fine: 0000000000000000000001 is 1)
     "after": (whole_number, f"a whole number from 0 to {2**63 - 1}"),
     "wait": (decimal_number, f"a number of seconds from 0 to {MAX_WAIT_S:g}"),
 }
@@ -98,6 +99,9 @@ class AgentOrdersView(generics.GenericAPIView):
                 continue
             if value == "":  # ... and the default for an empty one
                 raise ValidationError({name: ["is empty: give a number, or leave the parameter out"]})
+            too_long = number_too_long(value)
+            if too_long is not None:  # not "must be a whole number": it may be one, zero-padded
+                raise ValidationError({name: [too_long]})
             parse, words = NUMBERS[name]
             if parse(value) is None:  # int() and float() read "\u0661" and " 1" too
                 raise ValidationError({name: [f"must be {words} in ASCII digits (0-9), got {value[:40]!r}"]})

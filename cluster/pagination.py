@@ -8,7 +8,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 
-from cluster.query_params import single_or_400, whole_number
+from cluster.query_params import number_too_long, single_or_400, whole_number
 
 #: Largest ``?offset=`` accepted **(ours)**: far above any table's rows, far below the 64-bit
 #: range of the databases' OFFSET.
@@ -38,6 +38,9 @@ class JobPagination(LimitOffsetPagination):
         raw = single_or_400(request.query_params, name)
         if raw is None:
             return default
+        too_long = number_too_long(raw)
+        if too_long is not None:
+            raise ValidationError({name: [too_long]})
         value = whole_number(raw)
         if value is None or not lo <= value <= hi:
             raise ValidationError({name: [f"must be a whole number from {lo} to {hi:,}, got {raw[:40]!r}"]})

@@ -20,29 +20,49 @@ from typing import Protocol
 
 from rest_framework.exceptions import ValidationError
 
+#: The longest number a query may hold (characters, sign and leading zeros included): a number
+#: is bounded by its value, not by how many digits write it (``?after=0000000000000000000001`` is
+#: 1), but a megabyte of zeros is not read; :func:`number_too_long` says why such one is refused.
+MAX_NUMBER_CHARS = 64
+#: The bound of every whole number read (exclusive): 2⁶³, so each fits a signed 64-bit column.
+WHOLE_BOUND = 2**63
 #: A whole number in a query **(ours)**: ASCII digits (``[0-9]`` is the 10 code points, unlike
-#: ``\d`` or ``str.isdigit``), at most 19 (every value below 2⁶³), an optional ``-`` where the
-#: reader allows it.
-WHOLE = re.compile(r"-?[0-9]{1,19}")
+#: ``\d`` or ``str.isdigit``), an optional ``-`` where the reader allows it.
+WHOLE = re.compile(r"-?[0-9]+")
 #: A decimal number in a query **(ours)**: ASCII digits, an optional fraction and exponent, as
 #: Python's ``str(float)`` writes one (``25.0``, ``1e-05``), or a fraction alone (``.5``, as
 #: people and many languages' number literals write half); no sign, ``inf``, ``nan`` or blanks.
-DECIMAL = re.compile(r"(?:[0-9]{1,19}(?:\.[0-9]{0,19})?|\.[0-9]{1,19})(?:[eE][-+]?[0-9]{1,3})?")
+DECIMAL = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+
+
+def number_too_long(text: str) -> str | None:
+    """Why ``text`` is refused as a number for its length alone (a detail for a 400, without the
+    parameter's name: ``"is 70 characters long; a number here has at most 64, leading zeros
+    included"``), or ``None`` when it is at most :data:`MAX_NUMBER_CHARS` characters long."""
+    if len(text) <= MAX_NUMBER_CHARS:
+        return None
+    return (
+        f"is {len(text):,} characters long; a number here has at most {MAX_NUMBER_CHARS}, "
+        "leading zeros included"
+    )
 
 
 def whole_number(text: str, *, signed: bool = False) -> int | None:
-    """``text`` as an ``int`` when it is 1–19 ASCII digits (after a ``-`` when ``signed``);
-    ``None`` otherwise (``""``, ``" 5"``, ``"\u0661"``, ``"1.0"``, ``"+5"``)."""
-    if not WHOLE.fullmatch(text) or (text.startswith("-") and not signed):
+    """``text`` as an ``int`` when it is ASCII digits (after a ``-`` when ``signed``), leading
+    zeros allowed, at most :data:`MAX_NUMBER_CHARS` characters, of absolute value below
+    :data:`WHOLE_BOUND` (2⁶³); ``None`` otherwise (``""``, ``" 5"``, ``"\u0661"``, ``"1.0"``,
+    ``"+5"``, ``"9223372036854775808"``)."""
+    if len(text) > MAX_NUMBER_CHARS or not WHOLE.fullmatch(text) or (text.startswith("-") and not signed):
         return None
-    return int(text)
+    value = int(text)
+    return value if abs(value) < WHOLE_BOUND else None
 
 
 def decimal_number(text: str) -> float | None:
-    """``text`` as a finite, non-negative ``float`` when it matches :data:`DECIMAL` (``.5`` is
-    0.5); ``None`` otherwise (``""``, ``" 1"``, ``"\u0661"``, ``"-1"``, ``"."``, ``"nan"``,
-    ``"inf"``, ``"1e999"``)."""
-    if not DECIMAL.fullmatch(text):
+    """``text`` as a finite, non-negative ``float`` when it matches :data:`DECIMAL` (``.5`` is 0.5,
+    leading zeros allowed) in at most :data:`MAX_NUMBER_CHARS` characters; ``None`` otherwise
+    (``""``, ``" 1"``, ``"\u0661"``, ``"-1"``, ``"."``, ``"nan"``, ``"inf"``, ``"1e999"``)."""
+    if len(text) > MAX_NUMBER_CHARS or not DECIMAL.fullmatch(text):
         return None
     value = float(text)
     return value if math.isfinite(value) else None

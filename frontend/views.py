@@ -18,7 +18,7 @@ from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from cluster.query_params import single, whole_number
+from cluster.query_params import number_too_long, single, whole_number
 from frontend.errors import error, get_only
 from frontend.payloads import cluster_map, decisions, fairness, learning, memo, queue, quota_windows, timeline
 from frontend.payloads.clock import time_scale
@@ -70,6 +70,9 @@ def _int_param(request: HttpRequest, name: str, default: int, lo: int, hi: int) 
     raw = single(request.GET, name)
     if raw is None:
         return default
+    too_long = number_too_long(raw)
+    if too_long is not None:
+        raise ValueError(f"{name} {too_long}")
     value = whole_number(raw)  # ASCII digits only: int() also reads "\u0663\u0660\u0660" and " 300"
     if value is None:
         raise ValueError(f"{name} must be a whole number from {lo} to {hi}, got {raw[:40]!r}")

@@ -31,7 +31,11 @@ THREE_HUNDRED = "\u0663\u0660\u0660"
     [("0", False, 0), ("300", False, 300), ("-5", True, -5), ("-5", False, None), (ONE, False, None),
      (" 300", False, None), ("300 ", False, None), ("300\n", False, None), ("", False, None),
      ("+5", False, None), ("1.0", False, None), ("1_000", False, None), ("9" * 20, False, None),
-     ("\uff11", False, None)],  # FULLWIDTH DIGIT ONE
+     ("\uff11", False, None),  # FULLWIDTH DIGIT ONE
+     # bounded by the value, not the digits: leading zeros are fine, 2**63 is not
+     ("0000000000000000000001", False, 1), ("-0000000000000000000005", True, -5),
+     ("9223372036854775807", False, 2**63 - 1), ("9223372036854775808", False, None),
+     ("-9223372036854775808", True, None), ("0" * 64, False, 0), ("0" * 65, False, None)],
 )  # fmt: skip
 def test_whole_number_takes_ascii_digits_alone(text: str, signed: bool, expected: int | None) -> None:
     assert whole_number(text, signed=signed) == expected
@@ -41,7 +45,8 @@ def test_whole_number_takes_ascii_digits_alone(text: str, signed: bool, expected
     ("text", "expected"),
     [("0", 0.0), ("25.0", 25.0), ("1e-05", 1e-05), ("2.", 2.0), (ONE, None), ("  1", None), ("1 ", None),
      ("-1", None), ("nan", None), ("inf", None), ("1e999", None), ("", None), ("\u0661.5", None),
-     (".5", 0.5), (".25e1", 2.5), ("0.5", 0.5), (".", None), (".e5", None), ("-.5", None), ("..5", None)],
+     (".5", 0.5), (".25e1", 2.5), ("0.5", 0.5), (".", None), (".e5", None), ("-.5", None), ("..5", None),
+     ("0" * 30 + "1.5", 1.5), ("1." + "0" * 30, 1.0), ("1e0002", 100.0), ("0" * 65, None)],
 )  # fmt: skip
 def test_decimal_number_takes_ascii_digits_alone(text: str, expected: float | None) -> None:
     assert decimal_number(text) == expected
@@ -92,6 +97,61 @@ def test_a_fraction_without_its_leading_zero_is_a_number(
     assert [o["seq"] for o in answer.json()["orders"]] == [2]
     logs = alice_api.get(f"{JOBS_URL}{alice_job['id']}/logs/?wait=.0")
     assert logs.status_code == 200, logs.content
+
+
+TOO_LONG = "is 65 characters long; a number here has at most 64, leading zeros included"
+
+
+def test_agent_orders_read_a_zero_padded_cursor_as_its_value(cluster: list[Node]) -> None:
+    """Before: ``?after=0000000000000000000001`` (22 digits, the value 1) was a 400 ``must be a
+    whole number from 0 to 9223372036854775807``: the digits were bounded, not the value."""
+    agent = agent_client(cluster[0])
+    orders.record_orders([start("node-00", 7, 1), start("node-00", 8, 1)])
+    answer = agent.get(f"{URL}?after=0000000000000000000001&wait=000.0")
+    assert answer.status_code == 200, answer.content
+    assert [o["seq"] for o in answer.json()["orders"]] == [2]
+    assert list(AgentOrder.objects.values_list("seq", flat=True)) == [2]  # order 1 acknowledged
+
+
+@pytest.mark.parametrize(
+    ("query", "detail"),
+    [
+        ("after=" + "0" * 65, TOO_LONG),
+        ("wait=" + "0" * 65, TOO_LONG),
+        (
+            "after=" + "0" * 10_000,
+            "is 10,000 characters long; a number here has at most 64, leading zeros included",
+        ),
+        ("after=9223372036854775808", f"must be {AFTER} in ASCII digits (0-9), got '9223372036854775808'"),
+    ],
+    ids=["after-65", "wait-65", "after-10000", "after-2**63"],
+)
+def test_agent_orders_refuse_a_number_too_long_saying_so(
+    cluster: list[Node], query: str, detail: str
+) -> None:
+    agent = agent_client(cluster[0])
+    orders.record_orders([start("node-00", 7, 1)])
+    answer = agent.get(f"{URL}?{query}")
+    assert answer.status_code == 400, answer.content
+    assert answer.json()["fields"] == {query.partition("=")[0]: [detail]}
+    assert AgentOrder.objects.count() == 1  # none acknowledged
+
+
+def test_job_queries_read_leading_zeros_and_refuse_a_number_too_long(
+    alice_api: APIClient, alice_job: Any
+) -> None:
+    logs = f"{JOBS_URL}{alice_job['id']}/logs/"
+    assert alice_api.get(f"{logs}?offset=-{'0' * 30}1&wait=0{'0' * 30}").status_code == 200
+    assert alice_api.get(f"{JOBS_URL}?limit={'0' * 30}1").json()["results"][0]["id"] == alice_job["id"]
+    for url, name in [
+        (f"{logs}?offset={'0' * 65}", "offset"),
+        (f"{logs}?wait={'0' * 65}", "wait"),
+        (f"{JOBS_URL}?limit={'0' * 65}", "limit"),
+        (f"{JOBS_URL}?offset={'0' * 65}", "offset"),
+    ]:
+        answer = alice_api.get(url)
+        assert answer.status_code == 400, (url, answer.content)
+        assert answer.json()["fields"] == {name: [TOO_LONG]}
 
 
 @pytest.mark.parametrize(

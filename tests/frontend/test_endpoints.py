@@ -617,6 +617,11 @@ THREE_HUNDRED = "\u0663\u0660\u0660"
         ),
         ("window=%20300", "window must be a whole number from 60 to 604800, got ' 300'"),
         ("window=300%20", "window must be a whole number from 60 to 604800, got '300 '"),
+        # bounded by its value (00300 is 300), but not read past 64 characters, saying so
+        (
+            "window=" + "0" * 65,
+            "window is 65 characters long; a number here has at most 64, leading zeros included",
+        ),
     ],
 )
 def test_the_dashboard_reads_ascii_digits_alone_as_the_rest_api_does(
@@ -627,3 +632,8 @@ def test_the_dashboard_reads_ascii_digits_alone_as_the_rest_api_does(
     answer = alice_web.get(f"/dashboard/api/timeline.json?{query}")
     assert answer.status_code == 400
     assert answer.json() == {"error": message}
+
+
+def test_the_dashboard_reads_a_zero_padded_number_as_its_value(alice_web: Client) -> None:
+    """Before: more than 19 digits was a 400 whatever their value."""
+    assert alice_web.get(f"/dashboard/api/timeline.json?window={'0' * 30}300").status_code == 200

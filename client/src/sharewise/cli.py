@@ -40,7 +40,8 @@ STATUSES = ("pending", "running", "succeeded", "failed", "cancelled")
 SEVERITY = (1, 5, 6, 2, 3, 4)
 #: Most lines ``logs --tail`` asks for: the service keeps 1,000,000 characters of a job's output
 #: (its default ``SHAREWISE_JOB_LOG_MAX_CHARS``), so no more lines than that, and the offset the
-#: command sends for them (400 characters a line) stays within the 19 digits the API reads.
+#: command sends for them (400 characters a line) stays well within the whole numbers the API
+#: reads (below 2⁶³).
 TAIL_MAX = 1_000_000
 
 output_option = click.option(
