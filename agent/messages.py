@@ -37,6 +37,10 @@ TOKEN_NODE_MISMATCH = "token_node_mismatch"
 NODE_TOKEN_REQUIRED = "node_token_required"
 ACTIONS = ("start", "stop", "update")
 EVENTS = ("started", "progress", "finished", "failed", "stopped")
+#: Longest ``reason`` of a job event (characters, as Python and the server's serializer count
+#: them, not bytes) **(ours)**: the server refuses a longer one (a 400), so the agent cuts every
+#: reason it sends to this (:func:`short_reason`) and the server's serializer takes it from here.
+MAX_REASON_CHARS = 2000
 #: What a ``failed`` event says of its cause: ``"oom"`` (the job ran out of GPU memory, from its
 #: output), ``""`` (anything else).
 FAILURE_KINDS = ("", "oom")
@@ -274,6 +278,26 @@ class PlacementMessage:
         )
 
 
+#: What ends a reason :func:`short_reason` cut (counted in :data:`MAX_REASON_CHARS`).
+REASON_CUT = " [cut]"
+
+
+def short_reason(text: str) -> str:
+    """``text`` as a job event's ``reason`` the server takes: at most :data:`MAX_REASON_CHARS`
+    characters (a longer one keeps its beginning and ends with :data:`REASON_CUT`), NUL characters
+    (which the server refuses) and lone surrogates (which no UTF-8 database can store; an
+    undecodable file name can bring them) each replaced by U+FFFD."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+    if len(text) > MAX_REASON_CHARS:
+        text = text[: MAX_REASON_CHARS - len(REASON_CUT)] + REASON_CUT
+    return text
+
+
 @dataclass(frozen=True, slots=True)
 class JobEventReport:
     """A job's event as a node agent reports it, POSTed to ``/api/v1/agent/jobs/{job_id}/events/``.
@@ -281,7 +305,8 @@ class JobEventReport:
     ``generation``: the highest generation the agent has applied for the job;
     ``iterations_done``: completed iterations; ``iter_time_s``: measured time of one iteration
     (s, uncompressed by ``--speedup``; ``None`` before the first measurement); ``reason``: why
-    a job failed or stopped; ``memory_mb``: the job's peak GPU memory per GPU at its sub-batch
+    a job failed or stopped, cut to what the server takes (:func:`short_reason`: every reason
+    the agent sends goes through here); ``memory_mb``: the job's peak GPU memory per GPU at its sub-batch
     (MB, ``None``: not reported); ``failure_kind``: ``"oom"`` for a job that ran out of GPU memory
     (:data:`FAILURE_KINDS`).
     """
@@ -295,6 +320,11 @@ class JobEventReport:
     reason: str = ""
     memory_mb: float | None = None
     failure_kind: str = ""
+
+    def __post_init__(self) -> None:
+        # a reason the server refuses (too long: an unstartable 1,200-character command's error)
+        # would leave the job running there for ever, placed again and again
+        object.__setattr__(self, "reason", short_reason(self.reason))
 
     @property
     def path(self) -> str:

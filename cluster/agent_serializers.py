@@ -13,6 +13,7 @@ from rest_framework import serializers
 from agent.messages import (
     EVENTS,
     FAILURE_KINDS,
+    MAX_REASON_CHARS,
     MAX_REPORT_LATENCY_S,
     NODE_TOKEN_REQUIRED,
     TOKEN_NODE_MISMATCH,
@@ -32,7 +33,8 @@ from common.shapes import MAX_GPUS_PER_NODE
 class AgentEventSerializer(serializers.Serializer):
     """A job event from a node agent (AGENT.md §2). Unknown fields are ignored (a newer agent may
     send more). ``iterations_done`` ≥ 0 iterations; ``iter_time_s`` > 0 s or null; ``memory_mb``
-    > 0 MB or null; ``failure_kind`` ``""`` or ``"oom"``."""
+    > 0 MB or null; ``reason`` at most ``MAX_REASON_CHARS`` characters (the agent cuts its own to
+    that); ``failure_kind`` ``""`` or ``"oom"``."""
 
     generation = StrictIntegerField(min_value=0, max_value=models.MAX_REPORTED_GENERATION)
     event = serializers.ChoiceField(choices=list(EVENTS))
@@ -40,7 +42,7 @@ class AgentEventSerializer(serializers.Serializer):
     iter_time_s = PositiveFloatField(
         required=False, allow_null=True, default=None, max_value=models.MAX_ITERATION_TIME_S
     )
-    reason = StrictCharField(required=False, allow_blank=True, default="", max_length=2000)
+    reason = StrictCharField(required=False, allow_blank=True, default="", max_length=MAX_REASON_CHARS)
     memory_mb = PositiveFloatField(
         required=False,
         allow_null=True,
