@@ -5,7 +5,9 @@ heartbeat in one ``POST /api/v1/agent/batch/`` instead of one request each.
 (oldest events first) and :class:`~agent.joblogs.LogBook` (one chunk per run, as the shipper
 sends them) up to :data:`BUDGET_BYTES` of JSON, sends it, and settles each item from the
 answer: delivered, or refused for good (a 4xx in its place: logged and dropped, as the single
-endpoints' 4xx are). What did not fit goes in a next report of the same tick, up to
+endpoints' 4xx are). An item that does not fit in a report holding nothing else (more than
+:data:`BUDGET_BYTES` of JSON alone) is dropped with an ERROR line: left at the head of the
+outbox, it would hold back every report of the node behind it for good. What did not fit goes in a next report of the same tick, up to
 :data:`MAX_REPORTS_PER_TICK`. A failure of the whole request that may pass (connection error,
 timeout, 5xx, 408, 429) keeps everything for the next attempt, after the reporter's backoff;
 the server's items are idempotent, so a repeat is harmless.
@@ -28,7 +30,7 @@ from typing import Any, Protocol
 
 from agent.joblogs import JobLog, LogBook, LogChunk
 from agent.messages import BATCH_PATH, Heartbeat, JobEventReport
-from agent.reporter import Reporter, TokenRefused, TransportError
+from agent.reporter import Reporter, TokenRefused, TransportError, one_line
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +64,10 @@ class Report:
     events: list[JobEventReport] = field(default_factory=list)
     chunks: list[tuple[JobLog, LogChunk]] = field(default_factory=list)
     size: int = 0
+    #: The oldest waiting event or chunk when it does not fit even in a report holding nothing
+    #: else, with its size (bytes of JSON): no report can carry it (``BatchSender.send`` drops it).
+    oversize_event: tuple[JobEventReport, int] | None = None
+    oversize_chunk: tuple[JobLog, LogChunk, int] | None = None
 
     def fits(self, item: dict[str, Any]) -> bool:
         """Whether ``item`` fits in the budget; counts it when it does."""
@@ -108,13 +114,19 @@ class BatchSender:
             chunk = job_log.next_chunk()
             if chunk is None:
                 continue
-            if len(report.chunks) >= MAX_CHUNKS or not report.fits(
-                {"job_id": chunk.job_id, **chunk.payload()}
-            ):
+            item = {"job_id": chunk.job_id, **chunk.payload()}
+            if len(report.chunks) >= MAX_CHUNKS:
+                break
+            if not report.fits(item):
+                if report.empty:  # alone it does not fit: it never will
+                    report.oversize_chunk = (job_log, chunk, len(json.dumps(item)))
                 break
             report.chunks.append((job_log, chunk))
         for event in reporter.head(MAX_EVENTS):
-            if not report.fits({"job_id": event.job_id, **event.payload()}):
+            item = {"job_id": event.job_id, **event.payload()}
+            if not report.fits(item):
+                if report.empty:  # alone it does not fit: it never will
+                    report.oversize_event = (event, len(json.dumps(item)))
                 break
             report.events.append(event)
         if report.chunks:
@@ -137,6 +149,8 @@ class BatchSender:
         self._last_s = now
         for _ in range(MAX_REPORTS_PER_TICK):
             report = self.fill(reporter, book, heartbeat)
+            if self._drop_oversize(report, reporter, book):
+                continue  # it would have held back every item behind it, for good
             if report.empty:
                 return True
             try:
@@ -154,12 +168,44 @@ class BatchSender:
                     )
                 else:
                     log.error(
-                        "%s: batch report refused (%s); this tick's items go one by one", self._node, exc
+                        "%s: batch report refused (%s); this tick's items go one by one",
+                        self._node,
+                        one_line(exc),
                     )
                 return False
             self._settle(report, answer, reporter, book, now)
             heartbeat = None
         return True
+
+    def _drop_oversize(self, report: Report, reporter: Reporter, book: LogBook | None) -> bool:
+        """Drop (one ERROR line each) the item of ``report`` no report can carry; whether there was one."""
+        if report.oversize_event is not None:
+            event, size = report.oversize_event
+            log.error(
+                "%s: %s of job %d is %d bytes of JSON, more than a report's %d; dropped",
+                self._node,
+                event.event,
+                event.job_id,
+                size,
+                BUDGET_BYTES,
+            )
+            reporter.settle(1, {})
+            return True
+        if report.oversize_chunk is not None and book is not None:
+            job_log, chunk, size = report.oversize_chunk
+            log.error(
+                "%s: output of job %d (%s) at offset %d is %d bytes of JSON, more than a report's %d; "
+                "the rest of that run's output is dropped",
+                self._node,
+                chunk.job_id,
+                chunk.run,
+                chunk.offset,
+                size,
+                BUDGET_BYTES,
+            )
+            book.drop(job_log)
+            return True
+        return False
 
     def _settle(
         self, report: Report, answer: Any, reporter: Reporter, book: LogBook | None, now: float

@@ -47,6 +47,13 @@ LATENCY_DECIMALS = 1
 T = TypeVar("T")
 
 
+def one_line(text: object, limit: int = 500) -> str:
+    """``str(text)`` on one line (its whitespace runs, newlines included, made one space), at most
+    ``limit`` characters: how the agent logs a server's answer (a proxy's page spans lines)."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
 def bounded_latency(took_s: float) -> float:
     """A report's time (s) as a heartbeat tells it: 0 … ``MAX_REPORT_LATENCY_S``, to 0.1 s."""
     return round(min(max(0.0, took_s), MAX_REPORT_LATENCY_S), LATENCY_DECIMALS)
@@ -318,7 +325,7 @@ class Reporter:
             event.event,
             event.job_id,
             event.generation,
-            why,
+            one_line(why),
         )
 
     def landed(self, now: float) -> None:
