@@ -38,7 +38,7 @@ from agent.messages import ORDERS_MAX_WAIT_S
 from agent.puller import Puller
 from agent.reporter import HttpTransport, NodeTokenNotSeen, Reporter, TokenMismatch, TokenRefused
 from agent.runner import Runner
-from common.shapes import ShapeError, node_names, parse_shape
+from common.shapes import MAX_GPUS_PER_NODE, ShapeError, node_names, parse_shape
 
 log = logging.getLogger("agent")
 
@@ -66,6 +66,18 @@ def _positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
         return value
 
     return parse
+
+
+def _gpus(text: str) -> int:
+    """An argparse ``type``: a node's GPU count, 1 … :data:`~common.shapes.MAX_GPUS_PER_NODE`
+    (the server refuses a heartbeat listing more, so the agent would report in vain for ever)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 1 <= value <= MAX_GPUS_PER_NODE:
+        raise argparse.ArgumentTypeError(f"a node has 1 to {MAX_GPUS_PER_NODE} GPUs, got {text}")
+    return value
 
 
 def _wait(text: str) -> float:
@@ -127,7 +139,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--fleet", metavar="NODESxGPUS", help="emulate NODES nodes of GPUS GPUs each (implies --emulate)"
     )
-    p.add_argument("--gpus", type=_positive(int), help="declare N GPUs instead of discovering them with NVML")
+    p.add_argument(
+        "--gpus",
+        type=_gpus,
+        help=f"declare N GPUs (1-{MAX_GPUS_PER_NODE}) instead of discovering them with NVML",
+    )
     p.add_argument(
         "--gpu-memory-mb",
         type=_positive(int),

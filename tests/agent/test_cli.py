@@ -37,6 +37,10 @@ def setup(*argv: str):
         (["--node", "a b", "--emulate"], "node name 'a b': use 1-64 lowercase"),
         (["--node", "Gpu-1", "--emulate"], "node name 'Gpu-1': use 1-64 lowercase"),
         (["--node", "a", "--gpus", "x"], "not a number"),
+        # the server refuses a heartbeat of more than 64 GPUs (400), its body limit 100,000 (413)
+        (["--node", "a", "--gpus", "65"], "argument --gpus: a node has 1 to 64 GPUs, got 65"),
+        (["--node", "a", "--gpus", "100000"], "argument --gpus: a node has 1 to 64 GPUs, got 100000"),
+        (["--node", "a", "--gpus", "0"], "argument --gpus: a node has 1 to 64 GPUs, got 0"),
         (["--node", "a", "--emulate", "--broker", "foo://x"], "names no Celery transport"),
         (["--node", "a", "--emulate", "--transport", "smoke"], "invalid choice: 'smoke'"),
         (["--node", "a", "--emulate", "--poll-wait-s", "31"], "must be 0-30 s, got 31"),
