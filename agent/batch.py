@@ -7,10 +7,10 @@ sends them) up to :data:`BUDGET_BYTES` of JSON, sends it, and settles each item 
 answer: delivered, or refused for good (a 4xx in its place: logged and dropped, as the single
 endpoints' 4xx are). An item that does not fit in a report holding nothing else (more than
 :data:`BUDGET_BYTES` of JSON alone) is dropped with an ERROR line: left at the head of the
-outbox, it would hold back every report of the node behind it for good. What did not fit goes in a next report of the same tick, up to
-:data:`MAX_REPORTS_PER_TICK`. A failure of the whole request that may pass (connection error,
-timeout, 5xx, 408, 429) keeps everything for the next attempt, after the reporter's backoff;
-the server's items are idempotent, so a repeat is harmless.
+outbox, it would hold back every report of the node behind it for good. What did not fit goes
+in a next report of the same tick, up to :data:`MAX_REPORTS_PER_TICK`. A failure of the whole
+request that may pass (connection error, timeout, 5xx, 408, 429) keeps everything for the next
+attempt, after the reporter's backoff; the server's items are idempotent, so a repeat is harmless.
 
 Compatibility: a server without the endpoint (404 or 405 for the path) turns the sender off for
 good, and the runner goes on with the single endpoints; another 4xx for the whole report (which
@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 from agent.joblogs import JobLog, LogBook, LogChunk
 from agent.messages import BATCH_PATH, Heartbeat, JobEventReport
-from agent.reporter import Reporter, TokenRefused, TransportError, one_line
+from agent.reporter import Reporter, StopReporting, TransportError, one_line
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +155,7 @@ class BatchSender:
                 return True
             try:
                 answer = reporter.timed(partial(self._transport.post_json, BATCH_PATH, report.body))
-            except TokenRefused:
+            except StopReporting:
                 raise  # the node token is wrong or revoked: the single endpoints would say the same
             except TransportError as exc:
                 if exc.retryable:

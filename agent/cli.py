@@ -10,7 +10,9 @@ print a message and exit with status 2. A node token the server refuses (401: wr
 revoked; or 403 coded ``token_node_mismatch``: another node's token; or coded
 ``node_token_required``: the server did not receive the node token) stops the agent: it ends
 its jobs, prints one line naming the problem and exits with status 3
-(:data:`EXIT_TOKEN_REFUSED`); a 5xx or an unreachable server is retried, never an exit.
+(:data:`EXIT_TOKEN_REFUSED`); a 404 to its heartbeat, a path every server has, means ``--api``
+is not the server's URL: it stops the same way with status 2 (:data:`EXIT_WRONG_API`). A 5xx
+or an unreachable server is retried, never an exit.
 """
 
 from __future__ import annotations
@@ -36,7 +38,15 @@ from agent.gpus import discover_gpus, nvml_gpus
 from agent.joblogs import LogBook
 from agent.messages import ORDERS_MAX_WAIT_S
 from agent.puller import Puller
-from agent.reporter import HttpTransport, NodeTokenNotSeen, Reporter, TokenMismatch, TokenRefused
+from agent.reporter import (
+    HttpTransport,
+    NodeTokenNotSeen,
+    Reporter,
+    StopReporting,
+    TokenMismatch,
+    TokenRefused,
+    WrongApi,
+)
 from agent.runner import Runner
 from common.shapes import MAX_GPUS_PER_NODE, ShapeError, node_names, parse_shape
 
@@ -44,6 +54,8 @@ log = logging.getLogger("agent")
 
 #: Exit status when the server refuses the node token (401): retrying cannot help **(ours)**.
 EXIT_TOKEN_REFUSED = 3
+#: Exit status when ``--api`` answers 404 to the heartbeat (not the server's URL): a bad argument.
+EXIT_WRONG_API = 2
 #: Most nodes one ``--fleet`` process emulates **(ours)**.
 MAX_FLEET_NODES = 1000
 #: How placements may arrive (``--transport``; the server's ``SHAREWISE_AGENT_TRANSPORT``).
@@ -288,15 +300,16 @@ def build(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setup:
 def main(argv: list[str] | None = None) -> int:
     """Run the agent until SIGTERM or Ctrl-C (push: the Celery worker's warm shutdown) or until
     the server refuses the node token (401, or 403 for another node's token); then stop every job
-    and deliver what can be delivered. Returns the exit status: 0, or :data:`EXIT_TOKEN_REFUSED`
-    after such a refusal."""
+    and deliver what can be delivered; or until the heartbeat gets a 404 (``--api`` is not the
+    server's URL). Returns the exit status: 0, :data:`EXIT_TOKEN_REFUSED` after such a refusal,
+    :data:`EXIT_WRONG_API` after that 404."""
     p = parser()
     args = p.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     setup = build(args, p)
     stop = threading.Event()
 
-    def refused(exc: TokenRefused) -> None:  # from the loop's or the puller's thread
+    def refused(exc: StopReporting) -> None:  # from the loop's or the puller's thread
         stop.set()
         if setup.puller is None:  # push: the Celery worker holds the main thread
             from agent.consumer import stop_worker
@@ -327,11 +340,23 @@ def main(argv: list[str] | None = None) -> int:
         stop.set()
         loop.join()
     exc = setup.runner.refused or (setup.puller.refused if setup.puller is not None else None)
-    if exc is not None:
-        # sys.__stderr__: a Celery worker (push) leaves sys.stderr redirected into its logger
+    # sys.__stderr__: a Celery worker (push) leaves sys.stderr redirected into its logger
+    if isinstance(exc, WrongApi):
+        print(wrong_api_line(exc, args.api), file=sys.__stderr__ or sys.stderr)
+        return EXIT_WRONG_API
+    if isinstance(exc, TokenRefused):
         print(token_refused_line(exc), file=sys.__stderr__ or sys.stderr)
         return EXIT_TOKEN_REFUSED
     return 0
+
+
+def wrong_api_line(exc: WrongApi, api: str) -> str:
+    """The one line the agent ends with when the server at ``api`` (``--api``) answers 404 to
+    the heartbeat, a path every Sharewise server has."""
+    return (
+        f"sharewise-agent: error: the API URL looks wrong: --api {api} answers 404 to the agent's "
+        f"heartbeat ({exc}); give the server's base URL, without a path (e.g. http://HOST:8000)"
+    )
 
 
 def token_refused_line(exc: TokenRefused) -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.reporter import TokenRefused, Transport, TransportError
+from agent.reporter import StopReporting, Transport, TransportError
 
 log = logging.getLogger(__name__)
 
@@ -236,7 +236,7 @@ class LogShipper:
                         break
                     try:
                         self._transport.post(chunk.path, chunk.payload())
-                    except TokenRefused:
+                    except StopReporting:
                         raise  # the agent stops (agent.cli); the chunk is not dropped
                     except TransportError as exc:
                         if exc.retryable:

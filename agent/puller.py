@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from agent.messages import ORDERS_MAX_WAIT_S, ORDERS_PATH
-from agent.reporter import TokenRefused, TransportError
+from agent.reporter import StopReporting, TransportError
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +73,9 @@ class Puller:
         self.names_node = True
         self._stop: threading.Event | None = None
         #: The 401 that ended :meth:`run` (``None`` while it runs or after a plain stop).
-        self.refused: TokenRefused | None = None
+        self.refused: StopReporting | None = None
         #: Called with that 401 from :meth:`run`'s thread (``agent.cli`` stops the agent).
-        self.on_refused: Callable[[TokenRefused], None] | None = None
+        self.on_refused: Callable[[StopReporting], None] | None = None
 
     def poll(self, node: str) -> int:
         """One poll of ``node``'s orders: deliver each, then keep the server's cursor. Returns the
@@ -117,7 +117,7 @@ class Puller:
         for node in self._sources:
             try:
                 self.poll(node)
-            except TokenRefused as exc:
+            except StopReporting as exc:
                 exc.node = node
                 raise
             except TransportError as exc:
@@ -135,7 +135,7 @@ class Puller:
         while not stop.is_set():
             try:
                 ok = self.poll_all()
-            except TokenRefused as exc:
+            except StopReporting as exc:
                 self.refused = exc
                 if self.on_refused is not None:
                     self.on_refused(exc)

@@ -8,7 +8,8 @@ retries after an exponential backoff (1 s, 2 s, 4 s … capped at 60 s by defaul
 none of these: the node token is wrong or was revoked, so nothing this agent sends will ever land;
 nor is a 403 coded ``token_node_mismatch`` (the token is another node's, :class:`TokenMismatch`),
 nor one coded ``node_token_required`` (the server did not receive the node token,
-:class:`NodeTokenNotSeen`); :class:`TokenRefused` propagates (the event stays in the outbox) and the
+:class:`NodeTokenNotSeen`), nor a 404 to the heartbeat (``--api`` is not the server's URL,
+:class:`WrongApi`); these :class:`StopReporting` propagate (the event stays in the outbox) and the
 agent stops (``agent.cli``). While the server is down, a newer ``progress`` event of a job replaces
 its older unsent one, which bounds the outbox by about three events per job run; past ``max_events``
 the oldest ``progress`` (else the oldest event) is dropped with an ERROR in the log — never
@@ -68,15 +69,33 @@ class TransportError(Exception):
         self.status = status
 
 
-class TokenRefused(TransportError):
+class StopReporting(TransportError):
+    """An answer after which nothing this agent sends will land: it stops (``agent.cli``) with
+    this message rather than retry or drop reports for ever. :class:`TokenRefused` (exit status
+    3) and :class:`WrongApi` (exit status 2). ``status``: the HTTP status."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message, retryable=False, status=status)
+        #: The node whose report it was, once known (the runner and the puller name it).
+        self.node: str | None = None
+
+
+class TokenRefused(StopReporting):
     """The server answered 401 to the node token: wrong, or revoked (or, :class:`TokenMismatch`,
     a 403: another node's). Retrying cannot help, and dropping the report would hide it: the
     agent stops with this message (``agent.cli``). ``status``: the HTTP status (401, 403)."""
 
     def __init__(self, message: str, status: int = 401) -> None:
-        super().__init__(message, retryable=False, status=status)
-        #: The node whose token it was, once known (the runner and the puller name it).
-        self.node: str | None = None
+        super().__init__(message, status=status)
+
+
+class WrongApi(StopReporting):
+    """The server answered 404 to the heartbeat, a path every Sharewise server has: ``--api`` is
+    not the server's base URL (a page of it, another service). Every report would be a 404 too:
+    the agent stops with exit status 2, as for a bad argument."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, status=404)
 
 
 class TokenMismatch(TokenRefused):
@@ -290,7 +309,7 @@ class Reporter:
             event = self._outbox[0]
             try:
                 self._transport.post(event.path, event.payload())
-            except TokenRefused:
+            except StopReporting:
                 raise  # nothing will land: the event stays, the agent stops
             except TransportError as exc:
                 if exc.retryable:
@@ -363,14 +382,17 @@ class Reporter:
         report's latency (:meth:`stamped`), timed (:meth:`timed`).
 
         A heartbeat that lands also ends the backoff, so waiting events go out at once.
-        Returns whether it landed. Raises :class:`TokenRefused` on a 401.
+        Returns whether it landed. Raises :class:`TokenRefused` on a 401, :class:`WrongApi` on a
+        404.
         """
         beat = self.stamped(heartbeat)
         try:
             self.timed(lambda: self._transport.post(beat.path, beat.payload()))
-        except TokenRefused:
+        except StopReporting:
             raise
         except TransportError as exc:
+            if exc.status == 404:  # the one path a server always has: --api is not its URL
+                raise WrongApi(one_line(exc)) from None
             if exc.retryable:
                 self._fail(now, exc)
             else:

@@ -18,7 +18,7 @@ from agent.batch import AnsweringTransport, BatchSender
 from agent.core import Agent, Clock
 from agent.gpus import GpuInfo
 from agent.joblogs import LogShipper
-from agent.reporter import Reporter, TokenRefused
+from agent.reporter import Reporter, StopReporting
 
 log = logging.getLogger(__name__)
 
@@ -72,15 +72,16 @@ class Runner:
         self._tick_s = tick_s
         self._gpu_probe = gpu_probe
         self._next_heartbeat = float("-inf")
-        #: The 401 that ended :meth:`run` (``None`` otherwise).
-        self.refused: TokenRefused | None = None
+        #: The 401 (or the heartbeat's 404) that ended :meth:`run` (``None`` otherwise).
+        self.refused: StopReporting | None = None
         #: Called with that 401 from :meth:`run`'s thread (``agent.cli`` stops the agent).
-        self.on_refused: Callable[[TokenRefused], None] | None = None
+        self.on_refused: Callable[[StopReporting], None] | None = None
 
     def tick(self, now: float | None = None) -> None:
         """One pass at wall time ``now`` (s): step, heartbeat when due, flush the outboxes (after
         a 401, :attr:`refused`, only step: the server takes nothing from this token). Raises
-        :class:`~agent.reporter.TokenRefused` on a 401."""
+        :class:`~agent.reporter.TokenRefused` on a 401, :class:`~agent.reporter.WrongApi` on a 404
+        to the heartbeat."""
         now = self._clock() if now is None else now
         if self.refused is not None:
             for agent, _ in self._pairs:
@@ -110,7 +111,7 @@ class Runner:
                 if heartbeat_due:
                     reporter.heartbeat(agent.heartbeat(), now)
                 reporter.flush(now)
-            except TokenRefused as exc:
+            except StopReporting as exc:
                 exc.node = agent.node
                 raise
         if len(self._pairs) > 1:
@@ -122,13 +123,14 @@ class Runner:
     def run(self, stop: threading.Event) -> None:
         """Tick until ``stop`` is set; then stop every job and deliver what can be delivered.
 
-        A 401 (:class:`~agent.reporter.TokenRefused`: the node token wrong or revoked) ends the
-        loop as well: it is kept in :attr:`refused` and given to ``on_refused``; the jobs are then
-        stopped without reporting (nothing would land)."""
+        A 401 (:class:`~agent.reporter.TokenRefused`: the node token wrong or revoked) or a 404 to
+        the heartbeat (:class:`~agent.reporter.WrongApi`: ``--api`` is not the server's URL) ends
+        the loop as well: it is kept in :attr:`refused` and given to ``on_refused``; the jobs are
+        then stopped without reporting (nothing would land)."""
         while not stop.is_set():
             try:
                 self.tick()
-            except TokenRefused as exc:  # nothing will ever land: stop (agent.cli exits non-zero)
+            except StopReporting as exc:  # nothing will ever land: stop (agent.cli exits non-zero)
                 self.refused = exc
                 if self.on_refused is not None:
                     self.on_refused(exc)

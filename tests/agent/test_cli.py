@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from agent.cli import EXIT_TOKEN_REFUSED, build, node_tokens, parser
+from agent.cli import EXIT_TOKEN_REFUSED, EXIT_WRONG_API, build, node_tokens, parser
 
 BASE = ["--api", "http://127.0.0.1:8000", "--token", "t", "--broker", "memory://"]
 
@@ -271,6 +271,29 @@ def test_credentials_the_server_did_not_see_as_a_node_token_stop_the_agent_with_
         "something between the agent and the server (a proxy) replaces the agent's "
         "'Authorization: Node <token>' header; let it through unchanged"
     )
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("transport", [(), ("--transport", "push", "--broker", "memory://")])
+def test_an_api_url_that_answers_404_to_the_heartbeat_stops_the_agent_with_status_2(
+    transport: tuple[str, ...],
+) -> None:
+    """``--api http://HOST:8000/dashboard/``: every call is a 404; before, the agent retried for
+    ever, its log naming only /api/v1/agent/heartbeat/."""
+    process, httpd = agent_against(404, *transport, body=b'{"error": "not found"}')
+    try:
+        _, err = process.communicate(timeout=30)
+    finally:
+        process.kill()
+        httpd.shutdown()
+    assert process.returncode == EXIT_WRONG_API == 2
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(
+        "sharewise-agent: error: the API URL looks wrong: "
+        f"--api http://127.0.0.1:{httpd.server_port} answers 404"
+    )
+    assert 'HTTP 404 from /api/v1/agent/heartbeat/: {"error": "not found"}' in last
+    assert last.endswith("give the server's base URL, without a path (e.g. http://HOST:8000)")
     assert "Traceback" not in err
 
 
