@@ -24,6 +24,7 @@ import os
 import re
 import signal
 import sys
+import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -227,6 +228,18 @@ def node_tokens(
     return {n: tokens.get(n) or default or "" for n in names}
 
 
+def writable_folder(path: str, p: argparse.ArgumentParser) -> None:
+    """Make the folder ``path`` (``--log-dir``) if it is missing and check a file can be written
+    in it; exits with status 2 (``p.error``) naming the cause when not — before, the agent started
+    and each job's start only logged an ERROR that its output is not kept."""
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        p.error(f"--log-dir {path}: cannot keep job output there: {exc.strerror or exc}")
+
+
 def build(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setup:
     """Check ``args`` (``p.error`` exits with status 2 on a bad one) and build the agents."""
     # argparse checks --transport against its choices, not a default from $SHAREWISE_AGENT_TRANSPORT;
@@ -272,6 +285,8 @@ def build(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setup:
     tokens = node_tokens(args.token_file, args.token, names, p)
     if args.log_backups < 0:
         p.error(f"--log-backups must be >= 0, got {args.log_backups}")
+    if args.log_dir:
+        writable_folder(args.log_dir, p)
     agents = []
     for name in names:
         try:

@@ -55,6 +55,25 @@ def test_bad_arguments_exit_2_with_a_message(
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("bad", ["/proc/nope", "a-file"])
+def test_a_log_dir_that_cannot_be_written_exits_2_at_startup(
+    bad: str, tmp_path, capsys: pytest.CaptureFixture
+) -> None:
+    """Before, the agent started and logged an ERROR only at its first job's start."""
+    (tmp_path / "a-file").write_text("")
+    folder = bad if bad.startswith("/") else str(tmp_path / bad / "sub")
+    with pytest.raises(SystemExit) as info:
+        setup("--node", "a", "--emulate", "--log-dir", folder)
+    assert info.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith(f"python -m agent: error: --log-dir {folder}: cannot keep job output there: ")
+
+
+def test_a_missing_log_dir_is_made_at_startup(tmp_path) -> None:
+    setup("--node", "a", "--emulate", "--log-dir", str(tmp_path / "new" / "logs"))
+    assert (tmp_path / "new" / "logs").is_dir()
+
+
 def test_a_bad_api_url_is_reported_by_the_real_command() -> None:
     result = subprocess.run(
         [
