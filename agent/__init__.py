@@ -7,7 +7,7 @@ ignored), runs the job with an executor (emulated from the profile, or a real su
 ``stopped`` events and heartbeats to the REST API with its node token. The contract with the
 server is written down in ``docs/AGENT.md``.
 
-Run it with ``python -m agent --node NAME --api URL --token T [--emulate] [--speedup X]``.
+Run it with ``python -m agent --node NAME --api URL --token=T [--emulate] [--speedup X]``.
 """
 
 __version__ = "0.1.0"

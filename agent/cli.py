@@ -1,4 +1,4 @@
-"""Command line: ``python -m agent --node NAME --api URL --token T [--emulate] [--speedup X]``.
+"""Command line: ``python -m agent --node NAME --api URL --token=T [--emulate] [--speedup X]``.
 
 Placements come by pull (long-polling the API, ``agent.puller``; the default without
 ``--broker``) or by push (the node's Celery queue, ``agent.consumer``): ``--transport``.
@@ -223,7 +223,7 @@ def node_tokens(
     missing = [n for n in names if not tokens.get(n) and not default]
     if missing:
         p.error(
-            f"no token for {', '.join(missing[:3])}: give --token T, $SHAREWISE_NODE_TOKEN or --token-file"
+            f"no token for {', '.join(missing[:3])}: give --token=T, $SHAREWISE_NODE_TOKEN or --token-file"
         )
     return {n: tokens.get(n) or default or "" for n in names}
 
@@ -312,6 +312,23 @@ def build(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setup:
     return Setup(agents, runner, transport, args.broker or "", puller)
 
 
+def dashed_token_joined(argv: list[str]) -> list[str]:
+    """``argv`` with ``--token -X…`` (a token that begins with one hyphen: ``token_urlsafe``
+    draws one in 64) made ``--token=-X…``, which argparse would otherwise take for an unknown
+    option ("expected one argument"). A value beginning with ``--`` is left alone: it may be a
+    forgotten token followed by the next option (such a token goes as ``--token=TOKEN`` or in
+    ``$SHAREWISE_NODE_TOKEN``)."""
+    out: list[str] = []
+    it = iter(argv)
+    for arg in it:
+        value = next(it, None) if arg == "--token" else None
+        if value is not None and value.startswith("-") and not value.startswith("--") and value != "-h":
+            out.append(f"--token={value}")
+        else:
+            out += [arg] if value is None else [arg, value]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the agent until SIGTERM or Ctrl-C (push: the Celery worker's warm shutdown) or until
     the server refuses the node token (401, or 403 for another node's token); then stop every job
@@ -319,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     server's URL). Returns the exit status: 0, :data:`EXIT_TOKEN_REFUSED` after such a refusal,
     :data:`EXIT_WRONG_API` after that 404."""
     p = parser()
-    args = p.parse_args(argv)
+    args = p.parse_args(dashed_token_joined(sys.argv[1:] if argv is None else argv))
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     setup = build(args, p)
     stop = threading.Event()

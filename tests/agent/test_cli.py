@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from agent.cli import EXIT_TOKEN_REFUSED, EXIT_WRONG_API, build, node_tokens, parser
+from agent.cli import EXIT_TOKEN_REFUSED, EXIT_WRONG_API, build, dashed_token_joined, node_tokens, parser
 
 BASE = ["--api", "http://127.0.0.1:8000", "--token", "t", "--broker", "memory://"]
 
@@ -96,6 +96,41 @@ def test_a_bad_api_url_is_reported_by_the_real_command() -> None:
     assert result.returncode == 2
     assert "--api must be an http:// or https:// URL" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+TOKEN = "-Zq3vYy0d5Xk1_8mW2pLr7a9sTb4cNe6fGh0jKu2oIx"  # token_urlsafe(32) begins so once in 64
+
+
+def test_a_token_that_begins_with_a_hyphen_is_taken_by_the_real_command() -> None:
+    """Before, ``--token -Zq3…`` was argparse's 'argument --token: expected one argument'."""
+    command = [sys.executable, "-m", "agent", "--node", "a", "--emulate", "--broker", "memory://"]
+    result = subprocess.run(
+        [*command, "--token", TOKEN, "--api", "ftp://x"], capture_output=True, text=True, timeout=30
+    )
+    assert result.returncode == 2
+    assert "--api must be an http:// or https:// URL" in result.stderr  # past the token
+
+
+@pytest.mark.parametrize(
+    ("argv", "token"),
+    [
+        (["--token", TOKEN], TOKEN),
+        ([f"--token={TOKEN}"], TOKEN),
+        (["--token", "plain"], "plain"),
+        (["--token", "-x", "--token", "-y"], "-y"),  # the last one wins, as argparse's own
+    ],
+)
+def test_dashed_tokens_are_joined_to_their_option(argv: list[str], token: str) -> None:
+    p = parser()
+    args = p.parse_args(dashed_token_joined(["--api", "http://127.0.0.1:8000", "--node", "a", *argv]))
+    assert args.token == token
+
+
+def test_a_token_left_out_before_the_next_option_is_still_an_error(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as info:
+        parser().parse_args(dashed_token_joined(["--token", "--api", "http://127.0.0.1:8000"]))
+    assert info.value.code == 2
+    assert "argument --token: expected one argument" in capsys.readouterr().err
 
 
 def test_fleet_emulates_named_nodes_with_declared_gpus() -> None:
