@@ -164,7 +164,9 @@ class BatchSender:
                 if exc.status in NO_ENDPOINT:
                     self.enabled = False
                     log.warning(
-                        "%s: the server has no batch endpoint (%s); one request per item", self._node, exc
+                        "%s: the server has no batch endpoint (%s); one request per item",
+                        self._node,
+                        one_line(exc),
                     )
                 else:
                     log.error(
@@ -225,5 +227,7 @@ class BatchSender:
             if code < 300:
                 job_log.delivered(chunk)
             elif book is not None:
-                log.warning("server refused the output of job %d (%s): %s", chunk.job_id, chunk.run, message)
+                log.warning(
+                    "server refused the output of job %d (%s): %s", chunk.job_id, chunk.run, one_line(message)
+                )
                 book.drop(job_log)

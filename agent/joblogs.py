@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.reporter import StopReporting, Transport, TransportError
+from agent.reporter import StopReporting, Transport, TransportError, one_line
 
 log = logging.getLogger(__name__)
 
@@ -244,7 +244,10 @@ class LogShipper:
                             self._backoff_s = min(self._backoff_s * 2, self._backoff_max_s)
                             return sent
                         log.warning(
-                            "server refused the output of job %d (%s): %s", chunk.job_id, chunk.run, exc
+                            "server refused the output of job %d (%s): %s",
+                            chunk.job_id,
+                            chunk.run,
+                            one_line(exc),
                         )
                         book.drop(job_log)
                         break

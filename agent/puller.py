@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from agent.messages import ORDERS_MAX_WAIT_S, ORDERS_PATH
-from agent.reporter import StopReporting, TransportError
+from agent.reporter import StopReporting, TransportError, one_line
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,9 @@ class Puller:
                 raise
             except TransportError as exc:
                 ok = False
-                log.warning("orders of %s not polled (%s); retry in %.0f s", node, exc, self.backoff_s)
+                log.warning(
+                    "orders of %s not polled (%s); retry in %.0f s", node, one_line(exc), self.backoff_s
+                )
         if ok:
             self.backoff_s = self._backoff_first_s
         return ok

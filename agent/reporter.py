@@ -396,7 +396,7 @@ class Reporter:
             if exc.retryable:
                 self._fail(now, exc)
             else:
-                log.warning("server refused the heartbeat of %s: %s", heartbeat.node, exc)
+                log.warning("server refused the heartbeat of %s: %s", heartbeat.node, one_line(exc))
             return False
         self._succeed()
         self._retry_at = now
@@ -406,7 +406,7 @@ class Reporter:
         if now >= self._retry_at:  # one failure per backoff window doubles it once
             log.warning(
                 "server unreachable (%s); %d events waiting, retry in %.0f s",
-                exc,
+                one_line(exc),
                 len(self._outbox),
                 self._backoff_s,
             )

@@ -93,3 +93,32 @@ def test_an_event_no_report_can_carry_is_dropped_with_one_line_and_the_rest_go_o
     assert reporter.pending == 0
     [line] = [r.getMessage() for r in caplog.records]
     assert line.startswith(f"{NODE}: failed of job 1 is ") and "more than a report's 1000" in line
+
+
+class HtmlPages(FakeBatchServer):
+    """A server (or a proxy before it) answering every request with a 400 page over many lines."""
+
+    PAGE = "\n<!doctype html>\n<html>\n<body>\n  <h1>Bad Request (400)</h1>\n</body>\n</html>\n"
+
+    def post_json(self, path: str, payload: dict[str, Any]) -> Any:
+        raise TransportError(f"HTTP 400 from {path}: {self.PAGE}", retryable=False, status=400)
+
+    def post(self, path: str, payload: dict[str, Any]) -> None:
+        raise TransportError(f"HTTP 400 from {path}: {self.PAGE}", retryable=False, status=400)
+
+
+def test_each_refusal_is_logged_on_one_line_with_the_servers_message(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Before, a 400 page spread each of the agent's log entries over ten lines."""
+    clock = FakeClock()
+    agent = make_agent(clock)
+    reporter = Reporter(HtmlPages())
+    reporter.submit([failed(1)])
+    with caplog.at_level(logging.WARNING):
+        Runner([agent], [reporter], clock, heartbeat_every_s=5.0).tick()
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 3  # the report, the heartbeat, the event: once each
+    for message in messages:
+        assert "\n" not in message and "HTTP 400 from /api/v1/agent/" in message
+        assert "<!doctype html> <html> <body> <h1>Bad Request (400)</h1> </body> </html>" in message
