@@ -24,6 +24,10 @@ from django.utils import timezone
 
 from cluster.api_tokens import ApiToken
 from cluster.expressions import run_end
+from common.limits import MAX_BATCH_SIZE as MAX_BATCH_SIZE
+from common.limits import MAX_GPU_MEMORY_MB as MAX_GPU_MEMORY_MB
+from common.limits import MAX_ITERATION_TIME_S as MAX_ITERATION_TIME_S
+from common.limits import MAX_ITERATIONS as MAX_ITERATIONS
 from common.shapes import MAX_GPUS_PER_NODE
 from common.tokens import hash_token, new_token
 
@@ -32,12 +36,9 @@ name_validator = RegexValidator(
     NAME_PATTERN, "use 1-64 lowercase letters, digits and inner hyphens (e.g. 'team-a')"
 )
 
-#: Largest global batch, iteration count, memory and command length the API accepts.
-MAX_BATCH_SIZE = 1_048_576
-MAX_ITERATIONS = 100_000_000
-MAX_GPU_MEMORY_MB = 1_048_576
+#: Longest command the API accepts (characters). The bounds on batch, iterations, memory and
+#: iteration time are common.limits' (shared with the simulator's trace loaders).
 MAX_COMMAND_LENGTH = 4096
-MAX_ITERATION_TIME_S = 86_400.0
 #: Largest guaranteed quota or borrowing limit a tenant may be given (GPUs) **(ours)**: far above any
 #: real cluster, far below the database's integer range.
 MAX_QUOTA_GPUS = 1_000_000

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from common.limits import MAX_GPU_MEMORY_MB
+
 #: Most GPUs one node may have (no server holds more).
 MAX_GPUS_PER_NODE = 64
 #: Most GPUs a shape may have in total (the simulator keeps every GPU in memory).
@@ -77,8 +79,8 @@ def node_names(nodes: int, prefix: str = "node", start: int = 0) -> list[str]:
     return [f"{prefix}-{n:0{width}d}" for n in range(start, start + nodes)]
 
 
-#: Largest GPU memory (MB) a cluster spec may name (1 TiB, the API's bound too).
-MAX_SPEC_MEMORY_MB = 1_048_576
+#: Largest GPU memory (MB) a cluster spec may name: the API's bound (1 TiB).
+MAX_SPEC_MEMORY_MB = MAX_GPU_MEMORY_MB
 _TYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")
 
 

@@ -180,8 +180,10 @@ def per_tenant(outcomes: Iterable[JobOutcome]) -> dict[str, TenantStats]:
 def jain_index(values: Iterable[float]) -> float:
     """Jain's fairness index ``(Σx)² / (n·Σx²)`` of non-negative ``values``.
 
-    1 when all are equal, 1/n when one value holds everything; ``nan`` for no values; 1 when all
-    are 0 (nobody is favoured). Raises ``ValueError`` for a negative value.
+    1 when all are equal, 1/n when one value holds everything; ``nan`` for no values or an
+    infinite one; 1 when all are 0 (nobody is favoured). Raises ``ValueError`` for a negative
+    value. Values too large to square as floats are divided by the largest first (the index does
+    not change with scale), so no finite input overflows.
     """
     xs = list(values)
     if not xs:
@@ -191,7 +193,17 @@ def jain_index(values: Iterable[float]) -> float:
     square_sum = sum(x * x for x in xs)
     if square_sum == 0:
         return 1.0
-    return sum(xs) ** 2 / (len(xs) * square_sum)
+    if math.isfinite(square_sum):
+        try:
+            return sum(xs) ** 2 / (len(xs) * square_sum)
+        except OverflowError:
+            pass
+    if not all(math.isfinite(x) for x in xs):
+        return math.nan
+    # Only past the float range: the plain formula above keeps every ordinary result bit-identical.
+    top = max(xs)
+    ys = [x / top for x in xs]
+    return sum(ys) ** 2 / (len(ys) * sum(y * y for y in ys))
 
 
 def summarise(

@@ -21,6 +21,15 @@ model). Impossible rows are never fatal: each is skipped with a logged reason an
 :attr:`LoadedTrace.rejected`. A gang larger than the cluster's healthy GPUs is **rejected, not
 capped**: shrinking a gang would change the job's speed and its all-or-nothing meaning.
 
+Bounds (:mod:`common.limits`, the API's own where it has one): a row is rejected for a batch
+size above :data:`~common.limits.MAX_BATCH_SIZE`, more iterations than
+:data:`~common.limits.MAX_ITERATIONS` (Tiresias and Chronus; Gavel's published ``total_steps``
+run to 8.7×10⁸, so a Gavel row is bounded by its times alone), a time per iteration above
+:data:`~common.limits.MAX_ITERATION_TIME_S`, or a submit time or exclusive run time
+(iterations × time per iteration) above :data:`~common.limits.MAX_TRACE_TIME_S` (ten years,
+ours); with no cluster given, a gang above :data:`common.shapes.MAX_TOTAL_GPUS`. So every
+accepted job is one the API would accept, and the metrics' sums and squares stay finite.
+
 Job ids: the trace's ``job_id`` values when they are unique over everything loaded; otherwise
 (several files, or Gavel traces, which have no id) ids are renumbered 0…N−1 in load order.
 Jobs are returned sorted by ``(submit_time, id)``; the files themselves need not be sorted.
@@ -37,6 +46,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from common.limits import MAX_BATCH_SIZE, MAX_ITERATION_TIME_S, MAX_ITERATIONS, MAX_TRACE_TIME_S
+from common.shapes import MAX_TOTAL_GPUS
 from scheduling.core.types import Job
 from scheduling.datapaths import trace_path
 
@@ -56,6 +67,11 @@ REASON_TOO_MANY_GPUS = "asks for more GPUs than the cluster has"
 REASON_NO_ITERATIONS = "no iterations to run"
 REASON_BAD_TIME = "non-positive or non-finite iteration time"
 REASON_MALFORMED = "malformed row"
+REASON_TOO_MANY_ITERATIONS = f"more than {MAX_ITERATIONS:,} iterations, the API's bound"
+REASON_BATCH_TOO_LARGE = f"batch size above {MAX_BATCH_SIZE:,}, the API's bound"
+REASON_ITERATION_TOO_LONG = f"time per iteration above {MAX_ITERATION_TIME_S:,.0f} s, the API's bound"
+REASON_RUN_TOO_LONG = f"run time above ten years, {MAX_TRACE_TIME_S:,.0f} s"
+REASON_SUBMIT_TOO_LATE = f"submit time after ten years, {MAX_TRACE_TIME_S:,.0f} s"
 REASON_NO_THROUGHPUT = "no measured throughput for job type and GPU count"
 
 TIRESIAS_COLUMNS = frozenset(
@@ -117,19 +133,35 @@ def _whole(text: str) -> int:
     return int(value)
 
 
-def _check_job(gpus: int, iterations: int, iter_time_s: float, submit: float, max_gpus: int | None) -> None:
+def _check_job(
+    gpus: int, iterations: int, submit: float, max_gpus: int | None, *, cap_iterations: bool = True
+) -> None:
     if gpus < 0:
         raise _RejectRow(REASON_NEGATIVE_GPUS, f"num_gpu={gpus}")
     if gpus == 0:
         raise _RejectRow(REASON_ZERO_GPUS, f"num_gpu={gpus}")
-    if max_gpus is not None and gpus > max_gpus:
-        raise _RejectRow(REASON_TOO_MANY_GPUS, f"num_gpu={gpus} > {max_gpus}")
+    limit = MAX_TOTAL_GPUS if max_gpus is None else max_gpus
+    if gpus > limit:
+        raise _RejectRow(REASON_TOO_MANY_GPUS, f"num_gpu={gpus} > {limit}")
     if iterations <= 0:
         raise _RejectRow(REASON_NO_ITERATIONS, f"iterations={iterations}")
-    if not (math.isfinite(iter_time_s) and iter_time_s > 0):
-        raise _RejectRow(REASON_BAD_TIME, f"iter_time_s={iter_time_s}")
+    if cap_iterations and iterations > MAX_ITERATIONS:
+        raise _RejectRow(REASON_TOO_MANY_ITERATIONS, f"iterations={iterations}")
     if not (math.isfinite(submit) and submit >= 0):
         raise _RejectRow(REASON_MALFORMED, f"submit_time={submit}")
+    if submit > MAX_TRACE_TIME_S:
+        raise _RejectRow(REASON_SUBMIT_TOO_LATE, f"submit_time={submit:g} s")
+
+
+def _check_times(iterations: int, iter_time_s: float) -> None:
+    if not (math.isfinite(iter_time_s) and iter_time_s > 0):
+        raise _RejectRow(REASON_BAD_TIME, f"iter_time_s={iter_time_s}")
+    # The whole run first: a Chronus row gives its duration, and that is the number to name.
+    run_s = iterations * iter_time_s
+    if run_s > MAX_TRACE_TIME_S:
+        raise _RejectRow(REASON_RUN_TOO_LONG, f"{iterations} iterations x {iter_time_s:g} s = {run_s:g} s")
+    if iter_time_s > MAX_ITERATION_TIME_S:
+        raise _RejectRow(REASON_ITERATION_TOO_LONG, f"iter_time_s={iter_time_s:g}")
 
 
 def _tiresias_row(row: dict[str, str], max_gpus: int | None) -> tuple[int, Job]:
@@ -137,10 +169,13 @@ def _tiresias_row(row: dict[str, str], max_gpus: int | None) -> tuple[int, Job]:
     iterations = _whole(row["iterations"])
     iter_time_s = float(row["iteration_time"]) / 1000.0  # ms per iteration -> s
     submit = float(row["submit_time"]) / 1000.0  # ms -> s
-    _check_job(gpus, iterations, iter_time_s, submit, max_gpus)
+    _check_job(gpus, iterations, submit, max_gpus)
+    _check_times(iterations, iter_time_s)
     batch = _whole(row["batch_size"])
     if batch <= 0:
         raise _RejectRow(REASON_MALFORMED, f"batch_size={batch}")
+    if batch > MAX_BATCH_SIZE:
+        raise _RejectRow(REASON_BATCH_TOO_LARGE, f"batch_size={batch}")
     job_id = _whole(row["job_id"])
     priority = _whole(row["priority"]) if row.get("priority") not in (None, "") else 0
     return job_id, Job(
@@ -161,8 +196,9 @@ def _chronus_row(row: dict[str, str], max_gpus: int | None) -> tuple[int, Job]:
     iterations = _whole(row["iterations"])
     duration = float(row["duration"])  # seconds
     submit = float(row["submit_time"])  # seconds
-    iter_time_s = duration / iterations if iterations > 0 else math.nan
-    _check_job(gpus, iterations, iter_time_s, submit, max_gpus)
+    _check_job(gpus, iterations, submit, max_gpus)
+    _check_times(iterations, duration / iterations)
+    iter_time_s = duration / iterations
     tenant = row["user"].strip()
     if not tenant:
         raise _RejectRow(REASON_MALFORMED, "empty user")
@@ -189,14 +225,17 @@ def _gavel_row(
     iterations = _whole(fields[4])
     submit = float(fields[5])
     gpus = _whole(fields[6])
-    _check_job(gpus, iterations, 1.0, submit, max_gpus)
+    _check_job(gpus, iterations, submit, max_gpus, cap_iterations=False)
     try:
         steps_per_s = float(throughput(job_type, gpus))
     except (KeyError, ValueError, LookupError) as exc:
         raise _RejectRow(REASON_NO_THROUGHPUT, f"{job_type!r} on {gpus} GPUs: {exc}") from None
     if not (math.isfinite(steps_per_s) and steps_per_s > 0):
         raise _RejectRow(REASON_NO_THROUGHPUT, f"{job_type!r} on {gpus} GPUs")
+    _check_times(iterations, 1.0 / steps_per_s)
     model, batch = parse_gavel_job_type(job_type)
+    if batch > MAX_BATCH_SIZE:
+        raise _RejectRow(REASON_BATCH_TOO_LARGE, f"batch size {batch}")
     return None, Job(0, tenant, model, batch, gpus, iterations, submit, 1.0 / steps_per_s)
 
 

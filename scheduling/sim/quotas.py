@@ -44,10 +44,17 @@ def quotas_from_json(data: object) -> dict[str, TenantQuota]:
 def proportional_quotas(weights: Mapping[str, float], gpus: int) -> dict[str, TenantQuota]:
     """Guarantees proportional to ``weights`` summing to ``gpus`` (largest-remainder rounding,
     Hamilton's method; ties by tenant name), unlimited borrowing. Raises ``ValueError`` for no
-    positive weight or a negative one."""
+    positive weight, a negative one or an infinite one; weights too large for ``gpus × weight``
+    to be a float are divided by the largest first (shares do not change with scale)."""
     if any(w < 0 for w in weights.values()) or sum(weights.values()) <= 0:
         raise ValueError("quota weights must be ≥ 0 with a positive sum")
+    if not all(math.isfinite(w) for w in weights.values()):
+        raise ValueError("quota weights must be finite")
     mass = sum(weights.values())
+    if not math.isfinite(gpus * mass):  # only then: ordinary weights keep their exact shares
+        top = max(weights.values())
+        weights = {t: w / top for t, w in weights.items()}
+        mass = sum(weights.values())
     exact = {t: gpus * w / mass for t, w in weights.items()}
     out = {t: math.floor(v) for t, v in exact.items()}
     for t in sorted(exact, key=lambda t: (-(exact[t] - out[t]), t))[: gpus - sum(out.values())]:

@@ -6,13 +6,19 @@ from pathlib import Path
 
 import pytest
 
+from common.limits import MAX_BATCH_SIZE, MAX_ITERATIONS, MAX_TRACE_TIME_S
 from scheduling.sim.loaders import (
     CHRONUS_BATCH_SIZE,
+    REASON_BATCH_TOO_LARGE,
+    REASON_ITERATION_TOO_LONG,
     REASON_MALFORMED,
     REASON_NEGATIVE_GPUS,
     REASON_NO_ITERATIONS,
     REASON_NO_THROUGHPUT,
+    REASON_RUN_TOO_LONG,
+    REASON_SUBMIT_TOO_LATE,
     REASON_TOO_MANY_GPUS,
+    REASON_TOO_MANY_ITERATIONS,
     REASON_ZERO_GPUS,
     TraceError,
     TraceNotFoundError,
@@ -147,6 +153,58 @@ def test_bad_rows_are_counted_with_reasons(tmp_path: Path) -> None:
     }
     assert REASON_NEGATIVE_GPUS == "asks for a negative number of GPUs"
     assert trace.rows == 7
+
+
+def test_chronus_rows_beyond_the_bounds_are_rejected(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "c.csv",
+        CHRONUS_HEADER
+        + "0,vc_a,1,8555,5049,vgg16,747,14,1105,10,0,strict\n"  # fine
+        + "1,vc_b,1,832,296,mobilenet_v2,1e308,8,128,10,0,strict\n"  # run 1e308 s
+        + "2,vc_b,1,832,296,mobilenet_v2,1e160,8,128,10,0,strict\n"  # run 1e160 s
+        + "3,vc_b,1,1e300,296,mobilenet_v2,98,8,128,10,0,strict\n"  # submitted at 1e300 s
+        + "4,vc_b,1,832,1e30,mobilenet_v2,98,8,128,10,0,strict\n"  # 1e30 iterations
+        + "5,vc_b,1,832,1,mobilenet_v2,86401,8,128,10,0,strict\n"  # one iteration of 86401 s
+        + f"6,vc_b,1,{MAX_TRACE_TIME_S:.0f},1,mobilenet_v2,86400,8,128,10,0,strict\n"  # at the bounds
+        + "7,vc_b,100001,832,296,mobilenet_v2,98,8,128,10,0,strict\n",  # more GPUs than any cluster
+    )
+    trace = load_traces(path)
+    assert [j.id for j in trace.jobs] == [0, 6]
+    assert trace.rejected == {
+        REASON_RUN_TOO_LONG: 2,
+        REASON_SUBMIT_TOO_LATE: 1,
+        REASON_TOO_MANY_ITERATIONS: 1,
+        REASON_ITERATION_TOO_LONG: 1,
+        REASON_TOO_MANY_GPUS: 1,
+    }
+    assert REASON_RUN_TOO_LONG == "run time above ten years, 315,360,000 s"
+    assert trace.jobs[1].iter_time_s == 86400.0
+    assert trace.jobs[1].submit_time == 315_360_000.0
+
+
+def test_tiresias_rows_beyond_the_api_bounds_are_rejected(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "t.csv",
+        TIRESIAS_HEADER
+        + "1,1,0,10,dqn,128,0,0,1e200,0,0,0,0\n"  # 1e197 s per iteration
+        + "2,1,1e300,10,dqn,128,0,0,490,0,0,0,0\n"  # submitted at 1e297 s
+        + "3,1,0,1e30,dqn,128,0,0,490,0,0,0,0\n"  # 1e30 iterations
+        + "4,1,0,10,dqn,1e20,0,0,490,0,0,0,0\n"  # batch of 1e20 samples
+        + f"5,1,0,10,dqn,{MAX_BATCH_SIZE + 1},0,0,490,0,0,0,0\n"
+        + f"6,1,0,{MAX_ITERATIONS + 1},dqn,128,0,0,1,0,0,0,0\n"
+        + f"7,1,0,{MAX_ITERATIONS},dqn,{MAX_BATCH_SIZE},0,0,1,0,0,0,0\n",  # at the bounds
+    )
+    trace = load_traces(path)
+    assert [j.id for j in trace.jobs] == [7]
+    assert (trace.jobs[0].iterations, trace.jobs[0].batch_size) == (100_000_000, 1_048_576)
+    assert trace.rejected == {
+        REASON_RUN_TOO_LONG: 1,
+        REASON_SUBMIT_TOO_LATE: 1,
+        REASON_TOO_MANY_ITERATIONS: 2,
+        REASON_BATCH_TOO_LARGE: 2,
+    }
 
 
 def test_short_rows_are_malformed_not_fatal(tmp_path: Path) -> None:

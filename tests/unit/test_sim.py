@@ -491,6 +491,38 @@ def test_jain_index() -> None:
         metrics.jain_index([-1, 2])
 
 
+def test_jain_index_of_values_past_the_float_squares() -> None:
+    # 1e200 squared is past the float range; the index is scale-free: [1, 1] -> 1, [1, 3] -> 0.8.
+    assert metrics.jain_index([1e200, 1e200]) == 1.0
+    assert metrics.jain_index([1e300, 3e300]) == pytest.approx(0.8)
+    assert math.isnan(metrics.jain_index([math.inf, 1.0]))
+
+
+def test_metrics_of_the_largest_legal_jobs_stay_finite() -> None:
+    # The loaders' bounds: a gang of every GPU there may be, running ten years from a ten-year
+    # submit time. 10,000 such tenants hold 1e5 GPUs x 2 x 315,360,000 s / 3600 GPU-hours each.
+    from common.limits import MAX_TRACE_TIME_S
+    from common.shapes import MAX_TOTAL_GPUS
+    from scheduling.sim.quotas import proportional_quotas
+
+    gpu_hours = MAX_TOTAL_GPUS * 2 * MAX_TRACE_TIME_S / 3600
+    assert metrics.jain_index([gpu_hours] * 10_000) == pytest.approx(1.0)
+    assert metrics.jain_index([gpu_hours, 3 * gpu_hours]) == pytest.approx(0.8)
+    demand = {f"t{i}": MAX_TOTAL_GPUS * MAX_TRACE_TIME_S * 1000 for i in range(4)}
+    quotas = proportional_quotas(demand, MAX_TOTAL_GPUS)
+    assert [q.guaranteed_gpus for q in quotas.values()] == [25_000] * 4
+
+
+def test_proportional_quotas_of_weights_past_the_float_range() -> None:
+    from scheduling.sim.quotas import proportional_quotas
+
+    # 8 x 1e308 overflows; the shares are those of equal weights: 4 and 4.
+    quotas = proportional_quotas({"a": 1e308, "b": 1e308}, 8)
+    assert {t: q.guaranteed_gpus for t, q in quotas.items()} == {"a": 4, "b": 4}
+    with pytest.raises(ValueError, match="finite"):
+        proportional_quotas({"a": math.inf, "b": 1.0}, 8)
+
+
 def test_summarise_and_binned_utilisation() -> None:
     # Two jobs on a 2-GPU cluster: one GPU busy 0..10, both 10..20 (one of them shared 10..15).
     outcomes = [
