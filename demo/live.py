@@ -74,6 +74,7 @@ class LiveRun:
     stop: threading.Event = field(default_factory=threading.Event)
     job_ids: dict[int, int] = field(default_factory=dict)  # database pk → trace job id
     errors: list[str] = field(default_factory=list)
+    refused: set[int] = field(default_factory=set)  # trace job ids the API refused
     rounds: int = 0
 
     def replay(self) -> None:
@@ -94,6 +95,7 @@ class LiveRun:
                     made, refused = submit_jobs(self.base_url, token, due, self.stop.wait)
                     self.job_ids.update(made)
                     self.errors.extend(refused)
+                    self.refused.update({job.id for job in due} - set(made.values()))
                 i = j
         except Exception as exc:  # the main thread reports it and stops
             log.exception("replay failed")

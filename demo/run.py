@@ -98,6 +98,17 @@ def run_demo(config: DemoConfig, say: Callable[[str], None]) -> int:
     try:
         finished = wait_for_jobs(run, threads[0])
         wall_s = time.monotonic() - clock.t0
+        # Said before the comparison, so nothing after it can hide why a job is missing.
+        for error in run.errors[:10]:
+            say(f"error: {error}")
+        if run.refused:
+            # The simulator ran every job of the trace; the comparison is of the jobs both ran.
+            say(
+                f"the API refused {len(run.refused)} job(s) ({_ids(run.refused)}): "
+                "the simulator runs again without them for the comparison"
+            )
+            kept = tuple(j for j in workload.jobs if j.id not in run.refused)
+            simulated, _ = simulate_like_live(kept, cluster, policy, profile, truth, sim_config, config)
         live = live_result(run, config.policy)
         report = build_report(
             workload.trace,
@@ -115,8 +126,6 @@ def run_demo(config: DemoConfig, say: Callable[[str], None]) -> int:
         )
         say(learning_line(run))
         say(throughput_line(len(live.outcomes), len(workload.jobs), wall_s))
-        for error in run.errors[:10]:
-            say(f"error: {error}")
         code = 0 if finished else 1
         if not config.exit_when_done and not run.stop.is_set():
             say(f"the dashboard stays live at {base_url}/dashboard/ ; Ctrl-C stops")
@@ -143,3 +152,10 @@ def run_demo(config: DemoConfig, say: Callable[[str], None]) -> int:
         finally:
             request_log.removeFilter(quiet)
     return code
+
+
+def _ids(ids: set[int]) -> str:
+    """``"trace jobs 3, 7, 9"`` (the first ten, then how many more)."""
+    shown = sorted(ids)[:10]
+    more = f" and {len(ids) - len(shown)} more" if len(ids) > len(shown) else ""
+    return f"trace job{'s' if len(ids) > 1 else ''} {', '.join(map(str, shown))}{more}"

@@ -77,7 +77,7 @@ def load_workload(config: DemoConfig, profile: core.Profile, say: Callable[[str]
     """The trace (``config.trace``, else the shared data's testbed trace), or the synthetic
     workload when no trace was given and the shared data folder is absent. Jobs are dealt to the
     demo's tenants in submission order (a trace's own tenants, however many, are kept when there are
-    several: :func:`tenant_names`).
+    several: :func:`tenant_names`). The trace's rejected rows, if any, are said (count per reason).
     Raises :class:`DemoError` for a trace that cannot be read."""
     cluster_gpus = config.nodes * config.gpus_per_node
     path = config.trace
@@ -99,6 +99,12 @@ def load_workload(config: DemoConfig, profile: core.Profile, say: Callable[[str]
             trace = load_traces(path, max_gpus=cluster_gpus, throughput=profile.isolated_throughput)
         except (ValueError, OSError) as exc:
             raise DemoError(str(exc)) from None
+        if trace.rejected:
+            reasons = "; ".join(f"{reason}: {n}" for reason, n in sorted(trace.rejected.items()))
+            say(
+                f"{sum(trace.rejected.values())} of {trace.rows} trace rows rejected ({reasons}); "
+                "neither the live run nor the simulator sees them"
+            )
     names = trace.tenants
     if len(names) > 1:
         own = tenant_names(names)

@@ -71,6 +71,31 @@ def test_demo_replays_a_synthetic_workload_and_compares_with_the_simulator(tmp_p
     )
 
 
+def test_a_job_the_api_refuses_is_said_and_left_out_of_the_comparison(tmp_path: Path) -> None:
+    # Job 1's model name has a space: the loader takes it, the API refuses it (400). The demo
+    # says so before the table, and the simulator's row is of the one job the live run ran too.
+    trace = tmp_path / "t.csv"
+    trace.write_text(
+        "job_id,user,num_gpu,submit_time,iterations,model_name,duration,interval,"
+        "expect_time_list,expect_value_list,best_effort,job_type\n"
+        "0,vc_a,1,0,100,resnet18,100,1,100,10,0,strict\n"
+        "1,vc_b,1,0,100,bad model,100,1,100,10,0,strict\n",
+        encoding="utf-8",
+    )
+    done = run_demo(
+        tmp_path, "--trace", str(trace), "--speedup", "300", "--port", "0", "--exit-when-done",
+        "--no-progress", "--timeout", "120",
+    )  # fmt: skip
+    out = done.stdout
+    assert done.returncode == 1, out + done.stderr
+    assert "Traceback" not in done.stderr
+    assert "error: job 1 refused: HTTP 400" in out
+    assert "the API refused 1 job(s) (trace job 1): the simulator runs again without them" in out
+    assert out.index("error: job 1 refused") < out.index("sjf-bsbf (live)")
+    rows = {" ".join(ln.split()[:2]): ln.split() for ln in out.splitlines() if ln.startswith("sjf-bsbf (")}
+    assert rows["sjf-bsbf (live)"][2] == "1" and rows["sjf-bsbf (simulator)"][2] == "1"
+
+
 def test_demo_refuses_bad_options_with_one_line(tmp_path: Path) -> None:
     done = run_demo(tmp_path, "--speedup", "-1", "--exit-when-done")
     assert done.returncode != 0

@@ -40,6 +40,22 @@ def test_a_30_tenant_trace_keeps_its_30_tenants(tmp_path: Path) -> None:
     assert [j.tenant for j in workload.jobs] == [f"vc-{i:02d}" for i in range(30)]
 
 
+def test_the_rows_a_trace_loses_are_said(tmp_path: Path) -> None:
+    # Row 1 runs 1e308 s (past ten years), row 2 asks for 0 GPUs: neither is replayed, and the
+    # demo says so (it used to say nothing, and send the first to the API, which refused it).
+    path = chronus_trace(tmp_path / "t.csv", 1)
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write("1,vc_01,1,832,296,mobilenet_v2,1e308,8,128,10,0,strict\n")
+        fh.write("2,vc_01,0,832,296,mobilenet_v2,98,8,128,10,0,strict\n")
+    said: list[str] = []
+    workload = load_workload(DemoConfig(trace=path), load_default_profile(), said.append)
+    assert [j.id for j in workload.jobs] == [0]
+    assert said == [
+        "2 of 3 trace rows rejected (asks for 0 GPUs: 1; run time above ten years, 315,360,000 s: 1); "
+        "neither the live run nor the simulator sees them"
+    ]
+
+
 def test_tenant_names_are_unique_and_valid() -> None:
     # the service's alphabet: lowercase letters, digits, inner hyphens, at most 64 characters
     assert tenant_names(["VC_6214e9", "x"]) == {"VC_6214e9": "vc-6214e9", "x": "x"}
