@@ -312,8 +312,16 @@ def _csv_rows(
     path: Path, fmt: str, max_gpus: int | None, counts: Counter[str]
 ) -> Iterator[tuple[int | None, Job]]:
     parse = _tiresias_row if fmt == "tiresias" else _chronus_row
+    required = TIRESIAS_COLUMNS if fmt == "tiresias" else CHRONUS_COLUMNS
     with path.open(newline="", encoding="utf-8") as fh:
         for line_no, row in enumerate(csv.DictReader(fh), start=2):
+            # A short row: csv fills the columns it lacks with None; name them (in header order).
+            missing = [name for name, value in row.items() if value is None and name.strip() in required]
+            if missing:
+                given = sum(1 for name, value in row.items() if name is not None and value is not None)
+                detail = f"missing column(s) {', '.join(missing)}: {given} of {len(row)} fields given"
+                _reject(counts, f"{path.name}:{line_no}", REASON_MALFORMED, detail)
+                continue
             try:
                 yield parse(row, max_gpus)
             except _RejectRow as rej:

@@ -207,11 +207,24 @@ def test_tiresias_rows_beyond_the_api_bounds_are_rejected(tmp_path: Path) -> Non
     }
 
 
-def test_short_rows_are_malformed_not_fatal(tmp_path: Path) -> None:
+def test_short_rows_are_malformed_not_fatal(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = write(tmp_path, "t.csv", TIRESIAS_HEADER + "1,1,0,10\n" + "2,1,0,10,dqn,128,0,0,490,0,0,0,1\n")
-    trace = load_traces(path)
+    with caplog.at_level("INFO", logger="scheduling.sim.loaders"):
+        trace = load_traces(path)
     assert [j.id for j in trace.jobs] == [2]
     assert trace.rejected == {REASON_MALFORMED: 1}
+    # the columns it lacks are named, not Python's "float() argument must be ... not 'NoneType'"
+    assert (
+        "rejected t.csv:2: malformed row (missing column(s) model_name, batch_size, iteration_time: "
+        "4 of 13 fields given)"
+    ) in caplog.messages
+
+
+def test_a_row_without_the_optional_last_columns_is_kept(tmp_path: Path) -> None:
+    path = write(tmp_path, "t.csv", TIRESIAS_HEADER + "2,1,0,10,dqn,128,0,0,490\n")
+    trace = load_traces(path)
+    assert [(j.id, j.priority) for j in trace.jobs] == [(2, 0)]
+    assert trace.rejected == {}
 
 
 def test_only_bad_rows_is_an_error(tmp_path: Path) -> None:
