@@ -139,7 +139,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--round-interval",
         type=float,
         metavar="S",
-        help=f"seconds between rounds (default {DEFAULT_ROUND_INTERVAL_S:g}; inf: only event rounds)",
+        help=f"seconds between rounds (default {DEFAULT_ROUND_INTERVAL_S:g}; inf, with --round-on-events: "
+        "no periodic rounds, only those at arrivals and completions)",
     )
     parser.add_argument(
         "--round-on-events", action="store_true", help="also run a round at every arrival and completion"
@@ -417,6 +418,11 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
             placement=chosen.placement,
             tiresias=chosen.tiresias,
         )
+        if math.isinf(chosen.round_interval_s) and not chosen.round_on_events:
+            raise CliError(
+                "--round-interval inf needs --round-on-events: with no periodic round, the only "
+                "rounds are those at arrivals and completions"
+            )
         config = SimConfig(
             round_interval_s=chosen.round_interval_s,
             round_on_events=chosen.round_on_events,

@@ -42,7 +42,12 @@ class SimConfig:
 
     def __post_init__(self) -> None:
         interval = self.round_interval_s
-        if not (interval > 0 and (math.isfinite(interval) or self.round_on_events)):
-            raise ValueError(f"round interval must be a positive number of s (inf: on events): {interval}")
+        if not interval > 0:
+            raise ValueError(f"round interval must be a positive number of s, got {interval}")
+        if math.isinf(interval) and not self.round_on_events:
+            raise ValueError(
+                "a round interval of inf needs round_on_events: with no periodic round, "
+                "the only rounds are those at arrivals and completions"
+            )
         if not (math.isfinite(self.restart_cost_s) and self.restart_cost_s >= 0):
             raise ValueError(f"restart cost must be ≥ 0 s, got {self.restart_cost_s}")

@@ -59,8 +59,10 @@ def test_percentile_by_index_as_the_peers_calc() -> None:
 
 
 def test_config_validation() -> None:
-    with pytest.raises(ValueError, match="inf: on events"):
+    with pytest.raises(ValueError, match="a round interval of inf needs round_on_events"):
         SimConfig(round_interval_s=math.inf)
+    with pytest.raises(ValueError, match="round interval must be a positive number of s, got -1"):
+        SimConfig(round_interval_s=-1.0)
     SimConfig(**EVENTS)
     with pytest.raises(ValueError):
         Fidelity(iteration_time_factor=0.0)

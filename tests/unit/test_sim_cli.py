@@ -139,7 +139,7 @@ def test_html_report_is_written(tiny: Path, tmp_path: Path, capsys: pytest.Captu
         (["--cluster", "0x8"], "bad --cluster '0x8': a cluster needs at least one node and one GPU per node"),
         (["--cluster", "abc"], "bad --cluster 'abc': cluster shape must look like NODESxGPUS"),
         (["--policies", "fifo,lottery"], "unknown policy 'lottery'; valid policies: fifo, sjf"),
-        (["--round-interval", "0"], "round interval must be a positive"),
+        (["--round-interval", "0"], "round interval must be a positive number of s, got 0.0"),
         (["--gpu-memory-mb", "0"], "--gpu-memory-mb must be positive"),
         # The tester's hang: 10^10 GPUs. Refused by the per-node bound (100,000 > 64).
         (["--cluster", "100000x100000"], "at most 64 GPUs per node, got 100000"),

@@ -97,7 +97,12 @@ def test_options_win_over_the_preset() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--round-interval", "inf"], "inf: on events"),
+        (
+            ["--round-interval", "inf"],
+            "error: --round-interval inf needs --round-on-events: with no periodic round, the only "
+            "rounds are those at arrivals and completions\n",
+        ),
+        (["--round-interval", "0"], "error: round interval must be a positive number of s, got 0.0\n"),
         (["--relaunch-overhead", "slow"], "unknown overhead table 'slow'"),
         (["--tiresias-thresholds", "700,300"], "increasing"),
         (["--iteration-time-factor", "0"], "iteration-time factor"),
