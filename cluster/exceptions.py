@@ -4,7 +4,8 @@ A body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is 413. Deleting a row still referen
 placements) is 409. Validation errors add ``"fields"`` (field name → list of messages); throttling
 adds ``"retry_after"`` (s); a 403 :class:`CodedPermissionDenied` adds ``"code"``. The cache, the
 broker or the database unreachable is 503 (with ``"retry_after"``). A path that names nothing under
-``/api/`` or ``/dashboard/api/`` is ``404 {"error": "not found"}`` (:func:`api_not_found`). Anything
+``/api/`` or ``/dashboard/api/`` is ``404 {"error": "not found"}`` (:func:`api_not_found`); a host
+``ALLOWED_HOSTS`` does not admit is a 400 naming it and the setting (:func:`api_bad_request`). Anything
 else DRF does not handle stays a 500 (and is logged).
 """
 
@@ -15,10 +16,11 @@ from collections import Counter
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import DisallowedHost, RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import ProtectedError, RestrictedError
 from django.http import HttpRequest, JsonResponse
+from django.http.request import split_domain_port
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -119,3 +121,48 @@ def api_not_found(request: HttpRequest) -> JsonResponse:
     nothing under ``/api/v1/`` (``cluster.urls``) or under ``/dashboard/api/`` (``frontend.urls``):
     a script reading JSON never gets Django's HTML page."""
     return JsonResponse(NOT_FOUND, status=404)
+
+
+#: The longest Host header an error message quotes (a DNS name is at most 253 characters, a port 6).
+MAX_QUOTED_HOST = 260
+
+
+def requested_host(request: HttpRequest) -> str:
+    """The host a request asked for, as Django's ``get_host`` reads it (``X-Forwarded-Host`` when
+    ``USE_X_FORWARDED_HOST`` is on, else ``Host``, else the server's name and port), unchecked."""
+    meta = request.META
+    if settings.USE_X_FORWARDED_HOST and "HTTP_X_FORWARDED_HOST" in meta:
+        return str(meta["HTTP_X_FORWARDED_HOST"])
+    if "HTTP_HOST" in meta:
+        return str(meta["HTTP_HOST"])
+    name, port = str(meta.get("SERVER_NAME", "")), str(request.get_port())
+    return name if port == ("443" if request.is_secure() else "80") else f"{name}:{port}"
+
+
+def disallowed_host_message(request: HttpRequest) -> str:
+    """The error of a request whose host ``ALLOWED_HOSTS`` does not admit. The host is quoted only
+    when it is a well-formed host name with an optional port (letters, digits, ``.``, ``-``, ``:``,
+    ``[]``) of bounded length, so the message never carries what the client chose beyond that."""
+    host = requested_host(request)
+    domain, port = split_domain_port(host)
+    if not domain or len(host) > MAX_QUOTED_HOST:
+        return (
+            "the request's Host header is not a valid host name; send the server's host name,"
+            " one its ALLOWED_HOSTS setting lists"
+        )
+    return (
+        f"host {host!r} is not in this server's ALLOWED_HOSTS setting:"
+        f" use a host name it lists, or add {domain!r} to ALLOWED_HOSTS on the server"
+    )
+
+
+@csrf_exempt
+def api_bad_request(request: HttpRequest, exception: Exception | None) -> JsonResponse:
+    """Django's 400 (a request refused before any view: a host ``ALLOWED_HOSTS`` does not admit,
+    another suspicious operation) as the API's JSON error. A disallowed host adds
+    ``"code": "disallowed_host"`` so that a client can tell its own configuration is at fault."""
+    if isinstance(exception, DisallowedHost):
+        body = {"error": disallowed_host_message(request), "code": "disallowed_host"}
+    else:
+        body = {"error": "bad request"}
+    return JsonResponse(body, status=400)

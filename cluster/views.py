@@ -15,6 +15,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Prefetch, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views.defaults import bad_request as django_bad_request
 from django.views.defaults import page_not_found
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
@@ -430,6 +431,14 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
     if request.path.startswith("/api/"):
         return exceptions.api_not_found(request)
     return page_not_found(request, exception or Http404())
+
+
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """Django's ``handler400`` (a host ``ALLOWED_HOSTS`` does not admit, say): the API's JSON error
+    for paths under ``/api/`` and ``/dashboard/api/``, Django's page elsewhere."""
+    if request.path.startswith(("/api/", "/dashboard/api/")):
+        return exceptions.api_bad_request(request, exception)
+    return django_bad_request(request, exception or Exception())
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

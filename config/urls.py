@@ -10,6 +10,8 @@ from cluster import views as cluster_views
 
 # Django's own 404 (a path no pattern takes): JSON under /api/, the HTML page elsewhere.
 handler404 = "cluster.views.not_found"
+# Django's own 400 (a host ALLOWED_HOSTS does not admit): JSON naming the host under /api/.
+handler400 = "cluster.views.bad_request"
 
 urlpatterns = [
     path("admin/", admin.site.urls),

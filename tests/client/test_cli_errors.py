@@ -62,6 +62,24 @@ def test_an_api_url_answering_a_404_page_is_a_usage_error_not_a_missing_job(
     assert one_line(run("show", "999999"), 3) == "sharewise: error: not found"  # the service's own 404
 
 
+def test_an_api_url_whose_host_the_service_refuses_is_a_usage_error(run: Run, service: Service) -> None:
+    # the loopback address as a number reaches the service, whose ALLOWED_HOSTS does not list it:
+    # Django's HTML "Bad Request (400)" was dumped and the exit status was 4 (refused)
+    api = service.url.replace("localhost", "2130706433")
+    port = urlsplit(api).port
+    assert one_line(run("--api", api, "whoami"), 2) == (
+        f"sharewise: error: {api} refused the host name of this URL: host"
+        f" '2130706433:{port}' is not in this server's ALLOWED_HOSTS setting: use a host name it"
+        " lists, or add '2130706433' to ALLOWED_HOSTS on the server"
+    )
+    # below a path outside /api/ the refusal is Django's bare page: still the URL's fault
+    assert one_line(run("--api", f"{api}/healthz", "whoami"), 2) == (
+        f"sharewise: error: {api}/healthz answered HTTP 400 with no Sharewise error body (for"
+        " /healthz/api/v1/tenant/): it is probably not the service's base URL, or the service does"
+        " not admit this host name (its ALLOWED_HOSTS setting)"
+    )
+
+
 def test_an_api_url_with_the_api_prefix_reaches_the_service(run: Run, service: Service) -> None:
     # http://host:8000/api/v1/ copied from the API's pages: the client added the prefix again, so
     # every call was the service's own JSON 404 and `list` said "not found" (exit 3)

@@ -406,6 +406,10 @@ def _retry_after_s(response: requests.Response) -> float | None:
         return None
 
 
+#: The ``code`` of the service's 400 for a Host header its ``ALLOWED_HOSTS`` does not admit.
+DISALLOWED_HOST = "disallowed_host"
+
+
 def _decode(response: requests.Response, api: str) -> Any:
     """The JSON body of ``response`` from the service at ``api``, or the error it means."""
     try:
@@ -429,6 +433,18 @@ def _decode(response: requests.Response, api: str) -> Any:
         raise UsageError(
             f"{api} answered HTTP 404 with no Sharewise error body (for {urlsplit(response.url).path}):"
             " it is probably not the service's base URL, which is like http://host:8000"
+        )
+    if response.status_code == 400 and isinstance(body, dict) and body.get("code") == DISALLOWED_HOST:
+        # The service refused the URL's host name before reading the request: the URL is at fault,
+        # not the command (exit 2, as for any API URL that is not the service's).
+        raise UsageError(f"{api} refused the host name of this URL: {body.get('error')}")
+    if response.status_code == 400 and not is_error_body(body):
+        # Every 400 of the service is its JSON error; a bare page (an older service's refusal of
+        # a host ALLOWED_HOSTS does not admit, or another server) says the URL is wrong.
+        raise UsageError(
+            f"{api} answered HTTP 400 with no Sharewise error body (for {urlsplit(response.url).path}):"
+            " it is probably not the service's base URL, or the service does not admit this host name"
+            " (its ALLOWED_HOSTS setting)"
         )
     if response.status_code >= 400:
         raise error_for(response.status_code, body)

@@ -10,7 +10,8 @@ code  exception              when
 1     :class:`ServiceError`  the service is unreachable, answered 5xx or something unreadable
 2     :class:`UsageError`    a bad command line, a missing setting, an unreadable job file,
                              an API URL that is not the service's (a 404 without its error,
-                             or a 404 of ``tenant/``, which the service always has)
+                             or a 404 of ``tenant/``, which the service always has; a 400
+                             refusing the URL's host, not in the server's ``ALLOWED_HOSTS``)
 3     :class:`NotFound`      404: no such job in your tenant
 4     :class:`Rejected`      400, 409, 413, 415, 422: the service refused the request as given
 5     :class:`AuthError`     401, 403: no token, a wrong token, or not a member of a tenant
