@@ -46,7 +46,7 @@ from agent.messages import MessageError, split_command
 from cluster import cluster_facts
 from cluster.exceptions import api_exception_handler
 from cluster.models import IdempotencyConflict, Job, Membership, Tenant
-from cluster.parsers import SURROGATE_ESCAPE
+from cluster.parsers import SURROGATE_ESCAPE, unique_keys
 from cluster.renderers import SafeJSONRenderer
 from cluster.serializers import JobSerializer, memory_refusal
 from cluster.throttles import SubmissionThrottle
@@ -143,8 +143,8 @@ def submission_of(request: HttpRequest) -> Submission | None:
         return None
     try:
         text = raw.decode("utf-8")
-        data = json.loads(text, parse_constant=refuse_constant)
-    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        data = json.loads(text, parse_constant=refuse_constant, object_pairs_hook=unique_keys)
+    except (ValueError, RecursionError):  # so are UnicodeDecodeError, JSONDecodeError, DuplicateKey
         return None
     if not isinstance(data, dict) or SURROGATE_ESCAPE.search(text):
         return None

@@ -22,9 +22,33 @@ from rest_framework.request import Request
 SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
+class DuplicateKey(ValueError):
+    """An object of parsed JSON gives one key twice; ``key`` is that key."""
+
+    def __init__(self, key: str) -> None:
+        # json.dumps quotes the key with ASCII escapes, so a control character cannot reach a log
+        super().__init__(f"malformed JSON: key {json.dumps(key)} given twice in one object; give it once")
+        self.key = key
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads`` ``object_pairs_hook``: the object's dict, or :class:`DuplicateKey` when a key
+    comes twice (``{"gpus": 1, "gpus": 2}``: JSON leaves it undefined, Python kept the last value,
+    so a job asked for 2 GPUs while the sender may have read 1)."""
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKey(key)
+            seen.add(key)
+    return data
+
+
 class StrictJSONParser(JSONParser):
     """JSON without NaN/Infinity; ``ParseError`` (400) for malformed, non-UTF-8 or absurdly nested
-    JSON, and for an object key holding a lone surrogate (``{"\\udc00": 1}``: not a Unicode
+    JSON, for an object giving a key twice (:func:`unique_keys`), and for an object key holding a
+    lone surrogate (``{"\\udc00": 1}``: not a Unicode
     character, so no error message could name it). A lone surrogate in a string *value* is the
     field's error (DRF's ``CharField`` refuses it, naming the field)."""
 
@@ -32,9 +56,11 @@ class StrictJSONParser(JSONParser):
         raw = stream.read() if stream is not None else b""
         try:
             text = raw.decode("utf-8")
-            data = json.loads(text, parse_constant=_reject_constant)
+            data = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=unique_keys)
         except UnicodeDecodeError:
             raise ParseError("request body is not valid UTF-8") from None
+        except DuplicateKey as exc:
+            raise ParseError(str(exc)) from None
         except ValueError as exc:
             raise ParseError(f"malformed JSON: {exc}") from None
         except RecursionError:

@@ -197,3 +197,47 @@ def test_a_node_that_ran_jobs_can_be_deleted_once_idle(staff_api: APIClient, ten
     assert response.status_code == 204, response.content
     assert not Node.objects.filter(pk=node.pk).exists() and not Placement.objects.exists()
     assert Job.objects.filter(pk=job.pk).exists() and JobEvent.objects.filter(job=job).exists()
+
+
+# A key given twice: JSON leaves its meaning open and Python kept the last value, so
+# {"gpus": 1, "gpus": 2} made a 2-GPU job. Now a 400 naming the key, and nothing written.
+DUPLICATE_GPUS = (
+    '{"name": "x", "model": "resnet50", "batch_size": 128, "iterations": 1000, "gpus": 1, "gpus": 2}'
+)
+
+
+DUPLICATE = 'malformed JSON: key "{}" given twice in one object; give it once'
+
+
+@pytest.mark.parametrize("accept", ["*/*", "application/json; indent=2"])  # the plain view and DRF's
+def test_a_key_given_twice_in_a_submission_is_400_naming_it(alice_api: APIClient, accept: str) -> None:
+    response = alice_api.generic(
+        "POST", JOBS_URL, DUPLICATE_GPUS, content_type="application/json", HTTP_ACCEPT=accept
+    )
+    assert response.status_code == 400
+    assert response.json() == {"error": 'malformed JSON: key "gpus" given twice in one object; give it once'}
+    assert not Job.objects.exists()
+
+
+def test_a_key_given_twice_anywhere_is_400_on_every_endpoint(staff_api: APIClient, cluster: Any) -> None:
+    node = Node.objects.get(name="node-00")
+    token = node.issue_agent_token()
+    node.save()
+    agent = APIClient()
+    agent.credentials(HTTP_AUTHORIZATION=f"Node {token}")
+    sent = [
+        (staff_api, "/api/v1/admin/tenants/", '{"name": "t", "name": "u"}', "name"),
+        (agent, "/api/v1/agent/heartbeat/", '{"node": "node-00", "gpus": [], "gpus": []}', "gpus"),
+        (agent, "/api/v1/agent/batch/", '{"node": "node-00", "events": [{"id": 1, "id": 2}]}', "id"),
+    ]
+    for client, url, raw, key in sent:
+        response = post_raw(client, url, raw)
+        assert response.status_code == 400, url
+        assert response.json()["error"] == DUPLICATE.format(key)
+    assert not Tenant.objects.filter(name__in=["t", "u"]).exists()
+
+
+def test_a_duplicate_key_is_quoted_with_escapes(alice_api: APIClient) -> None:
+    response = post_raw(alice_api, JOBS_URL, '{"a\\nb": 1, "a\\nb": 2}')
+    assert response.status_code == 400
+    assert response.json()["error"] == 'malformed JSON: key "a\\nb" given twice in one object; give it once'

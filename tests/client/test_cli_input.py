@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from sharewise import Client, UsageError
+from sharewise.jobfile import read_yaml
 
 from cluster.models import Job
 from tests.client.conftest import Result, Service
@@ -88,6 +89,27 @@ def test_non_finite_numbers_in_json_files_and_set_are_usage_errors(run: Run, tmp
     )
 
 
+def test_a_key_given_twice_in_a_job_file_is_a_usage_error_naming_it(run: Run, tmp_path: Path) -> None:
+    # PyYAML and json keep the last value: `name:` twice was submitted as the second, unnoticed
+    path = job_file(tmp_path, "name: again\n")
+    assert one_line_usage_error(run("submit", path)) == (
+        f"sharewise: error: job file {path}: invalid YAML at line 6: key 'name' given twice"
+        " (lines 1 and 6); give it once"
+    )
+    path = job_file(tmp_path, name="job.json", text='{"name": "j", "gpus": 1, "gpus": 2}')
+    assert one_line_usage_error(run("submit", path)) == (
+        f"sharewise: error: job file {path}: invalid JSON: key 'gpus' given twice; give it once"
+    )
+    jobs = job_file(tmp_path, name="jobs.yaml", text="- name: a\n- {name: b, gpus: 1, gpus: 2}\n")
+    assert one_line_usage_error(run("submit-many", jobs)) == (
+        f"sharewise: error: job file {jobs}: invalid YAML at line 2: key 'gpus' given twice (line 2);"
+        " give it once"
+    )
+    # a key a `<<` merge brings in may still be overridden, as YAML means it
+    assert read_yaml("base: &b {name: x}\njob:\n  <<: *b\n  name: y\n")["job"] == {"name": "y"}
+    assert not Job.objects.exists()
+
+
 @pytest.mark.parametrize("value", ["nan", "inf"])
 def test_watch_refuses_a_non_finite_interval(run: Run, value: str) -> None:
     line = one_line_usage_error(run("watch", "--interval", value, "--count", "2"))
@@ -130,7 +152,10 @@ def test_an_unquoted_date_is_read_as_the_text_written(run: Run, tmp_path: Path) 
 def test_a_value_json_cannot_carry_is_a_usage_error_naming_its_field(
     run: Run, tmp_path: Path, extra: str, message: str
 ) -> None:
-    path = job_file(tmp_path, extra)
+    # the field replaces the job's own (a key given twice is refused before any value is read)
+    field = extra.split(":", 1)[0]
+    kept = "".join(line for line in JOB_YAML.splitlines(keepends=True) if not line.startswith(f"{field}:"))
+    path = job_file(tmp_path, extra, text=kept)
     line = one_line_usage_error(run("submit", path))
     assert line.startswith(f"sharewise: error: job file {path}: {message}")
     assert "quote it" in line

@@ -52,14 +52,40 @@ JOB_FIELDS = (
 TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 
 
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 class JobFileLoader(yaml.SafeLoader):
     """PyYAML's safe loader without its implicit timestamps: an unquoted ``2026-12-01`` stays the
-    string ``"2026-12-01"`` (an explicit ``!!timestamp`` still makes a date)."""
+    string ``"2026-12-01"`` (an explicit ``!!timestamp`` still makes a date), and refusing a
+    mapping that gives a key twice (PyYAML kept the last value: ``name:`` twice went unnoticed)."""
 
     yaml_implicit_resolvers = {
         first: [(tag, pattern) for tag, pattern in resolvers if tag != TIMESTAMP_TAG]
         for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
     }
+
+    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:
+        """The mapping of ``node``; :class:`yaml.constructor.ConstructorError` when one of its own
+        keys comes twice (keys a ``<<`` merge brings in may be overridden, as YAML means them)."""
+        if isinstance(node, yaml.MappingNode):
+            first_line: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == MERGE_TAG:
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                try:
+                    first = first_line.get(key)
+                except TypeError:  # an unhashable key: the base class says so
+                    continue
+                if first is not None:
+                    where = f"lines {first} and {line}" if first != line else f"line {line}"
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r} given twice ({where}); give it once", key_node.start_mark
+                    )
+                first_line[key] = line
+        return super().construct_mapping(node, deep=deep)
 
 
 def read_yaml(text: str) -> Any:
@@ -110,11 +136,15 @@ def _load(path: str) -> Any:
     except UnicodeDecodeError:
         raise UsageError(f"job file {path} is not UTF-8 text") from None
     try:
-        data = json.loads(text) if path.endswith(".json") else read_yaml(text)
+        data = json.loads(text, object_pairs_hook=_unique_keys) if path.endswith(".json") else read_yaml(text)
     except RecursionError:  # both parsers recurse once per level of nesting
         raise UsageError(f"job file {path} nests lists or mappings too deeply to read") from None
     except json.JSONDecodeError as exc:
         raise UsageError(f"job file {path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    except _DuplicateKey as exc:
+        raise UsageError(
+            f"job file {path}: invalid JSON: key {exc.key!r} given twice; give it once"
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -167,3 +197,22 @@ def merge(*layers: Mapping[str, Any]) -> dict[str, Any]:
     for layer in layers:
         merged.update({k: v for k, v in layer.items() if v is not None})
     return merged
+
+
+class _DuplicateKey(ValueError):
+    """A JSON object of a job file gives ``key`` twice."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads`` ``object_pairs_hook``: the object, or :class:`_DuplicateKey` for a key given
+    twice (``json`` kept the last value silently)."""
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise _DuplicateKey(key)
+        data[key] = value
+    return data
