@@ -106,3 +106,19 @@ class RejectUnknownFieldsMixin:
                     {key: ["unknown or read-only field"] for key in unknown[:20]}
                 )
         return super().to_internal_value(data)
+
+
+def refuse_fields(data: Any) -> None:
+    """For an endpoint that takes no input (``POST tenant/token/``, ``POST jobs/{id}/cancel/``): an
+    absent body or ``{}`` passes; an object with keys is the 400 of any serializer's unknown
+    fields (each key named, as :class:`RejectUnknownFieldsMixin` does), anything else a 400 saying
+    no body is taken. Raises :class:`rest_framework.exceptions.ValidationError`."""
+    if isinstance(data, dict):  # a QueryDict (no body) is a dict too
+        if data:
+            raise serializers.ValidationError(
+                {key: ["unknown or read-only field"] for key in sorted(data)[:20]}
+            )
+        return
+    raise serializers.ValidationError(
+        {"non_field_errors": ["this endpoint takes no body, or an empty object {}"]}
+    )

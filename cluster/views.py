@@ -30,6 +30,7 @@ from cluster import exceptions, runnable
 from cluster.agent_serializers import AgentEventSerializer, HeartbeatSerializer, agent_errors
 from cluster.api_tokens import ApiToken
 from cluster.authentication import NodeTokenAuthentication
+from cluster.fields import refuse_fields
 from cluster.job_details import describe_jobs
 from cluster.models import GPU, IdempotencyConflict, Job, Node, Placement, Quota, Tenant
 from cluster.pending_count import pending_jobs
@@ -233,10 +234,11 @@ class JobViewSet(
         # answer with the same serializer: its fields are built once
         return submission_answer(job, created, request.path, self.viewer(), serializer)
 
-    @extend_schema(request=None, responses={200: JobSerializer, **_errors(401, 403, 404, 409)})
+    @extend_schema(request=None, responses={200: JobSerializer, **_errors(400, 401, 403, 404, 409)})
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         """Cancel a pending or running job (repeating it is harmless); a finished job gives 409."""
+        refuse_fields(request.data)
         job = self.get_object()
         if (
             not service.cancel_job(job, by=f"cancelled by {request.user.get_username()}")
@@ -303,8 +305,9 @@ class TenantTokenView(APIView):
 
     permission_classes = [permissions.IsAuthenticated, IsTenantMember]
 
-    @extend_schema(request=None, responses={201: TokenAnswer})
+    @extend_schema(request=None, responses={201: TokenAnswer, **_errors(400, 401, 403)})
     def post(self, request: Request) -> Response:
+        refuse_fields(request.data)  # {"x": 1} was taken, and the token rotated
         token, raw = ApiToken.issue(request.user)
         return Response(
             {"token": raw, "created_at": token.created_at}, status=status.HTTP_201_CREATED, headers=NO_STORE

@@ -83,6 +83,15 @@ def test_cancel_pending_job(alice_api: APIClient, alice_job: dict[str, Any]) -> 
     assert kinds == ["submitted", "cancelled"]
 
 
+def test_cancel_refuses_unknown_fields_and_cancels_nothing(
+    alice_api: APIClient, alice_job: dict[str, Any]
+) -> None:
+    response = alice_api.post(f"{JOBS_URL}{alice_job['id']}/cancel/", {"force": True}, format="json")
+    assert response.status_code == 400
+    assert response.json()["fields"] == {"force": ["unknown or read-only field"]}
+    assert Job.objects.get(pk=alice_job["id"]).status == Job.Status.PENDING
+
+
 def test_cancel_running_job_releases_its_gpus(alice_api: APIClient, alice_job: dict[str, Any]) -> None:
     job = Job.objects.get(pk=alice_job["id"])
     Job.objects.filter(pk=job.pk).update(status=Job.Status.RUNNING)

@@ -44,6 +44,22 @@ def test_a_member_rotates_their_token_and_the_old_one_stops_working(db: None) ->
     assert ApiToken.objects.filter(user__username="alice").count() == 1
 
 
+def test_rotation_refuses_unknown_fields_and_keeps_the_token(db: None) -> None:
+    # {"x": 1} was a 201 and the token rotated, where every other endpoint refuses unknown fields
+    _, old = Tenant.create_with_owner("team-a", quota_gpus=4, username="alice")
+    answer = client_with(old).post(TOKEN_URL, {"x": 1}, format="json")
+    assert answer.status_code == 400
+    assert answer.json() == {
+        "error": "invalid input: x: unknown or read-only field",
+        "fields": {"x": ["unknown or read-only field"]},
+    }
+    listed = client_with(old).post(TOKEN_URL, [1], format="json")
+    assert listed.status_code == 400
+    assert listed.json()["error"] == "invalid input: this endpoint takes no body, or an empty object {}"
+    assert client_with(old).get("/api/v1/tenant/").json()["name"] == "team-a"  # not rotated
+    assert client_with(old).post(TOKEN_URL, {}, format="json").status_code == 201
+
+
 def test_rotation_needs_a_tenant_member(staff_api: APIClient, client: Any) -> None:
     assert staff_api.post(TOKEN_URL).status_code == 403
     assert APIClient().post(TOKEN_URL).status_code == 401
