@@ -27,7 +27,7 @@ from cluster.job_serializers import AgentLogSerializer, JobEventSerializer, LogP
 from cluster.joblogs import OutputRefused, append_output, read_output
 from cluster.models import Job, JobEvent
 from cluster.permissions import IsNodeAgent, IsTenantMember, tenant_of
-from cluster.query_params import decimal_number, number_too_long, single_or_400, whole_number
+from cluster.query_params import DECIMAL_WORDS, decimal_number, number_too_long, single_or_400, whole_number
 from cluster.visibility import JobNames, Viewer
 
 #: Seconds between two looks at the database while a log read waits for output **(ours)**.
@@ -101,9 +101,8 @@ def float_param(request: Request, name: str, default: float, low: float, high: f
     value = decimal_number(text)  # ASCII digits only, finite (cluster.query_params)
     if value is None:
         # decimal_number takes no sign: "-1" is refused as a negative, not as "not a number"
-        raise ValidationError(
-            {name: [f"must be a number of 0 or more in ASCII digits (0-9), got {text[:40]!r}"]}
-        )
+        # "ASCII digits (0-9)" was said, yet 1.5 and 1e308 are taken: say what is
+        raise ValidationError({name: [f"must be a number of 0 or more {DECIMAL_WORDS}, got {text[:40]!r}"]})
     return min(high, max(low, value))
 
 
@@ -124,7 +123,7 @@ class JobLogsView(generics.GenericAPIView):
                 "wait",
                 OpenApiTypes.NUMBER,
                 description="Seconds to wait for output past offset while the job may still write "
-                "(long poll; at most SHAREWISE_LOG_WAIT_MAX_S). 0: answer at once.",
+                "(long poll; a larger value, 1e308 say, waits SHAREWISE_LOG_WAIT_MAX_S). 0: answer at once.",
             ),
         ],
         responses={200: LogPieceSerializer, 400: Error, 401: Error, 403: Error, 404: Error},

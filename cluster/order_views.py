@@ -24,7 +24,7 @@ from rest_framework.response import Response
 from cluster.agent_serializers import agent_errors
 from cluster.authentication import NodeTokenAuthentication
 from cluster.permissions import IsNodeAgent, token_node_mismatch
-from cluster.query_params import decimal_number, number_too_long, single_or_400, whole_number
+from cluster.query_params import DECIMAL_WORDS, decimal_number, number_too_long, single_or_400, whole_number
 from scheduling.service.orders import MAX_WAIT_S, poll_orders
 
 OrdersAnswer = inline_serializer(
@@ -70,8 +70,8 @@ class OrdersQuery(serializers.Serializer[Any]):
 NUMBERS = {
     # the bounds in the words too: an ``after`` of 2**63 or more is refused by its value, all
     # digits (leading zeros are fine: 0000000000000000000001 is 1)
-    "after": (whole_number, f"a whole number from 0 to {2**63 - 1}"),
-    "wait": (decimal_number, f"a number of seconds from 0 to {MAX_WAIT_S:g}"),
+    "after": (whole_number, f"a whole number from 0 to {2**63 - 1} in ASCII digits (0-9)"),
+    "wait": (decimal_number, f"a number of seconds from 0 to {MAX_WAIT_S:g}, {DECIMAL_WORDS}"),
 }
 
 
@@ -104,7 +104,7 @@ class AgentOrdersView(generics.GenericAPIView):
                 raise ValidationError({name: [too_long]})
             parse, words = NUMBERS[name]
             if parse(value) is None:  # int() and float() read "\u0661" and " 1" too
-                raise ValidationError({name: [f"must be {words} in ASCII digits (0-9), got {value[:40]!r}"]})
+                raise ValidationError({name: [f"must be {words}, got {value[:40]!r}"]})
         query = self.get_serializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         mismatch = token_node_mismatch(request.auth, query.validated_data.get("node") or request.auth.name)

@@ -33,6 +33,8 @@ WHOLE = re.compile(r"-?[0-9]+")
 #: Python's ``str(float)`` writes one (``25.0``, ``1e-05``), or a fraction alone (``.5``, as
 #: people and many languages' number literals write half); no sign, ``inf``, ``nan`` or blanks.
 DECIMAL = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+#: What :data:`DECIMAL` takes, in the words of a 400 (``"must be a number of seconds ..., "`` + this).
+DECIMAL_WORDS = "written in ASCII as 5, 0.5, .5, 5. or 1e-3 (no sign, inf or nan; finite)"
 
 
 def number_too_long(text: str) -> str | None:

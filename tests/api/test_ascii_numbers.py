@@ -7,9 +7,11 @@ orders view (through DRF's ``IntegerField``/``FloatField``) and the dashboard ac
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
+from django.test import override_settings
 from rest_framework.test import APIClient
 
 from cluster.models import Node
@@ -22,7 +24,9 @@ from tests.api.test_agent_orders import URL, agent_client, start
 ONE = "\u0661"  # ARABIC-INDIC DIGIT ONE
 AFTER = "a whole number from 0 to 9223372036854775807"  # 2**63 - 1, the largest order number
 WAIT = f"a number of seconds from 0 to {orders.MAX_WAIT_S:g}"
-LOG_WAIT = "must be a number of 0 or more in ASCII digits (0-9)"
+# what a decimal may be, in a 400's words: "ASCII digits (0-9)" was said, yet 1.5 and 1e3 are taken
+DECIMAL = "written in ASCII as 5, 0.5, .5, 5. or 1e-3 (no sign, inf or nan; finite)"
+LOG_WAIT = f"must be a number of 0 or more {DECIMAL}"
 THREE_HUNDRED = "\u0663\u0660\u0660"
 
 
@@ -59,8 +63,8 @@ def test_decimal_number_takes_ascii_digits_alone(text: str, expected: float | No
         ("after=%201", f"after: must be {AFTER} in ASCII digits (0-9), got ' 1'"),
         # all digits, but more of them than any order number has: the bounds say why
         ("after=" + "9" * 23, f"after: must be {AFTER} in ASCII digits (0-9), got '{'9' * 23}'"),
-        ("wait=%20%201", f"wait: must be {WAIT} in ASCII digits (0-9), got '  1'"),
-        (f"wait={ONE}", f"wait: must be {WAIT} in ASCII digits (0-9), got '{ONE}'"),
+        ("wait=%20%201", f"wait: must be {WAIT}, {DECIMAL}, got '  1'"),
+        (f"wait={ONE}", f"wait: must be {WAIT}, {DECIMAL}, got '{ONE}'"),
     ],
 )
 def test_agent_orders_refuse_other_digits_and_acknowledge_nothing(
@@ -171,6 +175,24 @@ def test_job_logs_refuse_other_digits(
     answer = alice_api.get(f"{JOBS_URL}{alice_job['id']}/logs/?{query}")
     assert answer.status_code == 400, answer.content
     assert answer.json()["fields"] == {name: [detail]}
+
+
+@override_settings(SHAREWISE_LOG_WAIT_MAX_S=0.2)
+@pytest.mark.parametrize("wait", ["1.5", ".5", "1e308", "0001e2"])
+def test_job_logs_take_any_finite_decimal_wait_bounded_by_the_setting(
+    alice_api: APIClient, alice_job: Any, wait: str
+) -> None:
+    began = time.monotonic()
+    answer = alice_api.get(f"{JOBS_URL}{alice_job['id']}/logs/?wait={wait}")
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["data"] == ""
+    assert time.monotonic() - began < 5  # 1e308 s is held to SHAREWISE_LOG_WAIT_MAX_S (0.2 s here)
+
+
+def test_job_logs_refuse_a_wait_past_the_largest_double(alice_api: APIClient, alice_job: Any) -> None:
+    answer = alice_api.get(f"{JOBS_URL}{alice_job['id']}/logs/?wait=1e309")
+    assert answer.status_code == 400
+    assert answer.json()["fields"] == {"wait": [f"{LOG_WAIT}, got '1e309'"]}
 
 
 @pytest.mark.parametrize("query", [f"limit={ONE}", "limit=%20%205", f"offset={ONE}"])
