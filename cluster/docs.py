@@ -12,6 +12,8 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
+from cluster.renderers import SafeJSONRenderer
+
 
 class DocsPermission(BasePermission):
     """Anyone when ``SHAREWISE_PUBLIC_API_DOCS`` is on (read at each request), else a logged-in user."""
@@ -23,9 +25,18 @@ class DocsPermission(BasePermission):
 
 
 class SchemaView(SpectacularAPIView):
-    """``/api/schema/`` (YAML, ``?format=json`` for JSON)."""
+    """``/api/schema/`` (YAML, ``?format=json`` for JSON); its errors are the API's JSON."""
 
     permission_classes = [DocsPermission]
+
+    def handle_exception(self, exc: Exception) -> Any:
+        """The error answer (401 for an anonymous caller), rendered as JSON like every API error:
+        the schema's negotiated renderer is YAML, which wrote ``error: ...`` as a YAML document."""
+        response = super().handle_exception(exc)
+        # finalize_response renders with the request's renderer: replace the YAML one
+        self.request.accepted_renderer = SafeJSONRenderer()
+        self.request.accepted_media_type = SafeJSONRenderer.media_type
+        return response
 
 
 class DocsView(SpectacularSwaggerView):

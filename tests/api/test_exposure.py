@@ -32,6 +32,18 @@ def test_metrics_answer_only_the_allow_list_or_the_token() -> None:
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("query", ["", "?format=yaml", "?format=json"])
+def test_the_schemas_refusal_is_the_apis_json_error(db: None, query: str) -> None:
+    # the schema's renderer is YAML: an anonymous caller got `error: ...` as a YAML document
+    answer = Client().get(f"/api/schema/{query}", HTTP_AUTHORIZATION="Token not-a-token")
+    assert answer.status_code == 401
+    assert answer["Content-Type"] == "application/json"
+    assert answer.json() == {"error": "Invalid token."}
+    anonymous = Client().get(f"/api/schema/{query}")
+    assert anonymous.status_code == 401 and anonymous["Content-Type"] == "application/json"
+    assert anonymous.json() == {"error": "Authentication credentials were not provided."}
+
+
 def test_schema_and_docs_need_a_login_unless_opened(django_user_model: Any) -> None:
     anonymous = Client()
     assert anonymous.get("/api/schema/").status_code == 401
