@@ -83,6 +83,12 @@ def charged_usage(running: Iterable[RunningJob], charges: Mapping[JobId, float] 
     return usage
 
 
+def gpus_text(count: float) -> str:
+    """``count`` GPUs in words, singular for exactly one: ``"1 GPU"``, ``"2 GPUs"``, ``"1.5 GPUs"``
+    (normalised usage may count fractions)."""
+    return f"{count:g} GPU" if abs(count - 1) < EPS else f"{count:g} GPUs"
+
+
 class QuotaGate:
     """Quota bookkeeping for one round, shared by every policy's round skeleton
     (:mod:`scheduling.core.rounds`); mutable, private to one ``decide`` call.
@@ -175,16 +181,18 @@ class QuotaGate:
             and wait_s(job, self.now) < self.starvation_bound_s
         ):
             return (
-                f"would borrow {borrow:g} GPUs beyond tenant {job.tenant}'s guarantee of "
+                f"would borrow {gpus_text(borrow)} beyond tenant {job.tenant}'s guarantee of "
                 f"{quota.guaranteed_gpus}, but its remaining time {job.remaining_time_s:.0f} s exceeds "
                 f"the borrow bound of {self.borrow_bound_s:.0f} s"
             )
         owed = self.owed_to_others(job.tenant)
         if idle_after < owed - EPS:
+            # the number is what other tenants are owed, not GPUs idle now (there may be none)
+            left = "no GPU" if idle_after <= 0 else gpus_text(idle_after)
             return (
-                f"would borrow {borrow:g} GPUs beyond tenant {job.tenant}'s guarantee of "
-                f"{quota.guaranteed_gpus}, but {owed:g} idle GPUs are kept for other tenants' "
-                f"waiting jobs within their guarantees"
+                f"would borrow {gpus_text(borrow)} beyond tenant {job.tenant}'s guarantee of "
+                f"{quota.guaranteed_gpus}, but other tenants' waiting jobs are owed {gpus_text(owed)} "
+                f"within their guarantees and starting it would leave {left} idle"
             )
         return None
 

@@ -9,7 +9,7 @@ import pytest
 from scheduling.core.placement import start_checker, unfit_reason
 from scheduling.core.policies import POLICY_NAMES, get_policy
 from scheduling.core.policies.sjf_bsbf_fair import aged_key, fair_order, starving_head
-from scheduling.core.quota import normalise
+from scheduling.core.quota import gate_for, normalise
 from scheduling.core.reclaim import borrowed_jobs, reclaim_preemptions
 from scheduling.core.round_state import healthy_memory_desc
 from scheduling.core.types import (
@@ -114,7 +114,28 @@ def test_borrowing_never_takes_gpus_an_owner_is_waiting_for(name: str) -> None:
     # = 58 s < T_seq = 100 + 10/2 = 105 s)
     assert set(started(d).get(2, ())) <= {0, 1, 2, 3}
     if 2 not in started(d) and d.waits:
-        assert "kept for other tenants" in reasons(d)[2]
+        assert "other tenants' waiting jobs are owed 4 GPUs" in reasons(d)[2]
+
+
+@pytest.mark.parametrize(
+    ("b_holds", "idle_after", "owed", "left"),
+    [(3, 0, "1 GPU", "no GPU"), (2, 1, "2 GPUs", "1 GPU"), (0, 3, "4 GPUs", "3 GPUs")],
+)
+def test_the_owed_refusal_says_what_its_number_is(
+    b_holds: int, idle_after: int, owed: str, left: str
+) -> None:
+    # "but 1 idle GPUs are kept for other tenants' waiting jobs" was said with no GPU idle: the
+    # number is what b's waiting job is owed within its guarantee, and "1 GPUs" was wrong too
+    own = job(1, gpus=4, tenant="a")
+    b_run = [running(job(9, gpus=b_holds, tenant="b"), tuple(range(4, 4 + b_holds)))] if b_holds else []
+    owner = job(3, gpus=4 - b_holds, tenant="b")
+    borrower = job(2, gpus=1, tenant="a", iterations=10)
+    gate = gate_for(snap([borrower, owner], [running(own, (0, 1, 2, 3)), *b_run], QUOTAS))
+    assert gate is not None
+    assert gate.refusal(borrower, idle_after) == (
+        f"would borrow 1 GPU beyond tenant a's guarantee of 4, but other tenants' waiting jobs are"
+        f" owed {owed} within their guarantees and starting it would leave {left} idle"
+    )
 
 
 @pytest.mark.parametrize("name", ["fifo", "sjf", "srtf", "tiresias", "sjf-ffs", "sjf-bsbf"])
