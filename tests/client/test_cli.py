@@ -106,6 +106,19 @@ def test_list_and_queue_show_why_jobs_wait(
     assert run("list", token=service.charlie).out.strip() == "No jobs."
 
 
+def test_list_cuts_a_long_reason_to_its_column_and_show_keeps_it_whole(run: Run, job_file: Path) -> None:
+    # an 8,000-character failure reason filled some 50 lines of the REASON column
+    job_id = submitted(run("submit", str(job_file)))
+    reason = "Traceback line\n" + "x" * 8000 + " the end"
+    Job.objects.filter(pk=job_id).update(status=Job.Status.FAILED, failure_reason=reason)
+    lines = run("list").out.splitlines()
+    assert len(lines) == 2 and all(len(line) <= 160 for line in lines)  # the header, one row
+    assert lines[1].split()[:3] == [str(job_id), "steps", "failed"]
+    assert "Traceback line xxx" in lines[1] and lines[1].endswith("x…")
+    assert json.loads(run("show", str(job_id), "-o", "json").out)["failure_reason"] == reason
+    assert "the end" in run("show", str(job_id)).out
+
+
 def test_cancel_stops_a_job_and_a_finished_one_is_refused(run: Run, job_file: Path) -> None:
     job_id = submitted(run("submit", str(job_file)))
     result = run("cancel", str(job_id))

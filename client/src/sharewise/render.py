@@ -2,8 +2,8 @@
 progress in words.
 
 Tables have no borders, one job per line, so ``grep`` and ``awk`` work on them; on a terminal the
-header is bold and a long reason folds instead of widening the table. ``--output json`` bypasses
-all of this (the API's objects as they are).
+header is bold and a long reason is cut at its column (``…``) instead of widening the table.
+``--output json`` bypasses all of this (the API's objects as they are).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 
 class PipeConsole(Console):
@@ -142,6 +143,13 @@ def why(job: Mapping[str, Any]) -> str:
     return ""
 
 
+def reason_cell(reason: str) -> Text:
+    """``reason`` as one line cut at its column's width with ``…`` (newlines as spaces): a failure
+    reason of 8,000 characters folded over a hundred lines of the table, which is one line per job;
+    ``show`` and ``-o json`` keep the whole text."""
+    return Text(" ".join(reason.split()), no_wrap=True, overflow="ellipsis")
+
+
 def jobs_table(jobs: Sequence[Mapping[str, Any]], now: datetime | None = None) -> Table:
     """``ID NAME STATUS PRI GPUS TYPES PROGRESS SUBMITTED WHERE/ETA REASON``, one row per job
     (``PRI``: its priority; ``TYPES``: the GPU types it accepts, :func:`gpu_types_of`)."""
@@ -158,6 +166,7 @@ def jobs_table(jobs: Sequence[Mapping[str, Any]], now: datetime | None = None) -
         ("NODES / START", "left"),
         ("REASON", "left"),
     ):
+        # REASON alone may wrap, so it is the column narrowed to fit; its cell (below) is cut there
         table.add_column(name, justify=justify, overflow="fold", no_wrap=name != "REASON")  # type: ignore[arg-type]
     for job in jobs:
         where = eta(job.get("estimated_start_at"), now) if job.get("status") == "pending" else gpus_of(job)
@@ -171,7 +180,7 @@ def jobs_table(jobs: Sequence[Mapping[str, Any]], now: datetime | None = None) -
             progress(job),
             ago(job.get("submitted_at"), now),
             where,
-            why(job),
+            reason_cell(why(job)),
         )
     return table
 
