@@ -36,8 +36,7 @@ name_validator = RegexValidator(
     NAME_PATTERN, "use 1-64 lowercase letters, digits and inner hyphens (e.g. 'team-a')"
 )
 
-#: Longest command the API accepts (characters). The bounds on batch, iterations, memory and
-#: iteration time are common.limits' (shared with the simulator's trace loaders).
+#: Longest command the API accepts (characters); the other bounds are common.limits' (above).
 MAX_COMMAND_LENGTH = 4096
 #: Largest guaranteed quota or borrowing limit a tenant may be given (GPUs) **(ours)**: far above any
 #: real cluster, far below the database's integer range.
