@@ -32,7 +32,7 @@ from scheduling.service.generations import next_generations
 from scheduling.service.health import CACHE_ERRORS
 from scheduling.service.jobs import advance_progress, requeue
 from scheduling.service.placement_facts import jobs_placements
-from scheduling.service.silence import fleet_hearing, heartbeat_timeout_s, is_silent
+from scheduling.service.silence import Hearing, fleet_hearing, heartbeat_timeout_s, is_silent
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,8 @@ NODE_MARKED = "node_marked"
 
 def check_heartbeats(now: datetime | None = None) -> dict[str, list[int]]:
     """Mark ``ready`` nodes silent for longer than ``SHAREWISE_HEARTBEAT_TIMEOUT_S`` as
-    ``unhealthy`` (no new work) and requeue their running jobs, progress kept.
+    ``unhealthy`` (no new work) and requeue their running jobs, progress kept; a silent node that
+    is ``draining`` or ``unhealthy`` keeps its status and its jobs are requeued the same way.
 
     Silence is judged against the newest heartbeat the service has read from any node, not the
     wall clock, and the timeout counts on top of the fleet's report latency as the agents
@@ -96,6 +97,43 @@ def check_heartbeats(now: datetime | None = None) -> dict[str, list[int]]:
         requeued = ", ".join(map(str, marked[name])) or "none"
         # ``node_marked``: a command printing its own line per node (run_scheduler) drops this one
         log.warning("%s: marked unhealthy; requeued jobs: %s", why, requeued, extra={NODE_MARKED: name})
+    marked.update(_requeue_from_silent_unready(now, timeout_s, hearing))
+    return marked
+
+
+def _requeue_from_silent_unready(now: datetime, timeout_s: float, hearing: Hearing) -> dict[str, list[int]]:
+    """The jobs still placed on a silent node that is not ``ready`` — ``draining`` (an admin's
+    maintenance: the usual moment for an agent to be stopped) or ``unhealthy`` by an admin's hand
+    — back to pending, progress kept; the node keeps its status (a drained node must not become
+    ready at its agent's return). Before, only ``ready`` nodes were judged, and such a node's jobs
+    showed ``running`` for ever once its agent died. One query when no such node holds a job."""
+    holding = (
+        Node.objects.exclude(status=Node.Status.READY)
+        .filter(gpus__placements__active=True)
+        .distinct()
+        .values_list("pk", "name", "status", "last_heartbeat", "created_at")
+    )
+    marked: dict[str, list[int]] = {}
+    for pk, name, status, heard, registered in holding:
+        if not is_silent(heard, registered, hearing, now, timeout_s):
+            continue
+        with transaction.atomic():
+            # only if no heartbeat came meanwhile (it would have moved last_heartbeat); the row's
+            # lock is taken first, as the ready nodes' UPDATE above takes it
+            unchanged = Q(last_heartbeat__isnull=True) if heard is None else Q(last_heartbeat=heard)
+            if not Node.objects.select_for_update().filter(unchanged, pk=pk).exists():
+                continue
+            if heard is None:
+                why = f"node {name} ({status}) sent no heartbeat within {timeout_s:.0f} s of its registration"
+            else:
+                silent = (now - heard).total_seconds()
+                why = f"node {name} ({status}) silent for {silent:.0f} s (heartbeat timeout)"
+            jobs = set(
+                Placement.objects.filter(active=True, gpu__node_id=pk).values_list("job_id", flat=True)
+            )
+            marked[name] = requeue(sorted(jobs), now, why)
+        requeued = ", ".join(map(str, marked[name])) or "none"
+        log.warning("%s; requeued jobs: %s", why, requeued, extra={NODE_MARKED: name})
     return marked
 
 

@@ -70,3 +70,36 @@ def test_a_node_never_heard_from_gets_a_deadline_from_its_registration(
     assert beat(token, "node-00", capture).status_code == 200
     node.refresh_from_db()
     assert node.status == Node.Status.READY and node_up("node-00") == 1.0
+
+
+@pytest.mark.parametrize("status", [Node.Status.DRAINING, Node.Status.UNHEALTHY])
+@override_settings(SHAREWISE_HEARTBEAT_TIMEOUT_S=TIMEOUT_S)
+def test_a_silent_node_not_ready_gives_back_its_jobs_and_keeps_its_status(
+    status: str,
+    fleet: dict,
+    tenant: Tenant,
+    sent: list,
+    django_capture_on_commit_callbacks: Callable,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # An admin drains node-00 (or marks it unhealthy) while it runs a job, and its agent dies.
+    # Before, only ready nodes were judged: the job showed running for ever.
+    capture = django_capture_on_commit_callbacks
+    registered = timezone.now() - timedelta(seconds=5)
+    Node.objects.update(created_at=registered)
+    job = place(tenant, capture)
+    Node.objects.filter(name="node-00").update(status=status)
+    assert service.check_heartbeats(registered + timedelta(seconds=TIMEOUT_S - 1)) == {}
+    late = registered + timedelta(seconds=TIMEOUT_S + 1)
+    sent.clear()
+    with capture(execute=True), caplog.at_level("WARNING", logger="scheduling.service.heartbeats"):
+        assert service.check_heartbeats(late) == {"node-01": [], "node-00": [job.pk]}
+    reason = f"node node-00 ({status}) sent no heartbeat within 15 s of its registration"
+    assert f"{reason}; requeued jobs: {job.pk}" in [r.getMessage() for r in caplog.records]
+    job.refresh_from_db()
+    assert job.status == Job.Status.PENDING
+    assert JobEvent.objects.filter(job=job, kind=JobEvent.Kind.REQUEUED).get().message == reason
+    assert not Placement.objects.filter(job=job, active=True).exists()
+    assert Node.objects.get(name="node-00").status == status  # a drained node stays drained
+    assert sent == [{"node": "node-00", "job_id": job.pk, "generation": 2, "action": "stop"}]
+    assert service.check_heartbeats(late + timedelta(seconds=1)) == {}  # nothing left to give back
