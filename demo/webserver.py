@@ -39,8 +39,12 @@ class PooledWSGIServer(WSGIServer):
     def __init__(self, *args: Any, workers: int = WORKERS, **kwargs: Any) -> None:
         if workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
-        super().__init__(*args, **kwargs)
         self._requests: queue.SimpleQueue[tuple[socket.socket, Any] | None] = queue.SimpleQueue()
+        # no worker yet while the socket binds: a taken address makes TCPServer call server_close
+        # before raising, and that must find no worker to stop (it found none at all: an
+        # AttributeError hid the OSError, and the demo ended in a traceback)
+        self._workers: list[threading.Thread] = []
+        super().__init__(*args, **kwargs)
         self._workers = [
             threading.Thread(target=self._work, name=f"demo-web-{i}", daemon=True) for i in range(workers)
         ]

@@ -4,6 +4,8 @@ requests (Django's threaded server opened one per request); it sends a trace job
 
 from __future__ import annotations
 
+import errno
+import socket
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -13,6 +15,8 @@ import pytest
 from django.core.servers.basehttp import WSGIRequestHandler
 from django.db import connection
 
+from demo.live import serve
+from demo.options import DemoError
 from demo.submit import job_body
 from demo.webserver import PooledWSGIServer
 from scheduling.core.types import Job as TraceJob
@@ -85,3 +89,21 @@ def test_due_jobs_go_per_tenant_in_bulks_of_at_most_the_size() -> None:
     ]
     with pytest.raises(ValueError):
         due_batches(due, size=0)
+
+
+def test_a_taken_port_is_the_demos_one_line_not_a_traceback() -> None:
+    # TCPServer calls server_close when its bind fails; the server's close looked for workers not
+    # made yet, and an AttributeError hid the OSError: `scripts/demo.sh --port P` with P taken
+    # ended in a traceback
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    try:
+        with pytest.raises(OSError) as refused:
+            PooledWSGIServer(("127.0.0.1", port), Quiet, workers=1)
+        assert refused.value.errno == errno.EADDRINUSE
+        with pytest.raises(DemoError, match=rf"^cannot listen on 127\.0\.0\.1:{port} \(.+\); pass --port N$"):
+            serve("127.0.0.1", port)
+    finally:
+        taken.close()
