@@ -98,6 +98,14 @@ def test_load_cluster_names_nodes_like_the_simulator(db: None) -> None:
     with pytest.raises(CommandError, match=r"another number of GPUs than 4: node-00 \(2\), node-01 \(2\)"):
         run("load_cluster", "2x4")
     assert Node.objects.count() == 3
+    # the same count of GPUs of another type or memory: left as they are, and said so (before: silent)
+    err = StringIO()
+    call_command("load_cluster", "2x2", "--gpu-type", "v100", stdout=StringIO(), stderr=err)
+    assert err.getvalue().strip() == (
+        "node-00, node-01 already have GPUs of another type or memory than v100 with 49140 MB: left as "
+        "they are (remove them first to register them again)."
+    )
+    assert GPU.objects.filter(gpu_type="a100", memory_mb=40_000).count() == 6
 
 
 def test_load_cluster_again_adds_only_what_is_missing(db: None, tmp_path: Path) -> None:
@@ -113,7 +121,7 @@ def test_load_cluster_again_adds_only_what_is_missing(db: None, tmp_path: Path) 
     assert json.loads(path.read_text()) == tokens  # the working tokens are kept
     grown = run("load_cluster", "3x4", "--token-file", str(path))
     assert grown.splitlines()[:2] == [
-        "Registered 1 nodes x 4 GPUs = 4 v100 GPUs (node-02).",
+        "Registered 1 node x 4 GPUs = 4 v100 GPUs (node-02).",
         "Already registered, left as they are: node-00, node-01.",
     ]
     assert sorted(json.loads(path.read_text())) == ["node-00", "node-01", "node-02"]
@@ -121,7 +129,14 @@ def test_load_cluster_again_adds_only_what_is_missing(db: None, tmp_path: Path) 
 
 
 def test_load_cluster_says_which_tokens_it_cannot_show_and_issues_new_ones(db: None, tmp_path: Path) -> None:
-    run("load_cluster", "2x4")  # no token file: the tokens are lost
+    lost = StringIO()
+    call_command("load_cluster", "2x4", stdout=StringIO(), stderr=lost)  # no token file: the tokens are lost
+    # before, nothing said so
+    assert lost.getvalue().strip() == (
+        "The agent tokens of node-00, node-01 were not written anywhere (no --token-file) and cannot be "
+        "shown again (only their hash is kept): run again with --token-file FILE --new-tokens to issue "
+        "new ones."
+    )
     path = tmp_path / "node-tokens.json"
     err = StringIO()
     call_command("load_cluster", "2x4", "--token-file", str(path), stdout=StringIO(), stderr=err)

@@ -106,11 +106,26 @@ class Command(BaseCommand):
         there = [n for n in names if n in existing]
         if added:
             self.stdout.write(
-                f"Registered {len(added)} nodes x {gpus} GPUs = {len(added) * gpus} "
-                f"{options['gpu_type']} GPUs ({shown(added)})."
+                f"Registered {len(added)} node{'' if len(added) == 1 else 's'} x {gpus} GPUs = "
+                f"{len(added) * gpus} {options['gpu_type']} GPUs ({shown(added)})."
             )
+            if not path:
+                self.stderr.write(
+                    f"The agent tokens of {shown(added)} were not written anywhere (no --token-file) and "
+                    "cannot be shown again (only their hash is kept): run again with --token-file FILE "
+                    "--new-tokens to issue new ones."
+                )
         if there:
             self.stdout.write(f"Already registered, left as they are: {shown(there)}.")
+            asked = (options["gpu_type"], options["gpu_memory_mb"])
+            other = [
+                n for n in there if any((g.gpu_type, g.memory_mb) != asked for g in existing[n].gpus.all())
+            ]
+            if other:
+                self.stderr.write(
+                    f"{shown(other)} already have GPUs of another type or memory than {asked[0]} with "
+                    f"{asked[1]} MB: left as they are (remove them first to register them again)."
+                )
         if path:
             self.stdout.write(f"Agent tokens of {len(kept) + len(tokens)} nodes are in {path}.")
         missing = [n for n in tokenless if n not in tokens]
