@@ -32,9 +32,10 @@ def unfit_reason(job: Job, memory_desc_mb: Sequence[int], profile: Profile, min_
     if job.gpus < 1:
         return f"asks for {job.gpus} GPUs; a job needs at least one"
     if job.gpus > len(memory_desc_mb):
+        healthy = len(memory_desc_mb)
         return (
-            f"needs {job.gpus} GPUs but the cluster has only {len(memory_desc_mb)} healthy GPUs: "
-            f"it cannot start until more GPUs are healthy"
+            f"needs {job.gpus} GPU{'' if job.gpus == 1 else 's'} but the cluster has only {healthy} healthy "
+            f"GPU{'' if healthy == 1 else 's'}: it cannot start until more GPUs are healthy"
         )
     room = memory_desc_mb[job.gpus - 1]
     if largest_fitting_sub_batch(profile, job, room, min_sub_batch) is None:

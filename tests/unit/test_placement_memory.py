@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduling.core.placement import start_on_idle
+from scheduling.core.placement import start_on_idle, unfit_reason
 from scheduling.core.policies import POLICY_NAMES, get_policy
 from scheduling.core.round_state import RoundState
 from scheduling.core.types import GPU, Cluster, Job, Placement, RunningJob, SchedulerConfig, Snapshot, Start
@@ -172,3 +172,13 @@ def test_the_smaller_sub_batch_is_judged_again_and_may_be_refused(name: str) -> 
     assert d.starts == ()
     assert [w.job_id for w in d.waits] == [1]
     assert "its sub-batch 32 does not fit the memory of the idle GPUs; at 16:" in d.waits[0].reason
+
+
+def test_a_gang_larger_than_the_healthy_gpus_is_counted_in_words() -> None:
+    # before: "needs 1 GPUs but the cluster has only 0 healthy GPUs"
+    assert unfit_reason(job(1, gpus=1), (), PROFILE, 1) == (
+        "needs 1 GPU but the cluster has only 0 healthy GPUs: it cannot start until more GPUs are healthy"
+    )
+    assert unfit_reason(job(1, gpus=2), (40_000,), PROFILE, 1) == (
+        "needs 2 GPUs but the cluster has only 1 healthy GPU: it cannot start until more GPUs are healthy"
+    )
