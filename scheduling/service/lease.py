@@ -13,7 +13,7 @@ import os
 import socket
 import time
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
@@ -32,6 +32,13 @@ LEASE_POLL_S = 0.01
 def advisory_key(name: str) -> int:
     """A signed 64-bit key for ``pg_try_advisory_lock`` derived from the lease name."""
     return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+
+
+def lease_holder(name: str = ROUND_LEASE) -> tuple[str, datetime] | None:
+    """Who holds lease ``name`` and until when at the latest (its row's ``holder`` and
+    ``expires_at``), or ``None`` when it is free. One query."""
+    row = SchedulerLease.objects.filter(name=name).values_list("holder", "expires_at").first()
+    return row if row is not None and row[0] else None
 
 
 #: Leases this process holds now (see :meth:`RoundLease.acquire`).

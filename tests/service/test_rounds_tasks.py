@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from io import StringIO
 from typing import Any
 
@@ -16,8 +16,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from cluster.models import Job, JobEvent, Node, Placement, Tenant
 from scheduling import service, tasks
 from scheduling.core import types as core
-from scheduling.models import Round
+from scheduling.models import Round, SchedulerLease
 from scheduling.service import prometheus, trigger
+from scheduling.service.lease import ROUND_LEASE, RoundLease, lease_holder
 from tests.service.test_rounds import FixedPolicy, make_job, round_now
 
 WITH_BROKER = {"CELERY_BROKER_URL": "redis://broker.invalid:6379/0", "CELERY_TASK_ALWAYS_EAGER": False}
@@ -85,6 +86,24 @@ def test_run_scheduler_once_prints_one_line(cluster: list[Node], tenant_a: Tenan
     assert out.getvalue().splitlines() == [
         f"round {record.pk} sjf: 1 started, 1 waiting, 0 preempted in {record.duration_ms:.1f} ms"
     ]
+
+
+def test_a_skipped_round_names_the_leases_holder_and_when_it_frees(
+    db: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a scheduler killed mid-round (SQLite: no advisory lock) blocked the rounds for up to the
+    # lease's 120 s, each line saying only "another round holds the lease"
+    until = datetime(2026, 12, 3, 12, 0, 30, tzinfo=UTC)
+    SchedulerLease.objects.create(name=ROUND_LEASE, holder="host-a:4242:deadbeef", expires_at=until)
+    monkeypatch.setattr(RoundLease, "acquire_within", lambda self, wait_s: False)
+    out = StringIO()
+    call_command("run_scheduler", "--once", stdout=out)
+    assert out.getvalue().splitlines() == [
+        "round skipped: another round holds the lease (host-a:4242:deadbeef; free by "
+        "2026-12-03 12:00:30 UTC if its process died)"
+    ]
+    SchedulerLease.objects.update(holder="")
+    assert lease_holder() is None
 
 
 class FlushedText(StringIO):

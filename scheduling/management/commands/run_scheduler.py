@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
@@ -17,12 +18,21 @@ from scheduling import service
 from scheduling.core.policies import POLICY_NAMES, UnknownPolicyError
 from scheduling.models import Round
 from scheduling.service.heartbeats import NODE_MARKED
+from scheduling.service.lease import lease_holder
 
 
-def describe(record: Round | None) -> str:
-    """One line about a round's outcome (what the loop prints)."""
+def describe(record: Round | None, holder: tuple[str, datetime] | None = None) -> str:
+    """One line about a round's outcome (what the loop prints); for a round skipped, the lease's
+    ``holder`` (:func:`~scheduling.service.lease.lease_holder`) when known: an operator who killed
+    a scheduler sees whose lease blocks the rounds and when it frees at the latest."""
     if record is None:
-        return "round skipped: another round holds the lease"
+        if holder is None:
+            return "round skipped: another round holds the lease"
+        who, until = holder
+        return (
+            f"round skipped: another round holds the lease ({who}; free by "
+            f"{until.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC if its process died)"
+        )
     label = f"round {record.pk}" if record.pk is not None else "round (unchanged, not recorded)"
     return (
         f"{label} {record.policy}: {record.n_started} started, {record.n_waiting} waiting, "
@@ -93,7 +103,7 @@ class Command(BaseCommand):
                     continue
                 for node, requeued in done.unhealthy.items():
                     self.stdout.write(describe_unhealthy(node, requeued))
-                self.stdout.write(describe(done.round))
+                self.stdout.write(describe(done.round, lease_holder() if done.round is None else None))
                 # stdout redirected to a file is block-buffered: an operator tailing the log (or
                 # a supervisor collecting it) must see each round when it happens, not 4 KB later
                 self.stdout.flush()
