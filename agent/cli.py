@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import re
 import signal
@@ -66,42 +67,38 @@ TRANSPORTS = ("pull", "push")
 _NODE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$")
 
 
-def _positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
-    """An argparse ``type`` accepting finite numbers > 0 of ``kind``."""
+def _number(
+    kind: type[int] | type[float], within: Callable[[float], bool], refusal: str
+) -> Callable[[str], int | float]:
+    """An argparse ``type`` reading a number of ``kind`` for which ``within`` holds; otherwise
+    ``refusal`` with ``{}`` the text given (a text that is no number: ``not a number``)."""
 
     def parse(text: str) -> int | float:
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if not value > 0 or value == float("inf"):
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        if not within(value):
+            raise argparse.ArgumentTypeError(refusal.format(text))
         return value
 
     return parse
 
 
-def _gpus(text: str) -> int:
-    """An argparse ``type``: a node's GPU count, 1 … :data:`~common.shapes.MAX_GPUS_PER_NODE`
-    (the server refuses a heartbeat listing more, so the agent would report in vain for ever)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 1 <= value <= MAX_GPUS_PER_NODE:
-        raise argparse.ArgumentTypeError(f"a node has 1 to {MAX_GPUS_PER_NODE} GPUs, got {text}")
-    return value
+def _positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
+    """An argparse ``type`` accepting finite numbers > 0 of ``kind``."""
+    return _number(kind, lambda value: 0 < value < math.inf, "must be > 0, got {}")
 
 
-def _wait(text: str) -> float:
-    """An argparse ``type``: a poll's wait, 0 … :data:`~agent.messages.ORDERS_MAX_WAIT_S` s."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 <= value <= ORDERS_MAX_WAIT_S:
-        raise argparse.ArgumentTypeError(f"must be 0-{ORDERS_MAX_WAIT_S:g} s, got {text}")
-    return value
+#: A node's GPU count, 1 … :data:`~common.shapes.MAX_GPUS_PER_NODE` (the server refuses a
+#: heartbeat listing more, so the agent would report in vain for ever).
+_gpus = _number(
+    int, lambda value: 1 <= value <= MAX_GPUS_PER_NODE, f"a node has 1 to {MAX_GPUS_PER_NODE} GPUs, got {{}}"
+)
+#: A poll's wait, 0 … :data:`~agent.messages.ORDERS_MAX_WAIT_S` s.
+_wait = _number(
+    float, lambda value: 0 <= value <= ORDERS_MAX_WAIT_S, f"must be 0-{ORDERS_MAX_WAIT_S:g} s, got {{}}"
+)
 
 
 def parser() -> argparse.ArgumentParser:

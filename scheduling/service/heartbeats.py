@@ -85,15 +85,8 @@ def check_heartbeats(now: datetime | None = None) -> dict[str, list[int]]:
             if not changed:
                 continue
             forget_cluster_facts()  # its GPUs no longer bound a submission's gang
-            if heard is None:
-                why = f"node {name} sent no heartbeat within {timeout_s:.0f} s of its registration"
-            else:
-                silent = (now - heard).total_seconds()  # the wall clock's, what an operator checks
-                why = f"node {name} silent for {silent:.0f} s (heartbeat timeout)"
-            jobs = set(
-                Placement.objects.filter(active=True, gpu__node_id=pk).values_list("job_id", flat=True)
-            )
-            marked[name] = requeue(sorted(jobs), now, why)
+            why = _silence(f"node {name}", heard, now, timeout_s)
+            marked[name] = _give_back(pk, now, why)
         requeued = ", ".join(map(str, marked[name])) or "none"
         # ``node_marked``: a command printing its own line per node (run_scheduler) drops this one
         log.warning("%s: marked unhealthy; requeued jobs: %s", why, requeued, extra={NODE_MARKED: name})
@@ -123,18 +116,27 @@ def _requeue_from_silent_unready(now: datetime, timeout_s: float, hearing: Heari
             unchanged = Q(last_heartbeat__isnull=True) if heard is None else Q(last_heartbeat=heard)
             if not Node.objects.select_for_update().filter(unchanged, pk=pk).exists():
                 continue
-            if heard is None:
-                why = f"node {name} ({status}) sent no heartbeat within {timeout_s:.0f} s of its registration"
-            else:
-                silent = (now - heard).total_seconds()
-                why = f"node {name} ({status}) silent for {silent:.0f} s (heartbeat timeout)"
-            jobs = set(
-                Placement.objects.filter(active=True, gpu__node_id=pk).values_list("job_id", flat=True)
-            )
-            marked[name] = requeue(sorted(jobs), now, why)
+            why = _silence(f"node {name} ({status})", heard, now, timeout_s)
+            marked[name] = _give_back(pk, now, why)
         requeued = ", ".join(map(str, marked[name])) or "none"
         log.warning("%s; requeued jobs: %s", why, requeued, extra={NODE_MARKED: name})
     return marked
+
+
+def _silence(node: str, heard: datetime | None, now: datetime, timeout_s: float) -> str:
+    """Why ``node`` (its words, e.g. ``node node-00``) counts as silent: never heard from within
+    ``timeout_s`` of its registration, or silent since ``heard`` by the wall clock (what an
+    operator checks)."""
+    if heard is None:
+        return f"{node} sent no heartbeat within {timeout_s:.0f} s of its registration"
+    return f"{node} silent for {(now - heard).total_seconds():.0f} s (heartbeat timeout)"
+
+
+def _give_back(node_pk: int, now: datetime, why: str) -> list[int]:
+    """The jobs placed on node ``node_pk`` back to pending with their progress (:func:`requeue`,
+    reason ``why``); the ids requeued."""
+    jobs = set(Placement.objects.filter(active=True, gpu__node_id=node_pk).values_list("job_id", flat=True))
+    return requeue(sorted(jobs), now, why)
 
 
 def mark_heard(node: Node, at: datetime) -> None:
