@@ -27,7 +27,13 @@ class StrictFloatField(serializers.FloatField):
     """A finite number that must be a JSON number (not a string or boolean)."""
 
     def to_internal_value(self, data: Any) -> float:
-        if isinstance(data, bool) or not isinstance(data, int | float) or not math.isfinite(data):
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            self.fail("invalid")
+        try:
+            finite = math.isfinite(data)
+        except OverflowError:  # a JSON integer beyond the float range (was a 500)
+            finite = False
+        if not finite:
             self.fail("invalid")
         return super().to_internal_value(data)
 

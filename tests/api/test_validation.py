@@ -42,6 +42,7 @@ BAD_FIELDS: list[tuple[dict[str, Any], str]] = [
     ({"iteration_time_s": -0.5}, "iteration_time_s"),
     ({"iteration_time_s": 86_401}, "iteration_time_s"),
     ({"iteration_time_s": "nan"}, "iteration_time_s"),
+    ({"iteration_time_s": 10**400}, "iteration_time_s"),  # a JSON integer beyond the float range
     ({"command": "x" * 4097}, "command"),
     ({"command": "echo \u0000"}, "command"),
     ({"command": "\ud800"}, "command"),

@@ -160,6 +160,29 @@ def test_a_malformed_item_refuses_the_whole_batch_with_its_name(
     assert agent("not-a-token").post(BATCH_URL, {"node": "node-00"}, format="json").status_code == 401
 
 
+def test_an_integer_beyond_the_float_range_is_a_400_naming_the_field(
+    fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable
+) -> None:
+    """A JSON integer of 401 digits where a number is due: the 400 of an invalid number (it was an
+    OverflowError, a 500), in the batch report and at the event endpoint alike."""
+    jobs = placed(tenant, django_capture_on_commit_callbacks, 1)["node-00"]
+    client = agent(fleet["node-00"][1])
+    huge = "1" + "0" * 400
+    event = f'{{"generation": 1, "event": "started", "iterations_done": {huge}}}'
+    batch = f'{{"node": "node-00", "events": [{{"job_id": {jobs[0].pk}, {event[1:]}]}}'
+    answer = client.post(BATCH_URL, batch, content_type="application/json")
+    assert answer.status_code == 400
+    assert answer.json()["fields"] == {"events": {"0": {"iterations_done": ["A valid number is required."]}}}
+    beat = f'{{"node": "node-00", "heartbeat": {{"gpus": [], "running": [], "report_latency_s": {huge}}}}}'
+    answer = client.post(BATCH_URL, beat, content_type="application/json")
+    assert answer.status_code == 400
+    assert answer.json()["fields"] == {"heartbeat": {"report_latency_s": ["A valid number is required."]}}
+    single = client.post(events_url(jobs[0].pk), event, content_type="application/json")
+    assert single.status_code == 400
+    assert single.json()["fields"] == {"iterations_done": ["A valid number is required."]}
+    assert not JobEvent.objects.filter(job=jobs[0], kind=JobEvent.Kind.STARTED).exists()
+
+
 def test_a_heartbeat_listing_a_gpu_index_twice_refuses_the_batch_as_the_endpoint_does(
     fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable
 ) -> None:
