@@ -11,6 +11,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
+from cluster import bulk_submit
 from cluster.bulk_submit import MAX_BULK_JOBS
 from cluster.models import Job, JobEvent
 from tests.api.conftest import job_body, rest_settings
@@ -147,3 +148,47 @@ def test_the_pending_cap_counts_the_new_jobs(alice_api: APIClient) -> None:
 
 def test_anonymous_is_401(cluster: Any) -> None:
     assert bulk(APIClient(), [job_body()]).status_code == 401
+
+
+def test_plain_jobs_are_checked_without_the_serializer_and_answered_the_same(
+    alice_api: APIClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plain submission check takes the plain jobs (no ``JobSerializer`` built for them); a job
+    it declines (GPU types, a mistake) still gets the serializer's answer; the answer and the jobs
+    written are those of the serializer alone (``SHAREWISE_FAST_SUBMIT=false``)."""
+    built: list[Any] = []
+    real = bulk_submit.JobSerializer
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        if "data" in kwargs:  # built to validate (the answer's serializer has none)
+            built.append(kwargs["data"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(bulk_submit, "JobSerializer", counted)
+    jobs = [job_body(name=f"p-{i}", priority=i, sharing="never") for i in range(3)]
+    answers = []
+    for quick in (True, False):
+        with override_settings(SHAREWISE_FAST_SUBMIT=quick):
+            built.clear()
+            names = [{**job, "name": f"{job['name']}-{quick}".lower()} for job in jobs]
+            response = bulk(alice_api, names)
+            assert response.status_code == 201, response.json()
+            answers.append(
+                [
+                    {k: v for k, v in j.items() if k not in ("id", "name", "submitted_at")}
+                    for j in response.json()["jobs"]
+                ]
+            )
+            assert len(built) == (0 if quick else 3)
+            built.clear()
+            bad = bulk(alice_api, [job_body(name="ok"), job_body(name="x y"), job_body(gpu_types=["nope"])])
+            assert bad.status_code == 400
+            assert set(bad.json()["items"]) == {"1", "2"}
+            assert len(built) == (2 if quick else 3)  # the plain first job needs no serializer
+    assert answers[0] == answers[1]
+    fields = ("priority", "sharing", "gpus", "iterations", "batch_size", "model")
+    rows = [
+        list(Job.objects.filter(name__endswith=f"-{q}".lower()).order_by("id").values_list(*fields))
+        for q in (True, False)
+    ]
+    assert rows[0] == rows[1] and len(rows[0]) == 3
