@@ -1,9 +1,14 @@
-"""Many rows written at once: ``COPY … FROM STDIN`` on PostgreSQL, ``bulk_create`` elsewhere.
+"""Many rows written at once: ``COPY … FROM STDIN`` on PostgreSQL, one ``executemany`` of a
+plain INSERT on SQLite, ``bulk_create`` elsewhere.
 
 A round writes hundreds of placements, events and agent orders; building a Django model
 instance per row, then a multi-row INSERT, costs more than the database's work. On PostgreSQL
 (psycopg 3) the rows go straight from tuples to ``COPY``, several times faster for a thousand
-rows; SQLite (tests, the embedded demo) keeps Django's ``bulk_create``.
+rows. On SQLite (the embedded demo, tests) each value is prepared by its field's own
+``get_db_prep_save`` — what ``bulk_create`` does for it — and the rows go to the driver's
+``executemany``: no model instance, no SQL compiled per call (``bulk_create`` was 5 % of the live
+demo's CPU, docs/PERFORMANCE.md §10). Fields whose ``pre_save`` sets a value (``auto_now``,
+``auto_now_add``) take the ORM's path everywhere.
 
 The ``COPY`` is in PostgreSQL's binary format, each column typed by its field's database type
 (:func:`copy_types`): psycopg then packs numbers, booleans and timestamps as bytes instead of
@@ -32,10 +37,11 @@ def quoted_column(model: type[Model], field: str) -> str:
     return str(connection.ops.quote_name(model._meta.get_field(field).column))  # type: ignore[union-attr]
 
 
-def copy_supported() -> bool:
-    """Whether :func:`insert_values` writes with ``COPY`` (PostgreSQL) rather than Django's
-    ``bulk_create`` (any other database; tests also force it to compare the two)."""
-    return connection.vendor == "postgresql"
+def insert_method() -> str:
+    """How :func:`insert_values` writes on this connection: ``"copy"`` (PostgreSQL),
+    ``"executemany"`` (SQLite) or ``"orm"`` (Django's ``bulk_create``: any other database; tests
+    force it to compare the others with it)."""
+    return {"postgresql": "copy", "sqlite": "executemany"}.get(connection.vendor, "orm")
 
 
 def insert_values(model: type[Model], fields: Sequence[str], rows: Iterable[Sequence[Any]]) -> int:
@@ -50,7 +56,10 @@ def insert_values(model: type[Model], fields: Sequence[str], rows: Iterable[Sequ
     if not rows:
         return 0
     columns = [model._meta.get_field(name) for name in fields]
-    if not copy_supported():
+    method = insert_method()
+    if method == "executemany" and not any(_sets_on_save(f) for f in model._meta.concrete_fields):
+        return _executemany(model, columns, rows)
+    if method != "copy":
         attnames = [c.attname for c in columns]
         objects = [model(**dict(zip(attnames, row, strict=True))) for row in rows]
         model._default_manager.bulk_create(objects, batch_size=2000)
@@ -66,6 +75,33 @@ def insert_values(model: type[Model], fields: Sequence[str], rows: Iterable[Sequ
         copy.set_types(copy_types(model, fields))
         for row in rows:
             copy.write_row(row)
+    return len(rows)
+
+
+def _sets_on_save(field: Any) -> bool:
+    """Whether the field's ``pre_save`` replaces the value given (a timestamp set on save)."""
+    return bool(getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False))
+
+
+def _executemany(model: type[Model], columns: list[Any], rows: list[Sequence[Any]]) -> int:
+    """The rows inserted as ``bulk_create`` would insert them on SQLite: every concrete field but
+    an auto primary key, the named ones from ``rows``, the others their model default (called per
+    row, as a new instance calls it), each value prepared by ``get_db_prep_save``."""
+    opts = model._meta
+    named = {c.name: i for i, c in enumerate(columns)}
+    targets = [f for f in opts.concrete_fields if f is not opts.auto_field]
+    quote = connection.ops.quote_name
+    sql = (
+        f"INSERT INTO {quote(opts.db_table)} ({', '.join(quote(f.column) for f in targets)}) "
+        f"VALUES ({', '.join(['%s'] * len(targets))})"
+    )
+    plan = [(f.get_db_prep_save, named.get(f.name), f.get_default) for f in targets]
+    prepared = [
+        [prep(row[i] if i is not None else default(), connection) for prep, i, default in plan]
+        for row in rows
+    ]
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, prepared)
     return len(rows)
 
 

@@ -2,8 +2,8 @@
 writes (issue 16, item 3): every column of every row, for the three tables a round fills that way
 (placements, job events, agent orders), and the whole database state two rounds leave behind.
 
-On SQLite both sides take ``bulk_create`` (the tests then only check that forcing it is harmless);
-on PostgreSQL (``DATABASE_URL=postgres://…``) they compare the ``COPY`` with the ORM. Each side
+On SQLite they compare the plain ``executemany`` with the ORM; on PostgreSQL
+(``DATABASE_URL=postgres://…``) the ``COPY``. Each side
 runs in a savepoint rolled back afterwards, so both start from the same rows.
 """
 
@@ -62,7 +62,7 @@ def both_ways(monkeypatch: pytest.MonkeyPatch, write: Callable[[], Any], read: C
     for forced in (False, True):
         with monkeypatch.context() as patch:
             if forced:
-                patch.setattr(bulk, "copy_supported", lambda: False)
+                patch.setattr(bulk, "insert_method", lambda: "orm")
             with rolled_back():
                 write()
                 seen.append(read())
@@ -104,6 +104,24 @@ def test_placements_copy_as_the_orm_writes_them(jobs: list[Job], monkeypatch: py
     assert copied == orm
     assert len(copied[0]) == 4
     assert copied[1] == [0.1, 1.2345678901234567, 1e-300, None]
+
+
+def test_fields_not_named_take_their_model_defaults_off_postgresql(
+    jobs: list[Job], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Off PostgreSQL a field left out takes its model default, as ``bulk_create`` gives it:
+    a placement's ``slot`` 0 and ``active`` True (its ``created_at`` default is the time of the
+    write, so it is named)."""
+    if bulk.insert_method() == "copy":
+        pytest.skip("COPY leaves unnamed columns to the database's own defaults")
+    gpu = GPU.objects.order_by("pk").values_list("pk", flat=True)[0]
+    named = ("job", "gpu", "generation", "sub_batch", "created_at")
+    plain, orm = both_ways(
+        monkeypatch,
+        lambda: bulk.insert_values(Placement, named, [[jobs[0].pk, gpu, 1, 64, T0]]),
+        lambda: list(Placement.objects.values_list("slot", "active", "ended_at", "predicted_slowdown")),
+    )
+    assert plain == orm == [(0, True, None, None)]
 
 
 def test_events_and_orders_copy_as_the_orm_writes_them(
