@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Model
 
 
@@ -96,11 +96,11 @@ def _executemany(model: type[Model], columns: list[Any], rows: list[Sequence[Any
         f"VALUES ({', '.join(['%s'] * len(targets))})"
     )
     plan = [(f.get_db_prep_save, named.get(f.name), f.get_default) for f in targets]
+    conn = connections[DEFAULT_DB_ALIAS]  # the wrapper itself: read per value (cluster.plain_rows.wrapper)
     prepared = [
-        [prep(row[i] if i is not None else default(), connection) for prep, i, default in plan]
-        for row in rows
+        [prep(row[i] if i is not None else default(), conn) for prep, i, default in plan] for row in rows
     ]
-    with connection.cursor() as cursor:
+    with conn.cursor() as cursor:
         cursor.executemany(sql, prepared)
     return len(rows)
 
