@@ -105,6 +105,7 @@ def record_event(node: Node, job_id: int, event: AgentEvent, now: datetime | Non
         job = plain_rows.get(Job, job_id, lock=True)
         if job is None:
             raise AgentError(404, f"job {job_id} does not exist")
+        loaded = progress_of(job)
         # every placement question below is answered from one read of the job's rows, taken
         # under its lock (docs/PERFORMANCE.md §10: about ten queries per event before)
         placements = job_placements(job_id)
@@ -144,7 +145,7 @@ def record_event(node: Node, job_id: int, event: AgentEvent, now: datetime | Non
             if job.status != Job.Status.PENDING or node.name not in placements.latest_nodes():
                 return _answer(job, accepted=False)
             advance_progress(job, event.iterations_done)
-            plain_rows.update(job, PROGRESS_FIELDS)
+            save_progress(job, loaded)
             return _answer(job, accepted=event.event == "stopped")
         accepted = True
         shared: list[SharedSample] = []  # folded last, so their rows are locked only to the commit
@@ -157,6 +158,8 @@ def record_event(node: Node, job_id: int, event: AgentEvent, now: datetime | Non
                 )
         if event.event in ("started", "progress"):
             accepted = _progress(job, node, nodes, event, floor, data, now)
+            if accepted:  # a repeated start writes nothing (its iteration time neither)
+                save_progress(job, loaded)
         elif event.event == "finished":
             accepted, partners = _finished(job, node, nodes, event, floor, data, now)
         elif event.event == "failed":
@@ -178,6 +181,19 @@ def record_event(node: Node, job_id: int, event: AgentEvent, now: datetime | Non
             after_release(partners)
         fold_shared(shared)
     return _answer(job, accepted=accepted)
+
+
+def progress_of(job: Job) -> tuple[float, float | None]:
+    """The job's progress columns (:data:`PROGRESS_FIELDS`): iterations, iteration time (s)."""
+    return job.iterations_done, job.measured_iteration_time_s
+
+
+def save_progress(job: Job, loaded: tuple[float, float | None]) -> None:
+    """Write the job's progress columns unless they still hold ``loaded``, what was read under the
+    job's lock: a ``started`` at 0 iterations before any measurement, or a repeat, changes nothing,
+    and its UPDATE was one statement of six (docs/PERFORMANCE.md §10)."""
+    if progress_of(job) != loaded:
+        plain_rows.update(job, PROGRESS_FIELDS)
 
 
 def _failed(job: Job, node: Node, event: AgentEvent, data: dict[str, Any], now: datetime) -> set[int]:
@@ -224,7 +240,6 @@ def _progress(
         reported = _reported_by_node(job.pk, floor)
         if nodes <= reported.keys():
             advance_progress(job, min(reported[n] for n in nodes))
-    plain_rows.update(job, PROGRESS_FIELDS)
     return True
 
 

@@ -6,8 +6,10 @@ a savepoint or a second write of its run row.
 Hand counts (statements inside the item, besides the item's own transaction — its BEGIN and
 COMMIT, a savepoint and its release inside a test's transaction — as ``CaptureQueriesContext``
 sees them): a ``started`` event locks its job (1), reads its placement rows with the floor (1),
-asks whether this start is a repeat (1), inserts the event (1) and writes the job's progress (1):
-5 — 6 before, when the ``placed`` event was a statement of its own. A run's first chunk locks its
+asks whether this start is a repeat (1), inserts the event (1) and writes the job's progress (1)
+when it changes: 5 for a resumed job's start, 4 for a first start at 0 iterations before any
+measurement (its progress columns already hold that) — 6 before, when the ``placed`` event was a
+statement of its own. A run's first chunk locks its
 job with the 403/404 answer (1), reads the run (1), inserts it with its final length (1), reads
 the job's last chunk (1) and inserts the chunk (1): 5 — 8 before (``get_or_create``'s savepoint,
 insert and release, then an UPDATE of the same row).
@@ -24,23 +26,27 @@ from tests.service.test_agent_batch import GPUS, placed
 from tests.service.test_report_cost import BASE, send
 
 
-def test_a_started_event_costs_five_statements(
+def test_a_first_started_event_costs_four_statements_a_resumed_one_five(
     fleet: dict, tenant: Tenant, sent: list, django_capture_on_commit_callbacks: Callable
 ) -> None:
     capture = django_capture_on_commit_callbacks
     jobs = placed(tenant, capture)["node-00"]
     token = fleet["node-00"][1]
 
-    def started(count: int, first: int) -> list[dict[str, Any]]:
+    def started(count: int, first: int, done: float = 0) -> list[dict[str, Any]]:
         return [
             {"job_id": j.pk, **BASE, "iter_time_s": None, "memory_mb": None, "event": "started"}
-            | {"iterations_done": 0}
+            | {"iterations_done": done}
             for j in jobs[first : first + count]
         ]
 
     one = send(token, capture, events=started(1, 0))
     two = send(token, capture, events=started(2, 1))
-    assert len(two) - len(one) == 2 + 5  # the item's own transaction (a savepoint here), then its 5
+    assert len(two) - len(one) == 2 + 4  # the item's own transaction (a savepoint here), then its 4
+    Job.objects.filter(pk=jobs[3].pk).update(iterations_done=2.0)  # a resumed job
+    resumed = send(token, capture, events=started(1, 3, done=7))
+    assert len(resumed) - len(one) == 1  # its progress written: 2 -> 7 iterations
+    assert Job.objects.get(pk=jobs[3].pk).iterations_done == 7.0
     # no statement reads the ``placed`` event alone: it rides on the placement rows' read
     alone = [
         q["sql"]
@@ -50,7 +56,7 @@ def test_a_started_event_costs_five_statements(
         and '"cluster_placement"' not in q["sql"]
     ]
     assert alone == []
-    assert Job.objects.filter(pk__in=[j.pk for j in jobs[:3]], status="running").count() == 3
+    assert Job.objects.filter(pk__in=[j.pk for j in jobs[:4]], status="running").count() == 4
 
 
 def test_a_heartbeat_reads_its_jobs_placed_events_in_one_statement(
