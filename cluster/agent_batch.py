@@ -11,13 +11,15 @@ of the live service (docs/PERFORMANCE.md §10). The single-item endpoints stay
 Semantics: the whole body is validated first, with the same fields and bounds as the single
 endpoints; anything malformed is a 400 naming the item (``events[3].generation``) and nothing is
 applied. Then, in this order (a job's last lines before its ``finished``, the ``finished``
-before the heartbeat that no longer lists the job): each output chunk, each event in the order
-given, the heartbeat, the orders. Each item is applied on its own, all or nothing (its own
-transaction, as when it comes alone): an item the server refuses — 404 unknown job, 403 a job
-never placed on this node, 409 a stale generation — is answered with that status and message
-in its place, and the others are applied all the same (a stale event of a run the server
-already replaced must not hold back the node's other jobs). An outage met midway (503) leaves
-the items before it applied: the agent sends the batch again, and every item is idempotent.
+before the heartbeat that no longer lists the job): the output chunks, each event in the order
+given, the heartbeat, the orders. Each item is applied as if it came alone, all or nothing:
+the chunks together in one transaction, set-wise (:func:`cluster.joblogs.append_outputs`: a
+fixed number of statements for all of them, each chunk seeing the ones before it), each event
+in its own. An item the server refuses — 404 unknown job, 403 a job never placed on this node,
+409 a stale generation — is answered with that status and message in its place, writes
+nothing, and the others are applied all the same (a stale event of a run the server already
+replaced must not hold back the node's other jobs). An outage met midway (503) leaves the items
+before it applied: the agent sends the batch again, and every item is idempotent.
 
 Units: seconds (s), characters.
 """
@@ -36,7 +38,7 @@ from rest_framework.response import Response
 from cluster import runnable
 from cluster.agent_serializers import BatchReportSerializer, agent_errors
 from cluster.authentication import NodeTokenAuthentication
-from cluster.joblogs import OutputRefused, append_output
+from cluster.joblogs import OutputChunk, OutputRefused, append_outputs
 from cluster.models import Node
 from cluster.permissions import IsNodeAgent, token_node_mismatch
 from cluster.quick_validation import quick_validator
@@ -62,15 +64,20 @@ BatchAnswer = inline_serializer(
 )
 
 
-def apply_chunk(node: Node, chunk: dict[str, Any]) -> dict[str, Any]:
-    """Store one validated output chunk of ``node`` (AGENT.md §2a); its answer: ``{"job_id",
-    "code": 200, "received"}``, or ``{"job_id", "code": 404 | 403, "error"}``."""
-    job_id = int(chunk["job_id"])
-    try:
-        received = append_output(job_id, node, chunk["run"], chunk["offset"], chunk["data"], chunk["eof"])
-    except OutputRefused as exc:
-        return {"job_id": job_id, "code": exc.status, "error": str(exc)}
-    return {"job_id": job_id, "code": 200, "received": received}
+def apply_chunks(node: Node, chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Store the validated output chunks of ``node``'s report, set-wise in one transaction
+    (:func:`cluster.joblogs.append_outputs`, AGENT.md §2a); their answers in their order:
+    ``{"job_id", "code": 200, "received"}``, or ``{"job_id", "code": 404 | 403, "error"}``."""
+    items = [
+        OutputChunk(int(c["job_id"]), c["run"], c["offset"], c["data"], c["eof"]) for c in chunks
+    ]
+    answers = []
+    for item, got in zip(items, append_outputs(node, items), strict=True):
+        if isinstance(got, OutputRefused):
+            answers.append({"job_id": item.job_id, "code": got.status, "error": str(got)})
+        else:
+            answers.append({"job_id": item.job_id, "code": 200, "received": got})
+    return answers
 
 
 def apply_event(node: Node, item: dict[str, Any]) -> dict[str, Any]:
@@ -121,8 +128,8 @@ def apply_report(node: Node, report: dict[str, Any]) -> dict[str, Any]:
         # frequent report of the end-to-end runs, PERFORMANCE.md §10)
         heard()
     answer: dict[str, Any] = {"logs": [], "events": [], "heartbeat": None}
-    for chunk in report["logs"]:
-        answer["logs"].append(apply_chunk(node, chunk))
+    if report["logs"]:
+        answer["logs"] = apply_chunks(node, report["logs"])
         heard()
     for item in report["events"]:
         answer["events"].append(apply_event(node, item))

@@ -2,10 +2,11 @@
 
 Offsets count characters (Unicode code points) from the start of the job's log. Agents send
 their runs' output in chunks, each at an offset within its own run (docs/AGENT.md §2a);
-:func:`append_output` stores the part not stored yet (a chunk delivered twice is stored once,
-one that overlaps what arrived is cut), notes output an agent had to drop, and heads the output
-of a new run with ``==> node/g<generation> <==`` when the log already holds another run's (like
-``tail`` with several files). :func:`read_output` answers a reader. The models are
+:func:`append_outputs` stores a report's chunks set-wise (:func:`append_output`: one alone), the
+part not stored yet (a chunk delivered twice is stored once, one that overlaps what arrived is
+cut), notes output an agent had to drop, and heads the output of a new run with
+``==> node/g<generation> <==`` when the log already holds another run's (like ``tail`` with
+several files). :func:`read_output` answers a reader. The models are
 :mod:`cluster.joblog_models`.
 
 Units: characters, seconds (s).
@@ -13,6 +14,7 @@ Units: characters, seconds (s).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
@@ -54,6 +56,18 @@ def log_extent(job_id: int) -> tuple[int, int]:
     return first, last[0] + last[1]
 
 
+@dataclass(frozen=True, slots=True)
+class OutputChunk:
+    """One chunk an agent sends (AGENT.md §2a): ``data``, the output of run ``run`` of job
+    ``job_id`` from character ``offset`` of that run on; ``eof``: the run's output is complete."""
+
+    job_id: int
+    run: str
+    offset: int
+    data: str
+    eof: bool = False
+
+
 def append_output(
     job_id: int,
     node: Node,
@@ -63,61 +77,91 @@ def append_output(
     eof: bool = False,
     now: datetime | None = None,
 ) -> int:
-    """Store ``data``, the output of run ``run_key`` of job ``job_id`` on ``node`` from character
-    ``offset`` of that run on; ``eof``: the run's output is complete. Returns how many characters
-    of the run have arrived (the agent's next offset).
+    """Store one chunk (:func:`append_outputs` of it alone): ``data``, the output of run
+    ``run_key`` of job ``job_id`` on ``node`` from character ``offset`` of that run on; ``eof``:
+    the run's output is complete. Returns how many characters of the run have arrived (the
+    agent's next offset). Raises :class:`OutputRefused`: 404 the job does not exist, 403 it was
+    never placed on ``node`` (AGENT.md §2a; nothing stored)."""
+    (answer,) = append_outputs(node, [OutputChunk(job_id, run_key, offset, data, eof)], now)
+    if isinstance(answer, OutputRefused):
+        raise answer
+    return answer
 
-    What is already stored is skipped; a gap (``offset`` past what arrived: the agent dropped
-    output it could not keep) is noted in the log as ``[sharewise: N characters of output were
-    not received]``. Past ``SHAREWISE_JOB_LOG_MAX_CHARS`` characters per job, whole chunks at the
-    start are deleted. One transaction, the job's row locked, so two nodes of a gang append one
-    after the other. Raises :class:`OutputRefused`: 404 the job does not exist, 403 it was never
-    placed on ``node`` (AGENT.md §2a; nothing stored)."""
+
+def append_outputs(
+    node: Node, chunks: Sequence[OutputChunk], now: datetime | None = None
+) -> list[int | OutputRefused]:
+    """Store ``chunks`` of ``node``'s runs, in their order, in one transaction; per chunk, in
+    the same order: how many characters of its run have arrived after it (the agent's next
+    offset), or the :class:`OutputRefused` it met — 404 the job does not exist, 403 it was never
+    placed on ``node`` (AGENT.md §2a) — a refused chunk storing nothing.
+
+    The rules, per chunk, as if each came alone and after the ones before it (a later chunk of a
+    job or run sees the earlier ones): what is already stored of the run is skipped; a gap
+    (``offset`` past what arrived: the agent dropped output it could not keep) is noted in the log
+    as ``[sharewise: N characters of output were not received]``; output of another run than the
+    one that wrote the job's log last is headed ``==> run <==``; past
+    ``SHAREWISE_JOB_LOG_MAX_CHARS`` characters per job, whole chunks at the start are deleted.
+
+    Why set-wise: one transaction per chunk, each about five statements, was 8 % of the demo's
+    CPU (PERFORMANCE.md §10, "Follow-up: a report's output chunks set-wise"), and on SQLite each
+    transaction takes the database's write lock. Here the work is a fixed number of statements,
+    whatever the number of chunks: the jobs' rows locked with both refusals (1, in id order, so
+    two lockers cannot deadlock), their runs (1), the last chunk of each job that gets output
+    (1), the new runs (1), the new chunks (1), the runs that were there (1), and the old chunks
+    past the cap (1); a statement with nothing to do is not sent. Every job's row locked, two
+    nodes of a gang append one after the other."""
     now = now or timezone.now()
+    if not chunks:
+        return []
+    ids = sorted({c.job_id for c in chunks})
     with transaction.atomic():
-        # the lock and both refusals in one statement (a chunk is sent per job and tick,
-        # PERFORMANCE.md §10), and every statement here plain (cluster.plain_rows: the ORM's
-        # compilation of each cost several times the statement)
-        placed = plain_rows.select(_placed_sql(connection.vendor), [node.pk, job_id], (None,))
-        if not placed:
-            raise OutputRefused(404, f"job {job_id} does not exist")
-        if not placed[0][0]:
-            raise OutputRefused(403, f"job {job_id} was never placed on node {node.name}")
-        found = plain_rows.get_by(JobLogRun, {"job": job_id, "key": run_key})
-        received = 0 if found is None else found.received
-        if offset > received:
-            note = f"[sharewise: {offset - received} characters of output were not received]\n"
-            new = data
-        else:
-            note, new = "", data[received - offset :]
-        if found is None:
-            # Every writer of a job's runs holds the job's row lock (above), so no other insert of
-            # this run can race: a plain insert with the values it ends with, not get_or_create's
-            # savepoint and a later UPDATE (a run's first chunk: 8 statements, now 5;
-            # PERFORMANCE.md §10).
-            run = JobLogRun(
-                job_id=job_id,
-                key=run_key,
-                node=node.name,
-                received=offset + len(data),
-                eof=eof,
-                updated_at=now,
-            )
-            plain_rows.insert(run)
-        else:
-            run = found
-        if note or new:
-            _store(job_id, run, note + new)
-        if found is not None:
-            run.received = max(run.received, offset + len(data))
-            run.eof = run.eof or eof
+        placed = dict(
+            plain_rows.select(_placed_sql(connection.vendor, len(ids)), [node.pk, *ids], (None, None))
+        )
+        accepted = [c for c in chunks if placed.get(c.job_id)]
+        pairs = {(c.job_id, c.run) for c in accepted}
+        among = {"job": sorted({job for job, _ in pairs}), "key": sorted({key for _, key in pairs})}
+        # the IN lists' cross product may hold another job's run key: only the pairs sent count
+        found = [r for r in plain_rows.all_in(JobLogRun, among) if (r.job_id, r.key) in pairs]
+        runs = {(r.job_id, r.key): r for r in found}
+        answers: list[int | OutputRefused] = []
+        pieces: list[tuple[int, JobLogRun, str]] = []  # (job, run, text) to store, in order
+        for c in chunks:
+            if c.job_id not in placed:
+                answers.append(OutputRefused(404, f"job {c.job_id} does not exist"))
+                continue
+            if not placed[c.job_id]:
+                answers.append(OutputRefused(403, f"job {c.job_id} was never placed on node {node.name}"))
+                continue
+            run = runs.get((c.job_id, c.run))
+            received = 0 if run is None else run.received
+            if c.offset > received:
+                text = f"[sharewise: {c.offset - received} characters of output were not received]\n"
+                text += c.data
+            else:
+                text = c.data[received - c.offset :]
+            if run is None:
+                # a new run's row is inserted below with the values it ends with (every writer of
+                # a job's runs holds the job's row lock, so no other insert of it can race)
+                run = JobLogRun(job_id=c.job_id, key=c.run, node=node.name, received=0, updated_at=now)
+                runs[(c.job_id, c.run)] = run
+            run.received = max(run.received, c.offset + len(c.data))
+            run.eof = run.eof or c.eof
             run.updated_at = now
-            plain_rows.update(run, ["received", "eof", "updated_at"])
-    return run.received
+            if text:
+                pieces.append((c.job_id, run, text))
+            answers.append(run.received)
+        stored = {r.pk for r in found}
+        new_runs = [r for r in runs.values() if r.pk not in stored]
+        plain_rows.insert_many(new_runs)  # first: the new chunks need their keys
+        _store(pieces)
+        plain_rows.update_many(found, ["received", "eof", "updated_at"])
+    return answers
 
 
 class OutputRefused(Exception):
-    """Output ``node`` may not send (:func:`append_output`); ``status``: the HTTP status (403, 404)."""
+    """Output ``node`` may not send (:func:`append_outputs`); ``status``: the HTTP status (403, 404)."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -125,46 +169,75 @@ class OutputRefused(Exception):
 
 
 @cache
-def _placed_sql(vendor: str) -> str:
-    """Lock a job's row and say whether it was ever placed on a node (parameters: the node's id,
-    the job's id; no row: no such job)."""
+def _placed_sql(vendor: str, count: int) -> str:
+    """Lock ``count`` jobs' rows, in id order, and say for each whether it was ever placed on a
+    node (parameters: the node's id, then the jobs' ids; rows: ``(job id, placed)``, none for a
+    job that does not exist)."""
     q = connection.ops.quote_name
     j, p, g = meta(Job), meta(Placement), meta(GPU)
     lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+    key = f"J.{q(j.pk.column)}"
     return (
-        f"SELECT EXISTS(SELECT 1 FROM {q(p.db_table)} P INNER JOIN {q(g.db_table)} G "
+        f"SELECT {key}, EXISTS(SELECT 1 FROM {q(p.db_table)} P INNER JOIN {q(g.db_table)} G "
         f"ON P.{q(p.get_field('gpu').column)} = G.{q(g.pk.column)} "
         f"WHERE G.{q(g.get_field('node').column)} = %s "
-        f"AND P.{q(p.get_field('job').column)} = J.{q(j.pk.column)}) "
-        f"FROM {q(j.db_table)} J WHERE J.{q(j.pk.column)} = %s{lock}"
+        f"AND P.{q(p.get_field('job').column)} = {key}) "
+        f"FROM {q(j.db_table)} J WHERE {key} IN ({plain_rows.marks(count)}) ORDER BY {key}{lock}"
     )
 
 
 @cache
-def _last_chunk_sql(vendor: str) -> str:
-    """The offset, text and run of a job's last chunk (parameter: the job's id)."""
+def _last_chunks_sql(vendor: str, count: int) -> str:
+    """The job, offset, text and run of the last chunk of each of ``count`` jobs (parameters:
+    the jobs' ids; none for a job without output)."""
     q = connection.ops.quote_name
     c = meta(JobLogChunk)
     offset, text, run, job = (q(c.get_field(n).column) for n in ("offset", "text", "run", "job"))
+    table = q(c.db_table)
     return (
-        f"SELECT {offset}, {text}, {run} FROM {q(c.db_table)} WHERE {job} = %s ORDER BY {offset} DESC LIMIT 1"
+        f"SELECT C.{job}, C.{offset}, C.{text}, C.{run} FROM {table} C "
+        f"WHERE C.{job} IN ({plain_rows.marks(count)}) "
+        f"AND C.{offset} = (SELECT MAX(D.{offset}) FROM {table} D WHERE D.{job} = C.{job})"
     )
 
 
-def _store(job_id: int, run: JobLogRun, text: str) -> None:
-    found = plain_rows.select(_last_chunk_sql(connection.vendor), [job_id], (None, None, None))
-    last = found[0] if found else None
-    end = 0
-    if last is not None:
-        end = last[0] + len(last[1])
-        if last[2] != run.pk:  # another run wrote last: say whose output follows
-            text = ("" if last[1].endswith("\n") else "\n") + f"==> {run.key} <==\n" + text
-    plain_rows.insert(JobLogChunk(job_id=job_id, run=run, offset=end, text=text))
-    cutoff = end + len(text) - max_log_chars()
-    if cutoff > 0:
-        JobLogChunk.objects.filter(job_id=job_id, offset__lt=cutoff).annotate(
-            e=F("offset") + Length("text")
-        ).filter(e__lte=cutoff).delete()
+@cache
+def _trim_sql(vendor: str, count: int) -> str:
+    """Delete, of each of ``count`` jobs, the chunks that end at or before its cut-off
+    (parameters: per job its id, its cut-off twice)."""
+    q = connection.ops.quote_name
+    c = meta(JobLogChunk)
+    offset, text, job = (q(c.get_field(n).column) for n in ("offset", "text", "job"))
+    one = f"({job} = %s AND {offset} < %s AND {offset} + LENGTH({text}) <= %s)"
+    return f"DELETE FROM {q(c.db_table)} WHERE {' OR '.join([one] * count)}"
+
+
+def _store(pieces: list[tuple[int, JobLogRun, str]]) -> None:
+    """Append each ``(job id, run, text)`` of ``pieces``, in order, at the end of its job's log
+    (headed by its run's name where another run wrote last), then delete each job's whole chunks
+    past the cap. The runs have their keys."""
+    if not pieces:
+        return
+    jobs = sorted({job for job, _, _ in pieces})
+    rows = plain_rows.select(_last_chunks_sql(connection.vendor, len(jobs)), jobs, (None, None, None, None))
+    # per job: the end of its log and the run that wrote last
+    last: dict[int, tuple[int, bool, int]] = {
+        job: (offset + len(text), text.endswith("\n"), run_id) for job, offset, text, run_id in rows
+    }
+    new = []
+    for job, run, text in pieces:
+        end, newline, writer = last.get(job, (0, True, run.pk))
+        if writer != run.pk:  # another run wrote last: say whose output follows
+            text = ("" if newline else "\n") + f"==> {run.key} <==\n" + text
+        new.append(JobLogChunk(job_id=job, run=run, offset=end, text=text))
+        last[job] = (end + len(text), text.endswith("\n"), run.pk)
+    plain_rows.insert_many(new)
+    # the cap after each job's last piece: the chunks ending before it are all the ones each
+    # piece's own cut-off would have deleted (cut-offs only grow, and a job's last chunk is kept)
+    cap = max_log_chars()
+    cuts = [(job, end - cap) for job, (end, _, _) in sorted(last.items()) if end - cap > 0]
+    if cuts:
+        plain_rows.run(_trim_sql(connection.vendor, len(cuts)), [v for job, cut in cuts for v in (job, cut, cut)])
 
 
 @dataclass(frozen=True, slots=True)

@@ -200,3 +200,126 @@ def insert(instance: Model) -> None:
             instance.pk = cursor.fetchone()[0] if returning else cursor.lastrowid
     instance._state.adding = False
     instance._state.db = conn.alias
+
+
+@cache
+def _in_reader(
+    model: type[Model], vendor: str, counts: tuple[tuple[str, int], ...]
+) -> tuple[str, list[str], tuple[Field, ...]]:
+    """``(SQL, attnames, fields)`` of a read of the rows whose field ``name`` is one of ``count``
+    parameters, for each ``(name, count)`` of ``counts``, by primary key."""
+    opts = meta(model)
+    q = connection.ops.quote_name
+    fields = tuple(opts.concrete_fields)
+    where = " AND ".join(f"{q(opts.get_field(k).column)} IN ({marks(n)})" for k, n in counts)
+    sql = (
+        f"SELECT {', '.join(q(f.column) for f in fields)} FROM {q(opts.db_table)} WHERE {where} "
+        f"ORDER BY {q(opts.pk.column)}"
+    )
+    return sql, [f.attname for f in fields], fields
+
+
+def all_in(model: type[M], among: dict[str, Sequence[Any]]) -> list[M]:
+    """The rows of ``model`` whose field ``name`` is one of ``values``, for every ``name: values``
+    of ``among`` (e.g. ``{"job": [7, 9], "key": ["n1/g2"]}``), by primary key, as model instances
+    (as :func:`all_by`): ``.filter(job__in=…, key__in=…).order_by("pk")``; no value for a field:
+    no row, and no statement."""
+    if not all(among.values()):
+        return []
+    opts, conn = meta(model), wrapper()
+    sql, names, fields = _in_reader(model, conn.vendor, tuple((k, len(v)) for k, v in among.items()))
+    params = [
+        opts.get_field(k).get_db_prep_value(v.pk if isinstance(v, Model) else v, conn)
+        for k, values in among.items()
+        for v in values
+    ]
+    return [model.from_db(conn.alias, names, row) for row in select(sql, params, fields)]
+
+
+@cache
+def _many_inserter(model: type[Model], vendor: str, with_key: bool, rows: int) -> str:
+    """The SQL of one INSERT of ``rows`` rows, each of the columns of :func:`_inserter`'s (with the
+    new keys returned where that one returns them)."""
+    opts = meta(model)
+    q = connection.ops.quote_name
+    _, fields, returning = _inserter(model, vendor, with_key)
+    row = f"({', '.join(['%s'] * len(fields))})"
+    sql = (
+        f"INSERT INTO {q(opts.db_table)} ({', '.join(q(f.column) for f in fields)}) "
+        f"VALUES {', '.join([row] * rows)}"
+    )
+    if returning:
+        sql += f" RETURNING {q(opts.pk.column)}"
+    return sql
+
+
+def insert_many(instances: Sequence[Model]) -> None:
+    """:func:`insert` of new rows of one model, all with or all without their primary key, as
+    few multi-row INSERTs (as many rows in each as the backend takes parameters:
+    ``bulk_batch_size``): ``bulk_create(instances)``, the new auto keys set on the instances in
+    the order the database returns them, as ``bulk_create`` sets them. Where the backend cannot
+    return the keys of a multi-row insert (SQLite before 3.35), one :func:`insert` per row. No
+    signal, no model ``save``; nothing for no instance."""
+    if not instances:
+        return
+    model, conn = type(instances[0]), wrapper()
+    opts = meta(model)
+    generated = opts.auto_field is not None and instances[0].pk is None
+    _, fields, returning = _inserter(model, conn.vendor, not generated)
+    if generated and not (returning and conn.features.can_return_rows_from_bulk_insert):
+        for instance in instances:
+            insert(instance)
+        return
+    size = max(1, conn.ops.bulk_batch_size(fields, instances))
+    for start in range(0, len(instances), size):
+        batch = instances[start : start + size]
+        sql = _many_inserter(model, conn.vendor, not generated, len(batch))
+        params = [f.get_db_prep_save(f.pre_save(i, True), conn) for i in batch for f in fields]
+        with conn.cursor() as cursor:
+            cursor.execute(sql, params)
+            if generated:
+                for instance, key in zip(batch, cursor.fetchall(), strict=True):
+                    instance.pk = key[0]
+        for instance in batch:
+            instance._state.adding = False
+            instance._state.db = conn.alias
+
+
+@cache
+def _many_updater(model: type[Model], vendor: str, names: tuple[str, ...], rows: int) -> tuple[str, list[Field]]:
+    """``(SQL, fields)`` of one UPDATE of the columns ``names`` of ``rows`` rows by primary key,
+    each column a ``CASE`` on the key (cast to the column's type where the backend needs it, as
+    ``bulk_update`` casts)."""
+    opts = meta(model)
+    q = connection.ops.quote_name
+    fields = [opts.get_field(name) for name in names]
+    key = q(opts.pk.column)
+    cases = " ".join(["WHEN %s THEN %s"] * rows)
+    sets = []
+    for f in fields:
+        case = f"CASE {key} {cases} END"
+        if connection.features.requires_casted_case_in_updates:
+            case = f"CAST({case} AS {f.db_type(connection)})"
+        sets.append(f"{q(f.column)} = {case}")
+    return f"UPDATE {q(opts.db_table)} SET {', '.join(sets)} WHERE {key} IN ({marks(rows)})", fields
+
+
+def update_many(instances: Sequence[Model], fields: Sequence[str]) -> None:
+    """:func:`update` of several rows of one model in one UPDATE (``bulk_update(instances,
+    fields)``; more than the backend's parameters allow in one: in as few as fit): the columns
+    ``fields`` of each row by primary key, each value prepared as the ORM prepares it. No
+    signal; nothing for no instance."""
+    if not instances:
+        return
+    conn = wrapper()
+    limit = conn.features.max_query_params
+    size = len(instances) if limit is None else max(1, limit // (2 * len(fields) + 1))
+    for start in range(0, len(instances), size):
+        batch = instances[start : start + size]
+        sql, prepared = _many_updater(type(batch[0]), conn.vendor, tuple(fields), len(batch))
+        params: list[Any] = []
+        for f in prepared:
+            for i in batch:
+                params += [i.pk, f.get_db_prep_save(f.pre_save(i, False), conn)]
+        params += [i.pk for i in batch]
+        run(sql, params)
