@@ -68,9 +68,7 @@ def apply_chunks(node: Node, chunks: list[dict[str, Any]]) -> list[dict[str, Any
     """Store the validated output chunks of ``node``'s report, set-wise in one transaction
     (:func:`cluster.joblogs.append_outputs`, AGENT.md §2a); their answers in their order:
     ``{"job_id", "code": 200, "received"}``, or ``{"job_id", "code": 404 | 403, "error"}``."""
-    items = [
-        OutputChunk(int(c["job_id"]), c["run"], c["offset"], c["data"], c["eof"]) for c in chunks
-    ]
+    items = [OutputChunk(int(c["job_id"]), c["run"], c["offset"], c["data"], c["eof"]) for c in chunks]
     answers = []
     for item, got in zip(items, append_outputs(node, items), strict=True):
         if isinstance(got, OutputRefused):

@@ -237,7 +237,9 @@ def _store(pieces: list[tuple[int, JobLogRun, str]]) -> None:
     cap = max_log_chars()
     cuts = [(job, end - cap) for job, (end, _, _) in sorted(last.items()) if end - cap > 0]
     if cuts:
-        plain_rows.run(_trim_sql(connection.vendor, len(cuts)), [v for job, cut in cuts for v in (job, cut, cut)])
+        plain_rows.run(
+            _trim_sql(connection.vendor, len(cuts)), [v for job, cut in cuts for v in (job, cut, cut)]
+        )
 
 
 @dataclass(frozen=True, slots=True)

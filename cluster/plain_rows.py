@@ -286,7 +286,9 @@ def insert_many(instances: Sequence[Model]) -> None:
 
 
 @cache
-def _many_updater(model: type[Model], vendor: str, names: tuple[str, ...], rows: int) -> tuple[str, list[Field]]:
+def _many_updater(
+    model: type[Model], vendor: str, names: tuple[str, ...], rows: int
+) -> tuple[str, list[Field]]:
     """``(SQL, fields)`` of one UPDATE of the columns ``names`` of ``rows`` rows by primary key,
     each column a ``CASE`` on the key (cast to the column's type where the backend needs it, as
     ``bulk_update`` casts)."""

@@ -90,7 +90,9 @@ def ever_placed(jobs: list[Job], node: Node) -> None:
 
 def new_jobs(tenant: Tenant, count: int) -> list[Job]:
     return [
-        Job.objects.create(tenant=tenant, name=f"j{i}", model="resnet50", batch_size=64, iterations=10, gpus=1)
+        Job.objects.create(
+            tenant=tenant, name=f"j{i}", model="resnet50", batch_size=64, iterations=10, gpus=1
+        )
         for i in range(count)
     ]
 
@@ -140,9 +142,7 @@ def answer(got: int | OutputRefused) -> tuple[Any, ...]:
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_chunks_applied_set_wise_store_what_one_by_one_stores(
-    fleet: dict, tenant: Tenant, seed: int
-) -> None:
+def test_chunks_applied_set_wise_store_what_one_by_one_stores(fleet: dict, tenant: Tenant, seed: int) -> None:
     rng = random.Random(seed)
     node, other = fleet["node-00"][0], fleet["node-01"][0]
     ours, theirs = new_jobs(tenant, 3), new_jobs(tenant, 3)  # set-wise, one by one

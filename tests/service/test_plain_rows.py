@@ -92,6 +92,49 @@ def test_a_plain_insert_stores_what_create_stores(tenant: Tenant) -> None:
     same_as_orm(run, JobLogRun, run.pk)
 
 
+def test_rows_among_values_are_the_orms_filter_in(fleet: dict, tenant: Tenant) -> None:
+    job = Job.objects.create(tenant=tenant, name="j", model="resnet50", batch_size=64, iterations=10, gpus=1)
+    other = Job.objects.create(
+        tenant=tenant, name="k", model="resnet50", batch_size=64, iterations=10, gpus=1
+    )
+    for j, key in ((job, "a"), (job, "b"), (other, "a"), (other, "c")):
+        JobLogRun.objects.create(job=j, key=key, node="node-00", received=3, eof=key == "b")
+    rows = plain_rows.all_in(JobLogRun, {"job": [job.pk, other], "key": ["a", "b"]})
+    expected = JobLogRun.objects.filter(job__in=[job, other], key__in=["a", "b"]).order_by("pk")
+    assert [r.pk for r in rows] == [r.pk for r in expected] and len(rows) == 3
+    for row in rows:
+        same_as_orm(row, JobLogRun, row.pk)
+    assert plain_rows.all_in(JobLogRun, {"job": [job.pk], "key": []}) == []
+
+
+def test_a_plain_multi_row_insert_and_update_are_bulk_create_and_bulk_update(
+    tenant: Tenant, django_assert_num_queries: Callable
+) -> None:
+    job = Job.objects.create(tenant=tenant, name="j", model="resnet50", batch_size=64, iterations=10, gpus=1)
+    at = datetime(2026, 12, 2, 10, 0, 0, 123456, tzinfo=UTC)
+    runs = [
+        JobLogRun(job=job, key=f"node-00/g{g}", node="node-00", received=g, eof=g == 2, updated_at=at)
+        for g in range(1, 4)
+    ]
+    with django_assert_num_queries(1):
+        plain_rows.insert_many(runs)
+    for run in runs:  # each key set on its own instance: the rows read back by key are the instances
+        same_as_orm(run, JobLogRun, run.pk)
+    runs[0].received, runs[0].eof, runs[2].received = 40, True, 60
+    runs[1].node = "not written"
+    with django_assert_num_queries(1):
+        plain_rows.update_many(runs, ["received", "eof"])
+    stored = {r.key: (r.received, r.eof, r.node) for r in JobLogRun.objects.filter(job=job)}
+    assert stored == {
+        "node-00/g1": (40, True, "node-00"),
+        "node-00/g2": (2, True, "node-00"),
+        "node-00/g3": (60, False, "node-00"),
+    }
+    with django_assert_num_queries(0):
+        plain_rows.insert_many([])
+        plain_rows.update_many([], ["received"])
+
+
 @pytest.fixture
 def compilations() -> Iterator[list[str]]:
     """The SQL the ORM compiled while the test ran (``SQLCompiler.as_sql`` calls)."""
