@@ -189,16 +189,17 @@ def _placed_sql(vendor: str, count: int) -> str:
 @cache
 def _last_chunks_sql(vendor: str, count: int) -> str:
     """The job, offset, text and run of the last chunk of each of ``count`` jobs (parameters:
-    the jobs' ids; none for a job without output)."""
+    the jobs' ids; none for a job without output). One index seek per job (its last row of the
+    ``(job, offset)`` unique index, as ``ORDER BY offset DESC LIMIT 1``): a ``MAX(offset)``
+    subquery correlated on each row read every chunk of the job, its cost growing with the log."""
     q = connection.ops.quote_name
     c = meta(JobLogChunk)
     offset, text, run, job = (q(c.get_field(n).column) for n in ("offset", "text", "run", "job"))
-    table = q(c.db_table)
-    return (
-        f"SELECT C.{job}, C.{offset}, C.{text}, C.{run} FROM {table} C "
-        f"WHERE C.{job} IN ({plain_rows.marks(count)}) "
-        f"AND C.{offset} = (SELECT MAX(D.{offset}) FROM {table} D WHERE D.{job} = C.{job})"
+    one = (
+        f"SELECT * FROM (SELECT {job}, {offset}, {text}, {run} FROM {q(c.db_table)} "
+        f"WHERE {job} = %s ORDER BY {offset} DESC LIMIT 1) L{{}}"
     )
+    return " UNION ALL ".join(one.format(k) for k in range(count))
 
 
 @cache
