@@ -106,11 +106,11 @@ def append_outputs(
     Why set-wise: one transaction per chunk, each about five statements, was 8 % of the demo's
     CPU (PERFORMANCE.md §10, "Follow-up: a report's output chunks set-wise"), and on SQLite each
     transaction takes the database's write lock. Here the work is a fixed number of statements,
-    whatever the number of chunks: the jobs' rows locked with both refusals (1, in id order, so
-    two lockers cannot deadlock), their runs (1), the last chunk of each job that gets output
-    (1), the new runs (1), the new chunks (1), the runs that were there (1), and the old chunks
-    past the cap (1); a statement with nothing to do is not sent. Every job's row locked, two
-    nodes of a gang append one after the other."""
+    whatever the number of chunks: the jobs' rows locked with both refusals (1, in the order the
+    other lockers of several jobs take them: no deadlock), their runs (1), the last chunk of each
+    job that gets output (1), the new runs (1), the new chunks (1), the runs that were there (1),
+    and the old chunks past the cap (1); a statement with nothing to do is not sent. Every job's
+    row locked, two nodes of a gang append one after the other."""
     now = now or timezone.now()
     if not chunks:
         return []
@@ -170,19 +170,26 @@ class OutputRefused(Exception):
 
 @cache
 def _placed_sql(vendor: str, count: int) -> str:
-    """Lock ``count`` jobs' rows, in id order, and say for each whether it was ever placed on a
-    node (parameters: the node's id, then the jobs' ids; rows: ``(job id, placed)``, none for a
-    job that does not exist)."""
+    """Lock ``count`` jobs' rows and say for each whether it was ever placed on a node
+    (parameters: the node's id, then the jobs' ids; rows: ``(job id, placed)``, none for a job
+    that does not exist). The rows are locked in the order of ``Job.Meta.ordering`` (newest
+    submission first, then id), the order in which the ORM's lockers of several jobs take them —
+    the round's starts (``persist.py``), a requeue (``jobs.py``) — so none of them and this wait
+    for each other crosswise (a deadlock) on PostgreSQL."""
     q = connection.ops.quote_name
     j, p, g = meta(Job), meta(Placement), meta(GPU)
     lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
     key = f"J.{q(j.pk.column)}"
+    order = ", ".join(
+        f"J.{q(j.get_field(name.lstrip('-')).column)}{' DESC' if name.startswith('-') else ''}"
+        for name in j.ordering
+    )
     return (
         f"SELECT {key}, EXISTS(SELECT 1 FROM {q(p.db_table)} P INNER JOIN {q(g.db_table)} G "
         f"ON P.{q(p.get_field('gpu').column)} = G.{q(g.pk.column)} "
         f"WHERE G.{q(g.get_field('node').column)} = %s "
         f"AND P.{q(p.get_field('job').column)} = {key}) "
-        f"FROM {q(j.db_table)} J WHERE {key} IN ({plain_rows.marks(count)}) ORDER BY {key}{lock}"
+        f"FROM {q(j.db_table)} J WHERE {key} IN ({plain_rows.marks(count)}) ORDER BY {order}{lock}"
     )
 
 

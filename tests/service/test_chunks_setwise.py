@@ -14,7 +14,7 @@ log text, chunk rows, run rows and answers.
 from __future__ import annotations
 
 import random
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -195,3 +195,22 @@ def test_a_report_of_n_jobs_chunks_costs_a_fixed_number_of_statements(fleet: dic
             assert read_output(job, 0, now=NOW).data == "again\n"
     # chunks that store nothing new (repeats): no last chunk read, no insert, only the runs' update
     assert cost([OutputChunk(j.pk, "node-00/g1", 0, "hello\n") for j in jobs]) == 2 + 3
+
+
+def test_the_jobs_are_locked_in_the_order_the_orms_lockers_take_them(fleet: dict, tenant: Tenant) -> None:
+    """The round's starts and a requeue lock several jobs in ``Job.Meta.ordering`` (newest
+    submission first); the chunks' lock takes them in that order too, so on PostgreSQL neither
+    waits for the other crosswise (a deadlock). Here that is the reverse of id order."""
+    node = fleet["node-00"][0]
+    jobs = new_jobs(tenant, 4)
+    ever_placed(jobs, node)
+    for k, job in enumerate(jobs):  # submitted in id order, an hour apart
+        Job.objects.filter(pk=job.pk).update(submitted_at=NOW + timedelta(hours=k))
+    ids = [j.pk for j in jobs]
+    with CaptureQueriesContext(connection) as seen:
+        append_outputs(node, [OutputChunk(pk, "node-00/g1", 0, "x\n") for pk in ids], NOW)
+    (lock,) = [q["sql"] for q in seen.captured_queries if '"cluster_job" J' in q["sql"]]
+    with connection.cursor() as cursor:
+        cursor.execute(lock.replace("FOR UPDATE", ""))  # the logged statement, its values inlined
+        order = [row[0] for row in cursor.fetchall()]
+    assert order == list(Job.objects.filter(pk__in=ids).values_list("pk", flat=True)) == ids[::-1]
