@@ -30,6 +30,9 @@ from cluster.compiled import meta
 from cluster.joblog_models import JobLogChunk, JobLogRun
 from cluster.models import GPU, Job, Node, Placement
 
+#: Most chunks applied by one set of statements (:func:`append_outputs`; a report holds at most
+#: 50, AGENT.md §2b): the trim's 3 parameters a job stay within SQLite's 999 **(ours)**.
+SLICE_CHUNKS = 100
 #: Most characters one read returns; a reader asks again from ``next_offset`` for more.
 MAX_READ_CHARS = 262_144
 #: A job that ended this long ago (s) has its output complete even if a run never said so (a run
@@ -109,54 +112,61 @@ def append_outputs(
     whatever the number of chunks: the jobs' rows locked with both refusals (1, in the order the
     other lockers of several jobs take them: no deadlock), their runs (1), the last chunk of each
     job that gets output (1), the new runs (1), the new chunks (1), the runs that were there (1),
-    and the old chunks past the cap (1); a statement with nothing to do is not sent. Every job's
-    row locked, two nodes of a gang append one after the other."""
+    and the old chunks past the cap (1); a statement with nothing to do is not sent (past
+    :data:`SLICE_CHUNKS` chunks, these per slice). Every job's row locked, two nodes of a gang
+    append one after the other."""
     now = now or timezone.now()
-    if not chunks:
-        return []
-    ids = sorted({c.job_id for c in chunks})
+    answers: list[int | OutputRefused] = []
     with transaction.atomic():
-        placed = dict(
-            plain_rows.select(_placed_sql(connection.vendor, len(ids)), [node.pk, *ids], (None, None))
-        )
-        accepted = [c for c in chunks if placed.get(c.job_id)]
-        pairs = {(c.job_id, c.run) for c in accepted}
-        among = {"job": sorted({job for job, _ in pairs}), "key": sorted({key for _, key in pairs})}
-        # the IN lists' cross product may hold another job's run key: only the pairs sent count
-        found = [r for r in plain_rows.all_in(JobLogRun, among) if (r.job_id, r.key) in pairs]
-        runs = {(r.job_id, r.key): r for r in found}
-        answers: list[int | OutputRefused] = []
-        pieces: list[tuple[int, JobLogRun, str]] = []  # (job, run, text) to store, in order
-        for c in chunks:
-            if c.job_id not in placed:
-                answers.append(OutputRefused(404, f"job {c.job_id} does not exist"))
-                continue
-            if not placed[c.job_id]:
-                answers.append(OutputRefused(403, f"job {c.job_id} was never placed on node {node.name}"))
-                continue
-            run = runs.get((c.job_id, c.run))
-            received = 0 if run is None else run.received
-            if c.offset > received:
-                text = f"[sharewise: {c.offset - received} characters of output were not received]\n"
-                text += c.data
-            else:
-                text = c.data[received - c.offset :]
-            if run is None:
-                # a new run's row is inserted below with the values it ends with (every writer of
-                # a job's runs holds the job's row lock, so no other insert of it can race)
-                run = JobLogRun(job_id=c.job_id, key=c.run, node=node.name, received=0, updated_at=now)
-                runs[(c.job_id, c.run)] = run
-            run.received = max(run.received, c.offset + len(c.data))
-            run.eof = run.eof or c.eof
-            run.updated_at = now
-            if text:
-                pieces.append((c.job_id, run, text))
-            answers.append(run.received)
-        stored = {r.pk for r in found}
-        new_runs = [r for r in runs.values() if r.pk not in stored]
-        plain_rows.insert_many(new_runs)  # first: the new chunks need their keys
-        _store(pieces)
-        plain_rows.update_many(found, ["received", "eof", "updated_at"])
+        # in slices, each written before the next is read (the rules hold across them): a
+        # statement's parameters stay within SQLite's 999 whatever the number of chunks
+        for start in range(0, len(chunks), SLICE_CHUNKS):
+            answers += _append_slice(node, chunks[start : start + SLICE_CHUNKS], now)
+    return answers
+
+
+def _append_slice(node: Node, chunks: Sequence[OutputChunk], now: datetime) -> list[int | OutputRefused]:
+    """:func:`append_outputs` of at most :data:`SLICE_CHUNKS` chunks, inside its transaction."""
+    ids = sorted({c.job_id for c in chunks})
+    placed = dict(plain_rows.select(_placed_sql(connection.vendor, len(ids)), [node.pk, *ids], (None, None)))
+    accepted = [c for c in chunks if placed.get(c.job_id)]
+    pairs = {(c.job_id, c.run) for c in accepted}
+    among = {"job": sorted({job for job, _ in pairs}), "key": sorted({key for _, key in pairs})}
+    # the IN lists' cross product may hold another job's run key: only the pairs sent count
+    found = [r for r in plain_rows.all_in(JobLogRun, among) if (r.job_id, r.key) in pairs]
+    runs = {(r.job_id, r.key): r for r in found}
+    answers: list[int | OutputRefused] = []
+    pieces: list[tuple[int, JobLogRun, str]] = []  # (job, run, text) to store, in order
+    for c in chunks:
+        if c.job_id not in placed:
+            answers.append(OutputRefused(404, f"job {c.job_id} does not exist"))
+            continue
+        if not placed[c.job_id]:
+            answers.append(OutputRefused(403, f"job {c.job_id} was never placed on node {node.name}"))
+            continue
+        run = runs.get((c.job_id, c.run))
+        received = 0 if run is None else run.received
+        if c.offset > received:
+            text = f"[sharewise: {c.offset - received} characters of output were not received]\n"
+            text += c.data
+        else:
+            text = c.data[received - c.offset :]
+        if run is None:
+            # a new run's row is inserted below with the values it ends with (every writer of
+            # a job's runs holds the job's row lock, so no other insert of it can race)
+            run = JobLogRun(job_id=c.job_id, key=c.run, node=node.name, received=0, updated_at=now)
+            runs[(c.job_id, c.run)] = run
+        run.received = max(run.received, c.offset + len(c.data))
+        run.eof = run.eof or c.eof
+        run.updated_at = now
+        if text:
+            pieces.append((c.job_id, run, text))
+        answers.append(run.received)
+    stored = {r.pk for r in found}
+    new_runs = [r for r in runs.values() if r.pk not in stored]
+    plain_rows.insert_many(new_runs)  # first: the new chunks need their keys
+    _store(pieces)
+    plain_rows.update_many(found, ["received", "eof", "updated_at"])
     return answers
 
 
