@@ -94,7 +94,7 @@ def append_output(
 def append_outputs(
     node: Node, chunks: Sequence[OutputChunk], now: datetime | None = None
 ) -> list[int | OutputRefused]:
-    """Store ``chunks`` of ``node``'s runs, in their order, in one transaction; per chunk, in
+    """Store ``chunks`` of ``node``'s runs, in their order, one transaction per job; per chunk, in
     the same order: how many characters of its run have arrived after it (the agent's next
     offset), or the :class:`OutputRefused` it met — 404 the job does not exist, 403 it was never
     placed on ``node`` (AGENT.md §2a) — a refused chunk storing nothing.
@@ -105,23 +105,34 @@ def append_outputs(
     as ``[sharewise: N characters of output were not received]``; output of another run than the
     one that wrote the job's log last is headed ``==> run <==``; past
     ``SHAREWISE_JOB_LOG_MAX_CHARS`` characters per job, whole chunks at the start are deleted.
+    A job's log depends on its own chunks only, so the jobs are applied one after the other.
 
     Why set-wise: one transaction per chunk, each about five statements, was 8 % of the demo's
     CPU (PERFORMANCE.md §10, "Follow-up: a report's output chunks set-wise"), and on SQLite each
-    transaction takes the database's write lock. Here the work is a fixed number of statements,
-    whatever the number of chunks: the jobs' rows locked with both refusals (1, in the order the
-    other lockers of several jobs take them: no deadlock), their runs (1), the last chunk of each
-    job that gets output (1), the new runs (1), the new chunks (1), the runs that were there (1),
-    and the old chunks past the cap (1); a statement with nothing to do is not sent (past
-    :data:`SLICE_CHUNKS` chunks, these per slice). Every job's row locked, two nodes of a gang
-    append one after the other."""
+    transaction takes the database's write lock. Here a job's chunks, however many, cost a fixed
+    number of statements: the job's row locked with both refusals (1), its runs (1), its last
+    chunk (1), the new runs (1), the new chunks (1), the runs that were there (1), and the old
+    chunks past the cap (1); a statement with nothing to do is not sent (past
+    :data:`SLICE_CHUNKS` chunks, these per slice). Why one transaction per job, not one for the
+    report: a transaction holding several jobs' rows deadlocked on PostgreSQL with the round's
+    preemption UPDATE, which locks them in another order (tests/service/test_chunks_lock_order.py);
+    holding one job's row, as each chunk did before, it waits for no other row. The job's row
+    locked, two nodes of a gang append one after the other."""
     now = now or timezone.now()
-    answers: list[int | OutputRefused] = []
-    with transaction.atomic():
-        # in slices, each written before the next is read (the rules hold across them): a
-        # statement's parameters stay within SQLite's 999 whatever the number of chunks
-        for start in range(0, len(chunks), SLICE_CHUNKS):
-            answers += _append_slice(node, chunks[start : start + SLICE_CHUNKS], now)
+    by_job: dict[int, list[int]] = {}  # job → the positions of its chunks, in order
+    for i, c in enumerate(chunks):
+        by_job.setdefault(c.job_id, []).append(i)
+    answers: list[int | OutputRefused] = [0] * len(chunks)
+    for positions in by_job.values():
+        mine = [chunks[i] for i in positions]
+        got: list[int | OutputRefused] = []
+        with transaction.atomic():
+            # in slices, each written before the next is read (the rules hold across them): a
+            # statement's parameters stay within SQLite's 999 whatever the number of chunks
+            for start in range(0, len(mine), SLICE_CHUNKS):
+                got += _append_slice(node, mine[start : start + SLICE_CHUNKS], now)
+        for i, answer in zip(positions, got, strict=True):
+            answers[i] = answer
     return answers
 
 
@@ -182,10 +193,10 @@ class OutputRefused(Exception):
 def _placed_sql(vendor: str, count: int) -> str:
     """Lock ``count`` jobs' rows and say for each whether it was ever placed on a node
     (parameters: the node's id, then the jobs' ids; rows: ``(job id, placed)``, none for a job
-    that does not exist). The rows are locked in the order of ``Job.Meta.ordering`` (newest
-    submission first, then id), the order in which the ORM's lockers of several jobs take them —
-    the round's starts (``persist.py``), a requeue (``jobs.py``) — so none of them and this wait
-    for each other crosswise (a deadlock) on PostgreSQL."""
+    that does not exist). :func:`append_outputs` locks one job at a time (a transaction holding
+    several jobs' rows deadlocked with the round's preemption UPDATE); several rows are locked in
+    the order of ``Job.Meta.ordering`` (newest submission first, then id), as the ORM's lockers
+    of several jobs take them."""
     q = connection.ops.quote_name
     j, p, g = meta(Job), meta(Placement), meta(GPU)
     lock = " FOR UPDATE" if connection.features.has_select_for_update else ""

@@ -1,8 +1,9 @@
-"""A report's output chunks lock their jobs' rows in one transaction (cluster.joblogs.append_outputs),
-newest submission first; the round's preemption UPDATE (scheduling/service/persist.py,
-``Job.objects.filter(pk__in=preempted, ...).update(...)``) locks the same running jobs in the
-order PostgreSQL scans them, by ascending key. Before the set-wise chunks a chunk's transaction
-held one job's row only, so it could be part of no lock cycle; now the two can deadlock.
+"""A report's output chunks must not hold two jobs' rows at once: the round's preemption UPDATE
+(scheduling/service/persist.py, ``Job.objects.filter(pk__in=preempted, ...).update(...)``) locks
+running jobs in the order PostgreSQL scans them, by ascending key, and the chunks applied in one
+transaction for the whole report (newest submission first) deadlocked with it. Now each job's
+chunks have their own transaction (cluster.joblogs.append_outputs), holding that job's row only,
+as each chunk's did before the set-wise chunks: it is part of no lock cycle.
 
 The interleaving is made deterministic by a third transaction holding the older job's row: the
 UPDATE queues for it first, the chunks lock the newer job and queue behind; when the holder

@@ -14,7 +14,7 @@ log text, chunk rows, run rows and answers.
 from __future__ import annotations
 
 import random
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -175,47 +175,36 @@ def test_chunks_applied_set_wise_store_what_one_by_one_stores(
     assert not JobLogRun.objects.filter(job=stranger).exists()
 
 
-def test_a_report_of_n_jobs_chunks_costs_a_fixed_number_of_statements(fleet: dict, tenant: Tenant) -> None:
-    """By hand: chunks of runs new to the server lock their jobs with the refusals (1), read the
-    runs (1), insert the new runs (1), read the jobs' last chunks (1), insert the chunks (1): 5;
-    the next chunks of those runs: lock (1), runs (1), last chunks (1), chunks (1), the runs'
-    update (1): 5; past the cap, the old chunks' delete: 6. Plus the transaction's savepoint and
-    its release (inside the test's transaction): 7 and 8, for 1 chunk as for 12."""
+def test_a_jobs_chunks_cost_a_fixed_number_of_statements_in_a_transaction_of_its_own(
+    fleet: dict, tenant: Tenant
+) -> None:
+    """By hand, per job: chunks of runs new to the server lock the job with the refusals (1),
+    read the runs (1), insert the new runs (1), read the job's last chunk (1), insert the chunks
+    (1): 5; the next chunks of those runs: lock (1), runs (1), last chunk (1), chunks (1), the
+    runs' update (1): 5; past the cap, the old chunks' delete: 6. Plus the job's transaction (a
+    savepoint and its release inside the test's transaction): 7 and 8 a job, for 1 chunk of it as
+    for 3 (two runs), and n times that for n jobs — one transaction each, so that none holds two
+    jobs' rows (tests/service/test_chunks_lock_order.py)."""
     node = fleet["node-00"][0]
 
-    def cost(chunks: list[OutputChunk]) -> int:
+    def cost(chunks: list[OutputChunk]) -> tuple[int, list[str]]:
         with CaptureQueriesContext(connection) as seen:
             answers = append_outputs(node, chunks, NOW)
         assert all(isinstance(a, int) for a in answers)
-        return len(seen.captured_queries)
+        locks = [q["sql"] for q in seen.captured_queries if '"cluster_job" J' in q["sql"]]
+        return len(seen.captured_queries), locks
 
-    for n in (1, 12):
+    for n in (1, 4):
         jobs = new_jobs(tenant, n)
         ever_placed(jobs, node)
-        assert cost([OutputChunk(j.pk, "node-00/g1", 0, "hello\n") for j in jobs]) == 2 + 5
-        assert cost([OutputChunk(j.pk, "node-00/g1", 6, "world\n") for j in jobs]) == 2 + 5
+        first = [OutputChunk(j.pk, run, 0, "hello\n") for j in jobs for run in ("node-00/g1", "node-00/g2")]
+        assert cost(first)[0] == n * (2 + 5)
+        count, locks = cost([OutputChunk(j.pk, "node-00/g1", 6, "world\n") for j in jobs])
+        assert count == n * (2 + 5)
+        assert len(locks) == n and all(f"IN ({j.pk})" in lock for j, lock in zip(jobs, locks, strict=True))
         with override_settings(SHAREWISE_JOB_LOG_MAX_CHARS=6):
-            assert cost([OutputChunk(j.pk, "node-00/g1", 12, "again\n") for j in jobs]) == 2 + 6
-        for job in jobs:  # cut-off 18 - 6 = 12: the chunks ending at 6 and at 12 went
+            assert cost([OutputChunk(j.pk, "node-00/g1", 12, "again\n") for j in jobs])[0] == n * (2 + 6)
+        for job in jobs:  # 6 characters kept: only the last chunk stays
             assert read_output(job, 0, now=NOW).data == "again\n"
     # chunks that store nothing new (repeats): no last chunk read, no insert, only the runs' update
-    assert cost([OutputChunk(j.pk, "node-00/g1", 0, "hello\n") for j in jobs]) == 2 + 3
-
-
-def test_the_jobs_are_locked_in_the_order_the_orms_lockers_take_them(fleet: dict, tenant: Tenant) -> None:
-    """The round's starts and a requeue lock several jobs in ``Job.Meta.ordering`` (newest
-    submission first); the chunks' lock takes them in that order too, so on PostgreSQL neither
-    waits for the other crosswise (a deadlock). Here that is the reverse of id order."""
-    node = fleet["node-00"][0]
-    jobs = new_jobs(tenant, 4)
-    ever_placed(jobs, node)
-    for k, job in enumerate(jobs):  # submitted in id order, an hour apart
-        Job.objects.filter(pk=job.pk).update(submitted_at=NOW + timedelta(hours=k))
-    ids = [j.pk for j in jobs]
-    with CaptureQueriesContext(connection) as seen:
-        append_outputs(node, [OutputChunk(pk, "node-00/g1", 0, "x\n") for pk in ids], NOW)
-    (lock,) = [q["sql"] for q in seen.captured_queries if '"cluster_job" J' in q["sql"]]
-    with connection.cursor() as cursor:
-        cursor.execute(lock.replace("FOR UPDATE", ""))  # the logged statement, its values inlined
-        order = [row[0] for row in cursor.fetchall()]
-    assert order == list(Job.objects.filter(pk__in=ids).values_list("pk", flat=True)) == ids[::-1]
+    assert cost([OutputChunk(j.pk, "node-00/g1", 0, "hello\n") for j in jobs])[0] == n * (2 + 3)

@@ -122,10 +122,10 @@ def test_a_reports_output_chunks_cost_seven_statements_however_many(
     send(token, capture, logs=chunks((0, "a\n")))  # the run's row exists from here on
     one = send(token, capture, logs=chunks((2, "b\n")))
     two = send(token, capture, logs=chunks((4, "c\n"), (6, "d\n")))
-    # for all the report's chunks (cluster.joblogs.append_outputs): savepoint, the jobs locked
-    # with the 403/404 answers, their runs, their last chunks, the insert, the runs' update,
-    # release — 7, whatever the number of chunks (7 per chunk before); besides, the node's token
-    # and the note that it was heard from
+    # for all of a job's chunks in the report (cluster.joblogs.append_outputs, a transaction a
+    # job): savepoint, the job locked with the 403/404 answers, its runs, its last chunk, the
+    # insert, the runs' update, release — 7, whatever the number of its chunks (7 per chunk
+    # before); besides, the node's token and the note that it was heard from
     assert len(one) == 2 + 7
     assert len(two) == len(one)
     locks = [q["sql"] for q in one if '"cluster_job"' in q["sql"]]
