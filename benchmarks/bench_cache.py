@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cli_args import positive_int  # noqa: E402  # benchmarks/cli_args.py
+from cli_args import positive_int, redis_url  # noqa: E402  # benchmarks/cli_args.py
 from machine import machine  # noqa: E402  # benchmarks/machine.py
 
 #: Stands in for a cached token row: a pickled ApiToken with its user, membership and tenant is
@@ -62,7 +62,9 @@ def parser_paths(url: str) -> dict[str, str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cache-url", default="redis://127.0.0.1:6379/12", help="a spare Redis database")
+    parser.add_argument(
+        "--cache-url", type=redis_url, default="redis://127.0.0.1:6379/12", help="a spare Redis database"
+    )
     parser.add_argument("--pairs", type=positive_int, default=2000, help="GET + INCR pairs per block (2000)")
     parser.add_argument("--repeats", type=positive_int, default=9, help="blocks timed per parser (9)")
     args = parser.parse_args()

@@ -75,6 +75,13 @@ def database_url(text: str) -> str:
     return text
 
 
+def redis_url(text: str) -> str:
+    """A ``redis://`` / ``rediss://`` URL (``redis://host:port/db``)."""
+    if not text.startswith(("redis://", "rediss://")):
+        raise argparse.ArgumentTypeError(f"expected redis://host:port/db, got {text!r}")
+    return text
+
+
 def _number(text: str, kind: type) -> int | float:
     try:
         return kind(text)
