@@ -20,7 +20,7 @@ Not a test: nothing is asserted. Target (issue 16): >= 1,000 submissions/s with 
 submissions arrive, as issue 16 asks); its CPU shows under ``python``.
 
 Run: ``python benchmarks/bench_submit.py [--duration 20] [--connections 16] [--workers 2]
-[--threads 4] [--idempotency-keys] [--bulk 100] [--rounds 1] [--database-url postgres://postgres@127.0.0.1:5432/sharewise_bench]``
+[--threads 4] [--worker-class sync] [--idempotency-keys] [--bulk 100] [--rounds 1] [--database-url postgres://postgres@127.0.0.1:5432/sharewise_bench]``
 """
 
 from __future__ import annotations
@@ -130,11 +130,15 @@ def manage(env: dict[str, str], *args: str) -> str:
     return result.stdout.strip()
 
 
-def start_gunicorn(env: dict[str, str], port: int, workers: int, threads: int) -> subprocess.Popen:
-    """Start gunicorn on 127.0.0.1:``port`` and wait until /healthz answers (exits after 30 s)."""
+def start_gunicorn(
+    env: dict[str, str], port: int, workers: int, threads: int, worker_class: str = "gthread"
+) -> subprocess.Popen:
+    """Start gunicorn on 127.0.0.1:``port`` (``worker_class``: ``gthread``, keep-alive, or
+    ``sync``, a connection closed after each answer) and wait until /healthz answers (exits
+    after 30 s)."""
     gunicorn = shutil.which("gunicorn", path=str(Path(sys.executable).parent)) or "gunicorn"
     cmd = [
-        gunicorn, "config.wsgi", "--bind", f"127.0.0.1:{port}", "--worker-class", "gthread",
+        gunicorn, "config.wsgi", "--bind", f"127.0.0.1:{port}", "--worker-class", worker_class,
         "--workers", str(workers), "--threads", str(threads), "--keep-alive", "30", "--log-level", "warning",
     ]  # fmt: skip
     # the server's log is kept only when it did not become ready (the reason is in it)
@@ -299,6 +303,13 @@ def main() -> None:
     parser.add_argument("--load-threads", type=positive_int, default=1, help="wrk threads (1)")
     parser.add_argument("--workers", type=positive_int, default=2, help="gunicorn worker processes (2)")
     parser.add_argument("--threads", type=positive_int, default=4, help="threads per gunicorn worker (4)")
+    parser.add_argument(
+        "--worker-class",
+        choices=("gthread", "sync"),
+        default="gthread",
+        help="gunicorn's worker class: gthread (the deployment's, keep-alive) or sync (one request "
+        "at a time, the connection closed after it; --threads does not apply)",
+    )
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument(
         "--idempotency-keys", action="store_true", help="send a fresh Idempotency-Key each time"
@@ -343,7 +354,7 @@ def main() -> None:
 
     use_wrk = shutil.which("wrk") is not None and not args.python_client
     client = run_wrk if use_wrk else run_python_client
-    server = start_gunicorn(env, args.port, args.workers, args.threads)
+    server = start_gunicorn(env, args.port, args.workers, args.threads, args.worker_class)
     scheduler = None
     if args.rounds:  # rounds compete with the submissions for the same cores and database
         scheduler = subprocess.Popen(
@@ -384,8 +395,13 @@ def main() -> None:
     jobs = manage(env, "shell", "-v", "0", "-c", "from cluster.models import Job; print(Job.objects.count())")
 
     print(f"machine: {machine()}")
+    served = (
+        f"{args.workers} workers x {args.threads} threads (gthread, keep-alive)"
+        if args.worker_class == "gthread"
+        else f"{args.workers} sync workers (a connection closed after each answer)"
+    )
     print(
-        f"setup: gunicorn {args.workers} workers x {args.threads} threads (gthread, keep-alive), PostgreSQL, "
+        f"setup: gunicorn {served}, PostgreSQL, "
         f"throttle cache {args.cache_url}; load: {'wrk' if use_wrk else 'Python threads'}, "
         f"{args.connections} connections, {args.duration} s after {args.warmup} s warm-up"
         + (", fresh Idempotency-Key per request" if args.idempotency_keys else "")
