@@ -210,7 +210,10 @@ def requeue(job_ids: Iterable[int], now: datetime, reason: str) -> list[int]:
     done: list[int] = []
     partners: set[int] = set()
     with transaction.atomic():
-        for job in Job.objects.select_for_update().filter(pk__in=ids, status=Job.Status.RUNNING):
+        # by ascending key, as every writer of several jobs locks them (docs/LOCKS.md): in
+        # Job.Meta.ordering (newest first) this deadlocked with a round preempting the same jobs
+        running = Job.objects.select_for_update().filter(pk__in=ids, status=Job.Status.RUNNING)
+        for job in running.order_by("pk"):
             partners |= release(job, now, Job.Status.PENDING, JobEvent.Kind.REQUEUED, reason)
             done.append(job.pk)
         if done:

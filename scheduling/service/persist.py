@@ -84,12 +84,13 @@ def persist_round(
     generation = next_generations(touched)
     changed_partners: set[int] = set()
 
+    # -- the rows of every job written here, locked first: see lock_jobs
+    locked = lock_jobs(decisions, occupied, job_gpus)
+
     # -- preemptions: the job goes back to the queue; its partners get an update
-    preempted = set(
-        Job.objects.filter(
-            pk__in=[p.job_id for p in decisions.preemptions], status=Job.Status.RUNNING
-        ).values_list("pk", flat=True)
-    )
+    preempted = {
+        p.job_id for p in decisions.preemptions if locked.get(p.job_id, ("",))[0] == Job.Status.RUNNING
+    }
     if preempted:  # back to the queue, the run's service added (before its placements end)
         Job.objects.filter(pk__in=preempted, status=Job.Status.RUNNING).update(
             status=Job.Status.PENDING, attained_gpu_s=attained_after_run(now)
@@ -115,21 +116,16 @@ def persist_round(
         plan.decisions.append(decision_entry(p.job_id, "preempt", p.reason, state, gpu_ids))
         plan.n_preempted += 1
 
-    # -- starts: only jobs still pending (a cancel may have won the race); gangs all or nothing.
-    # Their rows are locked, and their commands (for the start messages) and submission times
-    # (for their start's date) read, in one query.
-    locked = (
-        Job.objects.select_for_update()
-        .filter(AnyOf(F("pk"), starting), status=Job.Status.PENDING)
-        .values_list("pk", "command", "submitted_at")
-        if starting
-        else []
-    )
+    # -- starts: only jobs still pending (a cancel may have won the race; a job preempted above
+    # is pending now); gangs all or nothing. Their commands (for the start messages) and
+    # submission times (for their start's date) were read with their locks.
     commands: dict[int, str] = {}
     begins: dict[int, datetime] = {}  # started job → when its run begins (placements, event)
-    for pk, command, submitted in locked:
-        commands[pk] = command
-        begins[pk] = run_start(now, submitted)
+    for pk in starting:
+        status, command, submitted = locked.get(pk, ("", "", now))
+        if status == Job.Status.PENDING or pk in preempted:
+            commands[pk] = command
+            begins[pk] = run_start(now, submitted)
     # values of the new rows, in the order of PLACEMENT_FIELDS (the co-location filled in below)
     new_rows: list[list[Any]] = []
     rows_of: dict[int, dict[int, list[Any]]] = {}  # started job → core GPU id → its new row
@@ -209,6 +205,35 @@ def persist_round(
     return plan
 
 
+def lock_jobs(
+    decisions: core.RoundDecisions, occupied: Occupancy, job_gpus: dict[int, list[int]]
+) -> dict[int, tuple[str, str, datetime]]:
+    """Lock, in one ``SELECT … ORDER BY id FOR UPDATE``, the rows of the jobs the round may write:
+    those it preempts or starts, and every job on the GPUs they leave or take (their placement
+    rows get the partner update), as ``occupied`` and ``job_gpus`` place them before the round
+    (:meth:`~scheduling.service.snapshot.ClusterState.occupancy`). Returns job pk → ``(status,
+    command, submitted_at)`` as read under the lock (a job that no longer exists is missing).
+
+    Why: every writer of several jobs locks them by ascending key before any of their placement
+    rows (docs/LOCKS.md). The preemption UPDATE alone locked the jobs in its scan order and the
+    partner update wrote placement rows of jobs it had not locked: each deadlocked with a requeue
+    of the same jobs (tests/service/test_round_lock_order.py). No statement more than before: the
+    preempted jobs' status and the started jobs' commands were read by two queries."""
+    gpus = {g for p in decisions.preemptions for g in job_gpus.get(p.job_id, ())}
+    gpus.update(g for s in decisions.starts for g in s.gpu_ids)
+    ids = {p.job_id for p in decisions.preemptions} | {s.job_id for s in decisions.starts}
+    ids.update(job for g in gpus for job, _ in occupied.get(g, {}).values())
+    if not ids:
+        return {}
+    rows = (
+        Job.objects.select_for_update()
+        .filter(AnyOf(F("pk"), sorted(ids)))
+        .order_by("pk")
+        .values_list("pk", "status", "command", "submitted_at")
+    )
+    return {pk: (status, command, submitted) for pk, status, command, submitted in rows}
+
+
 def partner_updates(
     state: ClusterState,
     profile: core.Profile,
@@ -224,7 +249,14 @@ def partner_updates(
     if not job_ids:
         return []
     generations = next_generations(job_ids)
-    commands = dict(Job.objects.filter(AnyOf(F("pk"), job_ids)).values_list("pk", "command"))
+    # the jobs' rows locked (ascending key) before their placement rows are written (docs/LOCKS.md):
+    # a round holds them already (lock_jobs); a partner update outside a round takes them here
+    commands = dict(
+        Job.objects.select_for_update()
+        .filter(AnyOf(F("pk"), job_ids))
+        .order_by("pk")
+        .values_list("pk", "command")
+    )
     messages: list[Message] = []
     colocations: dict[int, tuple[Colocation, int]] = {}
     for job_pk in job_ids:
