@@ -225,7 +225,6 @@ def record_heartbeat(
             Node.objects.filter(pk=node.pk).update(**heard)
             if Node.objects.filter(pk=node.pk, status=Node.Status.UNHEALTHY).update(status=Node.Status.READY):
                 forget_cluster_facts()  # its GPUs count for a submission's gang again
-        _update_gpus(node, gpus)
         reported = {int(r["job_id"]): r for r in running}
         expected: dict[int, datetime] = {}
         # the job's status is read, not filtered on: a filter let the planner start from the
@@ -245,12 +244,38 @@ def record_heartbeat(
             ],
             now,
         )
+        listed = {j: row for j, row in reported.items() if j in expected}
+        if missing:  # both groups' rows at once, by ascending key (docs/LOCKS.md)
+            lock_jobs(sorted({*missing, *listed}))
         requeued = requeue(missing, now, f"node {node.name} no longer runs it (agent restarted or lost it)")
-        _heartbeat_progress({j: row for j, row in reported.items() if j in expected})
+        _heartbeat_progress(listed)
         unexpected = {j: int(row.get("generation", 0)) for j, row in reported.items() if j not in expected}
         stops = _stop_messages(node, unexpected)
+        # last, after the jobs' rows: a new uuid (a unique column) takes the GPU row's strongest
+        # lock, which a round's new placement on the GPU waits for (FOR KEY SHARE) while holding
+        # the jobs the heartbeat would wait for (docs/LOCKS.md)
+        _update_gpus(node, gpus)
         dispatch_after_commit(stops)
     return {"stopped": [m["job_id"] for m in stops], "requeued": requeued}
+
+
+def lock_jobs(job_ids: Sequence[int]) -> None:
+    """Lock the rows of jobs ``job_ids`` (sorted ascending) in one ``SELECT … ORDER BY id FOR
+    UPDATE`` (nothing on SQLite, which locks the whole database on write). A heartbeat that
+    requeues some of its node's jobs and advances others locks them all so first: locked group
+    by group (the requeued ones, then the advanced ones) a job of the first with a higher key
+    than one of the second was taken before it, and a round preempting both, which locks them by
+    ascending key, deadlocked with it (tests/service/test_heartbeat_lock_order.py)."""
+    if not job_ids or not connection.features.has_select_for_update:
+        return
+    q = connection.ops.quote_name
+    j = meta(Job)
+    key = q(j.pk.column)
+    sql = (
+        f"SELECT {key} FROM {q(j.db_table)} WHERE {key} IN ({plain_rows.marks(len(job_ids))}) "
+        f"ORDER BY {key} FOR UPDATE"
+    )
+    plain_rows.select(sql, list(job_ids), (None,))
 
 
 def _update_gpus(node: Node, reported: Sequence[dict[str, Any]]) -> None:
@@ -339,15 +364,18 @@ def _heartbeat_progress(rows: dict[int, dict[str, Any]]) -> None:
 
 def _progress_rows(job_ids: list[int]) -> list[Job]:
     """Jobs ``job_ids`` with only their id, ``iterations`` and ``iterations_done`` loaded (the
-    ORM's ``only()``), read by one plain statement."""
+    ORM's ``only()``), read and locked by one plain statement, by ascending key (docs/LOCKS.md;
+    ``FOR UPDATE`` where the backend has it): the progress written is then the maximum of the
+    heartbeat's and the one stored, even against an event of the job written meanwhile."""
     if not job_ids:
         return []
+    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
     q = connection.ops.quote_name
     j = meta(Job)
     fields = tuple(j.get_field(f) for f in ("id", "iterations", "iterations_done"))
     sql = (
         f"SELECT {', '.join(q(f.column) for f in fields)} FROM {q(j.db_table)} "
-        f"WHERE {q(j.pk.column)} IN ({plain_rows.marks(len(job_ids))}) ORDER BY {q(j.pk.column)}"
+        f"WHERE {q(j.pk.column)} IN ({plain_rows.marks(len(job_ids))}) ORDER BY {q(j.pk.column)}{lock}"
     )
     names = [f.attname for f in fields]
     return [Job.from_db(connection.alias, names, row) for row in plain_rows.select(sql, job_ids, fields)]
