@@ -309,12 +309,18 @@ def oom_partners(job: Job, now: datetime | None = None) -> list[tuple[int, str, 
 def mark_incompatible(job: Job, partners: list[tuple[int, str, int, int]], reason: str, now: datetime) -> int:
     """Mark ``job`` and each of ``partners`` (:func:`oom_partners`) incompatible at their
     sub-batches (``pair_id`` order; a pair already marked is kept as first recorded). Returns how
-    many pairs were new."""
+    many pairs were new.
+
+    The pairs are written in their keys' order (docs/LOCKS.md): an insert of a key another open
+    transaction has inserted waits for it, and two events writing two pairs in opposite orders
+    (the order of their partners' ids) deadlocked (tests/service/test_incompatible_lock_order.py)."""
     new = 0
+    pairs: list[tuple[tuple[tuple[str, int], tuple[str, int]], tuple[str, int], int]] = []
     for partner, model, partner_sub, sub in partners:
         a, b = (normalise_model(job.model), sub), (normalise_model(model), partner_sub)
-        first, second = pair_id(a, b)
-        mine = (first, second) == (a, b)
+        pairs.append((pair_id(a, b), a, partner))
+    for (first, second), a, partner in sorted(pairs):
+        mine = first == a
         _, created = IncompatiblePair.objects.get_or_create(
             model_a=first[0],
             sub_a=first[1],
