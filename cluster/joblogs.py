@@ -194,23 +194,18 @@ def _placed_sql(vendor: str, count: int) -> str:
     """Lock ``count`` jobs' rows and say for each whether it was ever placed on a node
     (parameters: the node's id, then the jobs' ids; rows: ``(job id, placed)``, none for a job
     that does not exist). :func:`append_outputs` locks one job at a time (a transaction holding
-    several jobs' rows deadlocked with the round's preemption UPDATE); several rows are locked in
-    the order of ``Job.Meta.ordering`` (newest submission first, then id), as the ORM's lockers
-    of several jobs take them."""
+    several jobs' rows deadlocked with the round's preemption UPDATE); several rows would be
+    locked by ascending key, as every locker of several jobs takes them (docs/LOCKS.md)."""
     q = connection.ops.quote_name
     j, p, g = meta(Job), meta(Placement), meta(GPU)
     lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
     key = f"J.{q(j.pk.column)}"
-    order = ", ".join(
-        f"J.{q(j.get_field(name.lstrip('-')).column)}{' DESC' if name.startswith('-') else ''}"
-        for name in j.ordering
-    )
     return (
         f"SELECT {key}, EXISTS(SELECT 1 FROM {q(p.db_table)} P INNER JOIN {q(g.db_table)} G "
         f"ON P.{q(p.get_field('gpu').column)} = G.{q(g.pk.column)} "
         f"WHERE G.{q(g.get_field('node').column)} = %s "
         f"AND P.{q(p.get_field('job').column)} = {key}) "
-        f"FROM {q(j.db_table)} J WHERE {key} IN ({plain_rows.marks(count)}) ORDER BY {order}{lock}"
+        f"FROM {q(j.db_table)} J WHERE {key} IN ({plain_rows.marks(count)}) ORDER BY {key}{lock}"
     )
 
 
