@@ -63,7 +63,10 @@ def parser_paths(url: str) -> dict[str, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--cache-url", type=redis_url, default="redis://127.0.0.1:6379/12", help="a spare Redis database"
+        "--cache-url",
+        type=redis_url,
+        default="redis://127.0.0.1:6379/12",
+        help="a spare Redis database (redis://127.0.0.1:6379/12)",
     )
     parser.add_argument("--pairs", type=positive_int, default=2000, help="GET + INCR pairs per block (2000)")
     parser.add_argument("--repeats", type=positive_int, default=9, help="blocks timed per parser (9)")

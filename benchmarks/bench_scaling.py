@@ -30,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from cli_args import policy_names, positive_int  # benchmarks/cli_args.py
 from machine import machine  # benchmarks/machine.py
 
 from common.shapes import ShapeError, parse_shape  # noqa: E402
@@ -69,12 +70,28 @@ def run_child(root: Path, policy: str, size: str, nodes: int, per_node: int) -> 
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def job_counts(text: str) -> list[str]:
+    """``--sizes``: comma-separated job counts (integers ≥ 1) or ``all`` (the whole trace), at
+    least one (an ``argparse`` type: a bad one is a one-line error)."""
+    sizes = [size for size in text.split(",") if size]
+    for size in sizes:
+        if size != "all" and not (size.isdigit() and int(size) >= 1):
+            raise argparse.ArgumentTypeError(f"a job count must be an integer ≥ 1 or 'all', got {size!r}")
+    if not sizes:
+        raise argparse.ArgumentTypeError(f"names no size: {text!r}")
+    return sizes
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="5000,10000,20000,30000", help="job counts (all: the whole trace)")
-    parser.add_argument("--policies", default="sjf-bsbf,tiresias", help="comma-separated policy names")
+    parser.add_argument(
+        "--sizes", type=job_counts, default="5000,10000,20000,30000", help="job counts (all: the whole trace)"
+    )
+    parser.add_argument(
+        "--policies", type=policy_names, default="sjf-bsbf,tiresias", help="comma-separated policy names"
+    )
     parser.add_argument("--cluster", default="16x8", help="NODESxGPUS")
-    parser.add_argument("--runs", type=int, default=3, help="runs per row (medians)")
+    parser.add_argument("--runs", type=positive_int, default=3, help="runs per row (medians)")
     parser.add_argument("--baseline", type=Path, help="another checkout, run interleaved with ours")
     args = parser.parse_args()
     try:  # one shape only: a baseline checkout may predate node groups of GPU types
@@ -95,9 +112,9 @@ def main() -> None:
         header += f" {'base wall':>9} {'base cpu':>9} {'cpu x':>6} {'same JCT':>8}"
     print(header)
     totals = [0.0, 0.0, 0.0, 0.0]
-    for policy in args.policies.split(","):
+    for policy in args.policies:
         previous: tuple[int, float] | None = None
-        for size in args.sizes.split(","):
+        for size in args.sizes:
             ours: list[dict] = []
             base: list[dict] = []
             for _ in range(args.runs):

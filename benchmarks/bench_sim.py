@@ -27,6 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from cli_args import policy_names, positive_int  # benchmarks/cli_args.py
 from machine import machine  # benchmarks/machine.py
 
 from scheduling.core.policies import get_policy  # noqa: E402
@@ -39,10 +40,12 @@ from scheduling.sim.loaders import TraceError, load_traces  # noqa: E402
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=3, help="runs per policy (median reported)")
+    parser.add_argument("--runs", type=positive_int, default=3, help="runs per policy (median reported)")
     parser.add_argument("--cluster", default="128x8", help="NODESxGPUS")
     parser.add_argument("--trace", default="chronus-philly-mix1.csv", help="trace file name under traces/")
-    parser.add_argument("--policies", default=DEFAULT_POLICIES, help="the issue's six by default")
+    parser.add_argument(
+        "--policies", type=policy_names, default=DEFAULT_POLICIES, help="the issue's six by default"
+    )
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
@@ -69,7 +72,7 @@ def main() -> None:
         f"{'finished':>9} {'avg JCT s':>10}"
     )
     total_wall = total_cpu = load_s
-    for name in args.policies.split(","):
+    for name in args.policies:
         walls, cpus = [], []
         result = None
         for _ in range(args.runs):
@@ -77,7 +80,7 @@ def main() -> None:
             result = simulate(trace.jobs, cluster, get_policy(name), profile, SimConfig())
             walls.append(time.perf_counter() - w0)
             cpus.append(time.process_time() - c0)
-        assert result is not None
+        assert result is not None  # --runs is at least 1
         wall, cpu = statistics.median(walls), statistics.median(cpus)
         total_wall += wall
         total_cpu += cpu

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -64,6 +65,31 @@ def policy_name(text: str) -> str:
     if text not in POLICY_NAMES:
         raise argparse.ArgumentTypeError(f"unknown policy {text!r}; one of {', '.join(POLICY_NAMES)}")
     return text
+
+
+def policy_names(text: str) -> list[str]:
+    """Comma-separated registered policies (:func:`policy_name` each), at least one."""
+    names = [name for name in text.split(",") if name]
+    if not names:
+        raise argparse.ArgumentTypeError(f"names no policy: {text!r}")
+    return [policy_name(name) for name in names]
+
+
+def names_among(known: list[str]) -> Callable[[str], list[str]]:
+    """An argument type: comma-separated names, at least one, each one of ``known``."""
+
+    def parse(text: str) -> list[str]:
+        names = [name for name in text.split(",") if name]
+        unknown = [name for name in names if name not in known]
+        if not names or unknown:
+            raise argparse.ArgumentTypeError(
+                f"unknown {', '.join(map(repr, unknown))}; one or more of {', '.join(known)}"
+                if unknown
+                else f"names none: {text!r}; one or more of {', '.join(known)}"
+            )
+        return names
+
+    return parse
 
 
 def database_url(text: str) -> str:

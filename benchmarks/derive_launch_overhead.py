@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -50,7 +51,12 @@ def main() -> None:
     parser.add_argument("muri", type=Path, help="a checkout of Rivendile/Muri")
     parser.add_argument("--factor", type=float, default=1.015, help="real ÷ trace iteration time")
     args = parser.parse_args()
-    table = overheads(args.muri, args.factor)
+    if not (math.isfinite(args.factor) and args.factor > 0):
+        parser.error(f"--factor must be a positive number, got {args.factor}")
+    try:
+        table = overheads(args.muri, args.factor)
+    except (OSError, KeyError, ValueError) as exc:  # not a Muri checkout, or one of other files
+        parser.exit(2, f"error: cannot read Muri's testbed results under {args.muri}: {exc}\n")
     everything = [v for values in table.values() for v in values]
     print(f"{'model':<20} {'jobs':>5} {'median s':>9} {'min s':>8} {'max s':>8}")
     for model, values in sorted(table.items()):

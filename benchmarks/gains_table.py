@@ -37,6 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from cli_args import names_among  # benchmarks/cli_args.py
 from machine import machine  # benchmarks/machine.py
 
 from scheduling.core.metrics import makespan, mean  # noqa: E402
@@ -93,7 +94,12 @@ def run(task: tuple[tuple[Job, ...], Cluster, str, str, SimConfig]) -> tuple[flo
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--traces", default=TRACES, help="NAME:NODESxGPUS, comma-separated")
-    parser.add_argument("--presets", default="ours," + ",".join(PRESETS), help="ours = no preset")
+    parser.add_argument(
+        "--presets",
+        type=names_among(["ours", *PRESETS]),
+        default="ours," + ",".join(PRESETS),
+        help="ours = no preset",
+    )
     parser.add_argument("--no-progress", action="store_true")
     sweep.add_arguments(parser)
     args = parser.parse_args()
@@ -101,13 +107,18 @@ def main() -> int:
     t0 = time.perf_counter()
     cases, tasks = [], []  # one case per trace × preset: Tiresias, then SJF-FFS and SJF-BSBF per profile
     for item in args.traces.split(","):
-        name, _, shape = item.partition(":")  # the shape may hold colons itself (2x8:a100:81920)
+        name, colon, shape = item.partition(":")  # the shape may hold colons itself (2x8:a100:81920)
+        if not colon:
+            parser.exit(
+                2,
+                f"error: --traces: each item is NAME:NODESxGPUS, e.g. {TRACES.split(',')[0]}; got {item!r}\n",
+            )
         try:
             cluster = build_cluster(parse_cluster(shape), 49_140, "v100")
             jobs = tuple(load_traces(trace_path(name), max_gpus=cluster.healthy_gpus).jobs)
         except (CliError, TraceError) as exc:  # a bad shape, a trace not found: one line
             parser.exit(2, f"error: {exc}\n")
-        for preset in args.presets.split(","):
+        for preset in args.presets:
             config = SimConfig() if preset == "ours" else PRESETS[preset].sim_config()
             factor = config.fidelity.iteration_time_factor
             bound = sum(j.gpus * j.iterations * j.iter_time_s * factor for j in jobs) / cluster.healthy_gpus

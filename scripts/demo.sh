@@ -34,6 +34,22 @@ while [ $# -gt 0 ]; do
     esac
 done
 
+if [ -n "${REDIS_URL:-}" ] && [ -n "${DATABASE_URL:-}" ]; then
+    # Separate processes (REDIS_URL and DATABASE_URL set): the options are checked here, before
+    # anything is installed (the embedded demo checks its own); each process reads them.
+    if ! [[ "$port" =~ ^[0-9]+$ ]] || [ "$port" -lt 1 ] || [ "$port" -gt 65535 ]; then
+        echo "error: --port must be 1 to 65535 (the separate processes must know it), got '$port'" >&2
+        exit 2
+    fi
+    # the speed-up is read as a number, never run as code
+    number='import math, sys; v = float(sys.argv[1]) if sys.argv[1].strip() else math.nan'
+    if ! interval="$(python3 -c "$number"'; sys.exit(1) if not (math.isfinite(v) and v > 0) else print(60 / v)' \
+        "$speedup" 2>/dev/null)"; then
+        echo "error: --speedup must be a positive number, got '$speedup'" >&2
+        exit 2
+    fi
+fi
+
 scripts/setup.sh requirements.txt
 export PATH="$PWD/.venv/bin:$PATH"
 mkdir -p var
@@ -41,7 +57,7 @@ mkdir -p var
 if [ -n "${REDIS_URL:-}" ] && [ -n "${DATABASE_URL:-}" ]; then
     # Separate processes: rounds every 60 s of trace time by Celery beat, agents via Redis.
     export SHAREWISE_PORT="$port" SHAREWISE_SPEEDUP="$speedup"
-    export SHAREWISE_ROUND_INTERVAL_S="$(python -c "print(60 / $speedup)")"
+    export SHAREWISE_ROUND_INTERVAL_S="$interval"
     export SHAREWISE_NODE_TOKEN_FILE="var/node-tokens.json"
     export SHAREWISE_DEMO_ARGS="${args[*]:-} $flush"
     # web, worker and beat run as production, which needs a key of its own: one for this run

@@ -115,6 +115,8 @@ def test_demo_refuses_a_cluster_the_service_cannot_register(tmp_path: Path) -> N
         (("--cluster", "9999x64"), "at most 100,000 GPUs in total, got 639,936"),
         (("--cluster", "10000x1"), "at most 9,999 nodes, got 10,000"),
         (("--gpu-memory-mb", "99999999999999999999"), "--gpu-memory-mb must be 1 to 1048576 MB"),
+        # accepted before: it gave up at once and printed a table of nothing
+        (("--timeout", "-1"), "--timeout must be a positive number of seconds, got -1"),
     ]:
         done = run_demo(tmp_path, *args, "--exit-when-done")
         assert done.returncode == 1, done.stderr

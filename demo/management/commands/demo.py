@@ -4,6 +4,7 @@ with the dashboard live, then compare with the simulator (see :mod:`demo`)."""
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,9 @@ class Command(BaseCommand):
             raise CommandError(f"trace not found: {options['trace']}")
         if not 0 <= options["port"] <= 65535:
             raise CommandError(f"--port must be 0 to 65535, got {options['port']}")
+        timeout = options["timeout"]
+        if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+            raise CommandError(f"--timeout must be a positive number of seconds, got {timeout:g}")
         config = DemoConfig(
             trace=options["trace"],
             synthetic_jobs=options["synthetic_jobs"],
