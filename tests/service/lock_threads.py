@@ -12,16 +12,29 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
+import pytest
 from django.db import connection, transaction
 
 from cluster.models import Job, JobEvent, Node, Tenant
+from scheduling import service
 from scheduling.core import types as core
 
 #: Seconds between the start of one thread and the next: each has reached its lock wait by then.
 PAUSE_S = 0.5
+
+
+@pytest.fixture(name="sent")
+def sent_from_any_thread() -> Iterator[list[dict[str, Any]]]:
+    """The messages dispatched, after each commit, from any thread (a test module imports it to
+    replace the conftest's ``sent``, which captures the test's own on-commit callbacks only)."""
+    messages: list[dict[str, Any]] = []
+    service.set_dispatcher(messages.extend)
+    yield messages
+    service.set_dispatcher(None)
 
 
 def in_thread(target: Callable[[], object], errors: list[BaseException]) -> threading.Thread:

@@ -15,29 +15,15 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
 
 import pytest
 from django.db import connection, transaction
 
 from cluster.joblogs import OutputChunk, append_outputs
 from cluster.models import Job, Node, Tenant
+from tests.service.lock_threads import in_thread
 
 pytestmark = pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks: PostgreSQL only")
-
-
-def in_thread(target: Any, errors: list[BaseException]) -> threading.Thread:
-    def run() -> None:
-        try:
-            target()
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread
 
 
 @pytest.mark.django_db(transaction=True)

@@ -16,7 +16,6 @@ Now a heartbeat locks its jobs in one statement, by ascending key, and writes it
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -29,21 +28,19 @@ from cluster.models import GPU, Job, Node
 from scheduling import service
 from scheduling.core import types as core
 from scheduling.service.heartbeats import heartbeat_interval_s
-from tests.service.lock_threads import FixedPolicy, interleave, kinds, node_and_jobs, start
+from tests.service.lock_threads import (  # sent: the fixture, from any thread
+    FixedPolicy,
+    interleave,
+    kinds,
+    node_and_jobs,
+    sent_from_any_thread,  # noqa: F401
+    start,
+)
 
 pytestmark = [
     pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks: PostgreSQL only"),
     pytest.mark.django_db(transaction=True),
 ]
-
-
-@pytest.fixture
-def sent() -> Iterator[list[dict[str, Any]]]:
-    """The messages dispatched (after each commit, from any thread)."""
-    messages: list[dict[str, Any]] = []
-    service.set_dispatcher(messages.extend)
-    yield messages
-    service.set_dispatcher(None)
 
 
 def gpus_of(node: Node, **uuids: str) -> list[dict[str, Any]]:

@@ -17,7 +17,6 @@ in one statement, by ascending key; placement rows only after.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -28,21 +27,19 @@ from cluster.models import Job, Placement
 from scheduling import service
 from scheduling.core import types as core
 from scheduling.service.jobs import requeue
-from tests.service.lock_threads import FixedPolicy, interleave, kinds, node_and_jobs, start
+from tests.service.lock_threads import (  # sent: the fixture, from any thread
+    FixedPolicy,
+    interleave,
+    kinds,
+    node_and_jobs,
+    sent_from_any_thread,  # noqa: F401
+    start,
+)
 
 pytestmark = [
     pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks: PostgreSQL only"),
     pytest.mark.django_db(transaction=True),
 ]
-
-
-@pytest.fixture
-def sent() -> Iterator[list[dict[str, Any]]]:
-    """The messages dispatched (after each commit, from any thread)."""
-    messages: list[dict[str, Any]] = []
-    service.set_dispatcher(messages.extend)
-    yield messages
-    service.set_dispatcher(None)
 
 
 def test_a_round_preempting_two_jobs_and_their_requeue_do_not_deadlock(sent: list[Any]) -> None:
