@@ -13,7 +13,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -79,21 +78,6 @@ def interleave(hold: Callable[[], object], *steps: Callable[[], object]) -> list
         thread.join(20)
     assert not any(t.is_alive() for t in threads), "a thread is still waiting after 20 s"
     return errors
-
-
-@dataclass
-class FixedPolicy:
-    """A policy deciding the given starts and preemptions whatever the snapshot."""
-
-    starts: tuple[core.Start, ...] = ()
-    preemptions: tuple[core.Preempt, ...] = ()
-    name: str = "fixed"
-    preemptive: bool = True
-
-    def decide(
-        self, snapshot: core.Snapshot, profile: core.Profile, *, explain: bool = True
-    ) -> core.RoundDecisions:
-        return core.RoundDecisions(self.name, snapshot.now, self.starts, self.preemptions, ())
 
 
 def start(job_id: int, *gpu_ids: int) -> core.Start:

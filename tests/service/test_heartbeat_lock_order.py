@@ -29,13 +29,13 @@ from scheduling import service
 from scheduling.core import types as core
 from scheduling.service.heartbeats import heartbeat_interval_s
 from tests.service.lock_threads import (  # sent: the fixture, from any thread
-    FixedPolicy,
     interleave,
     kinds,
     node_and_jobs,
     sent_from_any_thread,  # noqa: F401
     start,
 )
+from tests.service.test_rounds import FixedPolicy
 
 pytestmark = [
     pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks: PostgreSQL only"),
