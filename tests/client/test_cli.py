@@ -190,7 +190,7 @@ MIXED = (
 @pytest.mark.parametrize(
     ("argv", "code", "message"),
     [
-        ("show 999999", 3, "sharewise: error: not found"),
+        ("show 999999", 3, "sharewise: error: job 999999: not found"),
         ("submit --name x --model m --batch-size 8 --iterations 1 --gpus 99", 4, TOO_WIDE),
         ("submit --name x", 4, MISSING),
         ("submit --name x --batch-size 8 --iterations 1 --gpus 99", 4, MIXED),

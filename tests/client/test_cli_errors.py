@@ -59,7 +59,9 @@ def test_an_api_url_answering_a_404_page_is_a_usage_error_not_a_missing_job(
         " (for /healthz/api/v1/jobs/): it is probably not the service's base URL, which is like"
         " http://host:8000"
     )
-    assert one_line(run("show", "999999"), 3) == "sharewise: error: not found"  # the service's own 404
+    assert one_line(run("show", "999999"), 3) == "sharewise: error: job 999999: not found"  # its 404
+    # named as cancel names it (it said "not found" alone)
+    assert one_line(run("logs", "999999"), 3) == "sharewise: error: job 999999: not found"
 
 
 def test_an_api_url_whose_host_the_service_refuses_is_a_usage_error(run: Run, service: Service) -> None:
@@ -115,7 +117,7 @@ def test_a_missing_job_is_not_found_at_the_right_api_url(run: Run, service: Serv
         "sharewise: error: job 999998: not found",
         "sharewise: error: job 999999: not found",
     ]
-    assert one_line(run("show", "999999"), 3) == "sharewise: error: not found"
+    assert one_line(run("show", "999999"), 3) == "sharewise: error: job 999999: not found"
 
 
 def test_an_https_url_of_a_plain_http_service_is_one_line_asking_for_http(run: Run, service: Service) -> None:

@@ -16,7 +16,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -359,8 +359,9 @@ def queue(state: State, output: str) -> None:
 @pass_state
 def show(state: State, job_id: int, n_events: int, output: str) -> None:
     """One job: status, placement and sharing partner, why it waits, and its latest events."""
-    job = state.client.job(job_id)
-    events = state.client.events(job_id, limit=n_events) if n_events else []
+    with job_named(job_id):
+        job = state.client.job(job_id)
+        events = state.client.events(job_id, limit=n_events) if n_events else []
     if output == "json":
         render.dump_json({**job, "events": events})
         return
@@ -368,6 +369,18 @@ def show(state: State, job_id: int, n_events: int, output: str) -> None:
 
 
 # --------------------------------------------------------------------------------- cancel, logs
+
+
+@contextlib.contextmanager
+def job_named(job_id: int) -> Iterator[None]:
+    """The service's 404 for one job (``not found``) as ``job N: not found``, the way ``cancel``
+    and ``watch`` name the job they could not find. Raises :class:`NotFound` so."""
+    try:
+        yield
+    except NotFound as exc:
+        if str(exc).startswith(f"job {job_id}"):
+            raise
+        raise NotFound(exc.status, f"job {job_id}: {exc}", exc.fields) from None
 
 
 def jobs_named(job_ids: Sequence[int]) -> str:
@@ -439,7 +452,13 @@ def cancel(state: State, job_ids: Sequence[int], output: str) -> int:
 @pass_state
 def logs(state: State, job_id: int, follow: bool, tail: int | None) -> None:
     """The job's output (stdout and stderr), as its agents captured it."""
-    client = state.client
+    with job_named(job_id):
+        print_logs(state.client, job_id, follow, tail)
+
+
+def print_logs(client: Client, job_id: int, follow: bool, tail: int | None) -> None:
+    """:func:`logs`: the last ``tail`` lines or all of the output, then (``follow``) what comes
+    until the job has ended."""
     offset = 0
     if tail is not None:
         text, offset = client.tail_logs(job_id, tail)
