@@ -13,7 +13,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TextIO
@@ -176,19 +176,34 @@ class QuietAgentConflicts(logging.Filter):
         return not (getattr(record, "status_code", None) == 409 and path.startswith("/api/v1/agent/"))
 
 
-def wait_until_ready(base_url: str, timeout_s: float = 120.0) -> None:
-    """Poll ``base_url/readyz`` until it answers 200; raises :class:`DemoError` after ``timeout_s``."""
+def wait_until_ready(
+    base_url: str, timeout_s: float = 120.0, say: Callable[[str], None] | None = None, poll_s: float = 1.0
+) -> None:
+    """Poll ``base_url/readyz`` every ``poll_s`` wall seconds until it answers 200 (the separate
+    processes start together: the web service may take a while). When the first poll fails,
+    ``say`` is told once what is awaited, so the wait is not silent. Raises :class:`DemoError`
+    after ``timeout_s``, naming the last failure."""
     deadline = time.monotonic() + timeout_s
+    told = False
     while True:
+        why = "no answer"
         try:
             with urllib.request.urlopen(f"{base_url}/readyz", timeout=5) as response:
                 if response.status == 200:
                     return
-        except (urllib.error.URLError, OSError):
-            pass
+                why = f"HTTP {response.status}"
+        except urllib.error.HTTPError as exc:  # 503: up, but the database or the broker is not
+            why = f"HTTP {exc.code}"
+        except (urllib.error.URLError, OSError) as exc:
+            why = str(getattr(exc, "reason", exc))
         if time.monotonic() > deadline:
-            raise DemoError(f"the web service at {base_url} did not answer /readyz within {timeout_s:g} s")
-        time.sleep(1.0)
+            raise DemoError(
+                f"the web service at {base_url} did not answer /readyz within {timeout_s:g} s ({why})"
+            )
+        if not told and say is not None:
+            say(f"waiting for the web service at {base_url} to answer /readyz (up to {timeout_s:g} s): {why}")
+            told = True
+        time.sleep(poll_s)
 
 
 #: In line mode (stderr not a terminal: honcho, a log file), a progress line at most this often

@@ -65,7 +65,7 @@ def run_demo(config: DemoConfig, say: Callable[[str], None]) -> int:
         base_url = f"http://{config.host}:{server.server_address[1]}"
     else:
         base_url = config.api.rstrip("/")
-        wait_until_ready(base_url)
+        wait_until_ready(base_url, say=say)
     first = min(j.submit_time for j in workload.jobs)
     clock = Clock(math.floor(first / config.round_interval_s) * config.round_interval_s, config.speedup)
     record_trace_clock(clock.speedup, clock.base, clock.epoch0, workload.trace.name)

@@ -15,7 +15,7 @@ import pytest
 from django.core.servers.basehttp import WSGIRequestHandler
 from django.db import connection
 
-from demo.live import serve
+from demo.live import serve, wait_until_ready
 from demo.options import DemoError
 from demo.submit import job_body
 from demo.webserver import PooledWSGIServer
@@ -107,3 +107,35 @@ def test_a_taken_port_is_the_demos_one_line_not_a_traceback() -> None:
             serve("127.0.0.1", port)
     finally:
         taken.close()
+
+
+def test_waiting_for_a_web_service_that_does_not_answer_says_so_once_then_names_why() -> None:
+    """``manage.py demo --api URL`` with nothing listening was silent for 120 s, then said only
+    that /readyz did not answer (a fresh user's trial)."""
+    with socket.socket() as probe:  # a port nobody listens on: bound, then released
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    said: list[str] = []
+    with pytest.raises(DemoError) as raised:
+        wait_until_ready(f"http://127.0.0.1:{port}", timeout_s=0.3, say=said.append, poll_s=0.05)
+    assert len(said) == 1 and said[0].startswith(
+        f"waiting for the web service at http://127.0.0.1:{port} to answer /readyz (up to 0.3 s): "
+    )
+    assert "refused" in said[0].lower()
+    message = str(raised.value)
+    assert message.startswith(
+        f"the web service at http://127.0.0.1:{port} did not answer /readyz within 0.3 s ("
+    )
+    assert "refused" in message.lower()
+
+
+def test_a_web_service_that_is_ready_is_not_waited_for(server: PooledWSGIServer) -> None:
+    said: list[str] = []
+    server.set_app(ready_app)
+    wait_until_ready(f"http://127.0.0.1:{server.server_address[1]}", timeout_s=5, say=said.append)
+    assert said == []
+
+
+def ready_app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+    start_response("200 OK", [("Content-Type", "application/json")])
+    return [b'{"status": "ok"}']
