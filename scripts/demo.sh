@@ -64,6 +64,9 @@ if [ -n "${REDIS_URL:-}" ] && [ -n "${DATABASE_URL:-}" ]; then
     export SECRET_KEY="${SECRET_KEY:-$(python -c "import secrets; print(secrets.token_urlsafe(50))")}"
     # ...and sends its cookies over HTTPS only; the demo's dashboard is plain HTTP on this machine
     export SHAREWISE_SECURE_COOKIES="${SHAREWISE_SECURE_COOKIES:-0}"
+    # each process's lines as they happen: through honcho's pipes Python buffers its output, and
+    # Celery's start banners came out after the demo's results
+    export PYTHONUNBUFFERED=1
     rm -f "$SHAREWISE_NODE_TOKEN_FILE"
     echo "==> database ($DATABASE_URL), broker ($REDIS_URL)"
     python manage.py migrate --noinput >/dev/null

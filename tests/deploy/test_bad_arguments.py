@@ -81,3 +81,32 @@ def test_the_separate_process_demo_checks_its_options_first(
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().splitlines() == [result.stderr.strip()] and said in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scripts"]  # no .venv, no var/
+
+
+def test_the_separate_processes_write_their_lines_unbuffered(tmp_path: Path) -> None:
+    """Through honcho's pipes each Python process buffered its output: Celery's start banners
+    came out after the demo's results. Run with stand-ins for the set-up, Python and honcho (on
+    the PATH the script puts first), the script hands honcho ``PYTHONUNBUFFERED=1``."""
+    shutil.copytree(REPO / "scripts", tmp_path / "scripts")
+    (tmp_path / "scripts" / "setup.sh").write_text("#!/usr/bin/env bash\nexit 0\n")
+    bin_dir = tmp_path / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    for name, body in [("python", "exit 0"), ("honcho", 'echo "PYTHONUNBUFFERED=${PYTHONUNBUFFERED:-}"')]:
+        (bin_dir / name).write_text(f"#!/usr/bin/env bash\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    result = subprocess.run(
+        ["bash", "scripts/demo.sh", "--exit-when-done"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={
+            **env,
+            "REDIS_URL": "redis://127.0.0.1:1/0",
+            "DATABASE_URL": "postgres://x@127.0.0.1:1/x",
+            "SECRET_KEY": "x" * 50,
+        },
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "PYTHONUNBUFFERED=1"
