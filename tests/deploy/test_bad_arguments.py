@@ -1,6 +1,7 @@
 """Bad arguments to the benchmarks and to ``scripts/demo.sh``'s separate-process mode are one
 line and exit 2, never a traceback (each case below ended in one, ran on nonsense, or ran the
-argument as Python code before: a fresh user's trial found them)."""
+argument as Python code before: a fresh user's trial found them); and that mode hands its
+processes unbuffered output."""
 
 from __future__ import annotations
 
