@@ -84,8 +84,8 @@ def persist_round(
     generation = next_generations(touched)
     changed_partners: set[int] = set()
 
-    # -- the rows of every job written here, locked first: see lock_jobs
-    locked = lock_jobs(decisions, occupied, job_gpus)
+    # -- the rows of every job written here, locked first: see lock_round_jobs
+    locked = lock_round_jobs(decisions, occupied, job_gpus)
 
     # -- preemptions: the job goes back to the queue; its partners get an update
     preempted = {
@@ -205,7 +205,7 @@ def persist_round(
     return plan
 
 
-def lock_jobs(
+def lock_round_jobs(
     decisions: core.RoundDecisions, occupied: Occupancy, job_gpus: dict[int, list[int]]
 ) -> dict[int, tuple[str, str, datetime]]:
     """Lock, in one ``SELECT … ORDER BY id FOR UPDATE``, the rows of the jobs the round may write:
@@ -250,7 +250,7 @@ def partner_updates(
         return []
     generations = next_generations(job_ids)
     # the jobs' rows locked (ascending key) before their placement rows are written (docs/LOCKS.md):
-    # a round holds them already (lock_jobs); a partner update outside a round takes them here
+    # a round holds them already (lock_round_jobs); a partner update outside a round takes them here
     commands = dict(
         Job.objects.select_for_update()
         .filter(AnyOf(F("pk"), job_ids))

@@ -67,18 +67,7 @@ def test_the_separate_process_demo_checks_its_options_first(
     """With REDIS_URL and DATABASE_URL (the Procfile's processes), from a scratch copy of
     scripts/: refused before anything is installed or started."""
     shutil.copytree(REPO / "scripts", tmp_path / "scripts")
-    result = subprocess.run(
-        ["bash", "scripts/demo.sh", *argv],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env={
-            **os.environ,
-            "REDIS_URL": "redis://127.0.0.1:1/0",
-            "DATABASE_URL": "postgres://x@127.0.0.1:1/x",
-        },
-    )
+    result = separate_process_demo(tmp_path, *argv)
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().splitlines() == [result.stderr.strip()] and said in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scripts"]  # no .venv, no var/
@@ -95,19 +84,21 @@ def test_the_separate_processes_write_their_lines_unbuffered(tmp_path: Path) -> 
     for name, body in [("python", "exit 0"), ("honcho", 'echo "PYTHONUNBUFFERED=${PYTHONUNBUFFERED:-}"')]:
         (bin_dir / name).write_text(f"#!/usr/bin/env bash\n{body}\n")
         (bin_dir / name).chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
-    result = subprocess.run(
-        ["bash", "scripts/demo.sh", "--exit-when-done"],
-        cwd=tmp_path,
+    result = separate_process_demo(tmp_path, "--exit-when-done", SECRET_KEY="x" * 50)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "PYTHONUNBUFFERED=1"
+
+
+def separate_process_demo(cwd: Path, *argv: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``bash scripts/demo.sh ARGV`` in ``cwd`` with REDIS_URL and DATABASE_URL set (its
+    separate-process mode; nothing listens at either) and ``env`` added, PYTHONUNBUFFERED unset."""
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    urls = {"REDIS_URL": "redis://127.0.0.1:1/0", "DATABASE_URL": "postgres://x@127.0.0.1:1/x"}
+    return subprocess.run(
+        ["bash", "scripts/demo.sh", *argv],
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=30,
-        env={
-            **env,
-            "REDIS_URL": "redis://127.0.0.1:1/0",
-            "DATABASE_URL": "postgres://x@127.0.0.1:1/x",
-            "SECRET_KEY": "x" * 50,
-        },
+        env={**base, **urls, **env},
     )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip().splitlines()[-1] == "PYTHONUNBUFFERED=1"
