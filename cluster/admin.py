@@ -115,6 +115,13 @@ class JobAdmin(admin.ModelAdmin):
     raw_id_fields = ["submitter"]
     inlines = [PlacementInline, JobEventInline]
 
+    def get_readonly_fields(self, request, obj=None) -> list[str]:  # noqa: ANN001 - Django's signature
+        """A saved job's tenant too: a job never moves between tenants (its quota charge, its
+        idempotency key and the web processes' memory of it, ``cluster.job_tenants``, are the
+        tenant's)."""
+        fields = list(super().get_readonly_fields(request, obj))
+        return fields if obj is None else [*fields, "tenant"]
+
 
 @admin.register(Placement)
 class PlacementAdmin(admin.ModelAdmin):

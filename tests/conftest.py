@@ -38,6 +38,15 @@ def shared_data() -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def _forget_job_tenants() -> None:
+    """Each test starts with no job's tenant remembered (``cluster.job_tenants``): a database rolled
+    back gives the next test's jobs the same ids, maybe with other tenants."""
+    from cluster import job_tenants
+
+    job_tenants.forget()
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on now (the OS picks it), for a server a test
     starts."""

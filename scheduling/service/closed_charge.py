@@ -39,6 +39,7 @@ from django.db import connection
 from django.db.models import Q
 
 from cluster.compiled import kept_rows
+from cluster.job_tenants import with_tenants
 from cluster.models import Placement
 from scheduling.core.cumulative import Cumulative
 from scheduling.core.usage import charge_segments
@@ -177,12 +178,17 @@ def _open_q() -> Q:
 def _rows_open_at(cutoff_s: float) -> list[Row]:
     """Rows open at ``cutoff_s``: still held, or ended after it (ints and floats: the cursor's
     values are the ORM's, :func:`cluster.compiled.kept_rows`)."""
-    return kept_rows(_open_at, _at(cutoff_s))
+    return with_tenants(kept_rows(_open_at, _at(cutoff_s)), 1)
 
 
 def _open_at(cutoff: datetime) -> Any:
     """The query of :func:`_rows_open_at`."""
     return placement_rows(Placement.objects.filter(_open_q() | Q(ended_at__gt=cutoff)), "id")
+
+
+def _rows_held_in(lo_s: float, hi_s: float) -> list[Row]:
+    """The rows of :func:`_held_in` (POSIX s), with their tenants."""
+    return with_tenants(kept_rows(_held_in, _at(lo_s), _at(hi_s)), 1)
 
 
 def _held_in(lo: datetime, hi: datetime) -> Any:
@@ -230,7 +236,7 @@ _FINGERPRINT_SQL = (
 def _built(cutoff_s: float, floor_s: float) -> ClosedEntry:
     """A new entry: every row held in ``(floor_s, cutoff_s]`` read and split (module docstring)."""
     entry = ClosedEntry(cutoff_s, floor_s)
-    _fold(entry, kept_rows(_held_in, _at(floor_s), _at(cutoff_s)))
+    _fold(entry, _rows_held_in(floor_s, cutoff_s))
     return entry
 
 
@@ -244,7 +250,7 @@ def _advanced(old: ClosedEntry, cutoff_s: float, floor_s: float) -> ClosedEntry:
         segments=[s for s in old.segments if s[0] > floor_s],
         closed=[c for c in old.closed if c[0] > floor_s],
     )
-    rows = [r for r in old.tainted if r[5] > floor_s] + kept_rows(_held_in, _at(old.cutoff_s), _at(cutoff_s))
+    rows = [r for r in old.tainted if r[5] > floor_s] + _rows_held_in(old.cutoff_s, cutoff_s)
     rows.sort(key=lambda r: (r[4], r[0]))
     _fold(entry, rows, known_closed={r[0] for r in old.tainted})
     return entry

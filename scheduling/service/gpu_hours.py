@@ -28,6 +28,7 @@ from django.db.models.functions import Coalesce, Least
 
 from cluster.compiled import compiled_at
 from cluster.expressions import EpochSeconds
+from cluster.job_tenants import with_tenants
 from cluster.models import Job, Placement, Quota, Tenant
 from scheduling.core.types import JobId
 from scheduling.core.usage import (
@@ -218,7 +219,8 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-#: The columns of a placement row as :func:`intervals_of` reads them.
+#: The columns of a placement row as :func:`intervals_of` reads them: the job, its tenant, then
+#: :data:`READ_FIELDS` but the job.
 ROW_FIELDS = (
     "job_id",
     "job__tenant_id",
@@ -229,16 +231,22 @@ ROW_FIELDS = (
     "measured_slowdown",
     "predicted_slowdown",
 )
+#: The columns :func:`placement_rows` reads: :data:`ROW_FIELDS` but the tenant, which
+#: :func:`~cluster.job_tenants.with_tenants` puts in (a join of every job cost more than the rest
+#: of the read, docs/PERFORMANCE.md §6).
+READ_FIELDS = tuple(f for f in ROW_FIELDS if f != "job__tenant_id")
 
 
 def placement_rows(queryset: Any, *first: str) -> Any:
-    """``queryset`` of placements as rows ``(*first, *ROW_FIELDS)`` (times: POSIX s; ``end_s``
+    """``queryset`` of placements as rows ``(*first, *READ_FIELDS)`` (times: POSIX s; ``end_s``
     ``None`` while open), oldest first (``created_at``, then id: the order in which
-    :func:`intervals_of` lets a later row's slowdown replace an earlier one of the same pair)."""
+    :func:`intervals_of` lets a later row's slowdown replace an earlier one of the same pair).
+    ``with_tenants(rows, len(first))`` (:func:`cluster.job_tenants.with_tenants`) makes them
+    ``(*first, *ROW_FIELDS)``."""
     return (
         queryset.order_by("created_at", "id")
         .annotate(begin_s=EpochSeconds("created_at"), end_s=EpochSeconds("ended_at"))
-        .values_list(*first, *ROW_FIELDS)
+        .values_list(*first, *READ_FIELDS)
     )
 
 
@@ -250,7 +258,7 @@ def _intervals(lo_s: float, hi_s: float) -> tuple[list[Interval], Callable[[JobI
             Q(ended_at__isnull=True, active=True) | Q(ended_at__gt=_at(lo_s))
         )
     )
-    return intervals_of(rows, hi_s)
+    return intervals_of(with_tenants(rows), hi_s)
 
 
 def intervals_of(

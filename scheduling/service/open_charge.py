@@ -57,21 +57,25 @@ def open_curves(
     xi: dict[tuple[JobId, JobId], float] = {}
     by_gpu: dict[int, list[Row]] = {}
     for r in rows:
-        note_slowdown(xi, r[1], r[6], r[7], r[8])
+        if r[6] is not None:  # a row with no partner notes no slowdown
+            note_slowdown(xi, r[1], r[6], r[7], r[8])
         by_gpu.setdefault(r[3], []).append(r)
     rule = pair_rule(xi)
     parts: dict[int, GpuCharge] = {}
     for gpu, members in by_gpu.items():
-        jobs = list(dict.fromkeys(r[1] for r in members))
-        slowdowns = tuple((xi.get((a, b)), xi.get((b, a))) for k, a in enumerate(jobs) for b in jobs[k + 1 :])
-        fingerprint = (tuple(members), slowdowns)
+        if len(members) == 1:
+            fingerprint: tuple[Any, ...] = ((members[0],), ())  # one job: no pair (most GPUs)
+        else:
+            jobs = list(dict.fromkeys(r[1] for r in members))
+            pairs = [(a, b) for k, a in enumerate(jobs) for b in jobs[k + 1 :]]
+            fingerprint = (tuple(members), tuple((xi.get((a, b)), xi.get((b, a))) for a, b in pairs))
         old = kept.get(gpu)
         same = old is not None and old.fingerprint == fingerprint
         parts[gpu] = old if same and old is not None else _charged(members, fingerprint, rule)
     merged = sorted(seg for part in parts.values() for seg in part.segments)
     per_tenant: dict[int, list[tuple[float, float, float]]] = {}
-    for *_, tenant, lo, hi, rate in merged:
-        per_tenant.setdefault(tenant, []).append((lo, hi, rate))
+    for segment in merged:
+        per_tenant.setdefault(segment[5], []).append(segment[6:])  # (lo, hi, rate)
     return {t: Cumulative(segs) for t, segs in per_tenant.items()}, parts
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cluster.compiled import kept_rows
+from cluster.job_tenants import tenants_of
 from cluster.models import Placement, Quota, Tenant
 from scheduling.core.charge import charge_rates
 from scheduling.core.quota import NO_QUOTA
@@ -112,14 +113,14 @@ def quota_use(
 
 
 def _active_placements() -> Any:
-    """``(job, tenant, GPU, GPU type, partner, ξ measured, ξ predicted)`` of every active
-    placement (a queryset, :func:`cluster.compiled.kept_rows`)."""
+    """``(job, GPU, GPU type, partner, ξ measured, ξ predicted)`` of every active placement (a
+    queryset, :func:`cluster.compiled.kept_rows`; the tenant comes from
+    :func:`cluster.job_tenants.tenants_of`, not a join of every job)."""
     return (
         Placement.objects.filter(active=True)
         .order_by()
         .values_list(
             "job_id",
-            "job__tenant_id",
             "gpu_id",
             "gpu__gpu_type",
             "shared_with",
@@ -135,21 +136,27 @@ def _use_per_type(split: bool, narrow_to: set[int] | None = None) -> dict[int, d
     with :func:`~scheduling.service.gpu_hours.pair_rule`). ``narrow_to``: tenant ids; only the
     placements on GPUs that hold a job of one of them count (``None``: every placement)."""
     rows = kept_rows(_active_placements)  # ints, a string and floats: nothing to convert
+    tenants = tenants_of({row[0] for row in rows})
+    # a job deleted since the rows were read (with its placements) holds nothing
+    rows = [row for row in rows if row[0] in tenants]
     if narrow_to is not None:
-        theirs = {gpu for _, tenant_id, gpu, *_ in rows if tenant_id in narrow_to}
-        rows = [row for row in rows if row[2] in theirs]
+        theirs = {gpu for job, gpu, *_ in rows if tenants[job] in narrow_to}
+        rows = [row for row in rows if row[1] in theirs]
+    used: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    if not split:
+        # each job counts each of its GPUs once, whoever shares them (a job is on a GPU once)
+        for job, _, gpu_type, *_ in rows:
+            used[tenants[job]][gpu_type] += 1.0
+        return used
     on_gpu: dict[int, list[JobId]] = defaultdict(list)
-    owner: dict[JobId, tuple[int, str]] = {}
+    gpu_type_of: dict[int, str] = {}
     xi: dict[tuple[JobId, JobId], float] = {}
-    for job, tenant_id, gpu, gpu_type, partner, measured, predicted in rows:
+    for job, gpu, gpu_type, partner, measured, predicted in rows:
         on_gpu[gpu].append(job)
-        owner[job] = (tenant_id, gpu_type)
+        gpu_type_of[gpu] = gpu_type
         note_slowdown(xi, job, partner, measured, predicted)
     pair = pair_rule(xi)
-    used: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for jobs in on_gpu.values():
-        shares = charge_rates([jobs], pair) if split else dict.fromkeys(jobs, 1.0)
-        for job, share in shares.items():
-            tenant_id, gpu_type = owner[job]
-            used[tenant_id][gpu_type] += share
+    for gpu, jobs in on_gpu.items():
+        for job, share in charge_rates([jobs], pair).items():
+            used[tenants[job]][gpu_type_of[gpu]] += share
     return used
