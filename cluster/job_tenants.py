@@ -9,15 +9,19 @@ tenant: on a busy 1,024-GPU cluster with 10,000 jobs that join was about 4 ms of
 (docs/PERFORMANCE.md §6, "Ninth pass"). Only the jobs this process has not seen yet are looked up,
 in one query per :data:`LOOKUP_CHUNK` of them (after a round: the few jobs it started).
 
-What this cannot see: a database emptied and refilled under a running process
-(``manage.py flush`` resets the ids): restart the web processes then, as for the other caches of
-what the database holds (tokens, cluster facts). Tests call :func:`forget` between tests for the
-same reason (a rolled-back test's ids are given again).
+A database emptied and refilled under a running process (``manage.py flush`` resets the ids)
+would give old ids to new jobs, maybe of other tenants: so the memory is dropped every
+:data:`KEPT_S` seconds (the next read looks up every job of its rows once, ~1,300 on the
+benchmark's cluster, a few ms), which bounds how long such a job could be charged to another
+tenant, as the token cache's lifetime bounds a deleted token (``cluster.token_cache``). Tests
+call :func:`forget` between tests (a rolled-back test's ids are given again at once).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from time import monotonic
 
 from django.db import connection
 
@@ -29,18 +33,25 @@ LOOKUP_CHUNK = 500
 #: How many jobs this process remembers at least before it starts again from the ones asked for
 #: (then at most four times as many as one call asks for): bounded by the jobs that hold GPUs.
 KEPT_JOBS = 20_000
+#: How long (s) the memory is kept before it starts again (module docstring).
+KEPT_S = 60.0
 
-# job id → tenant id. Threads only add to it or replace it whole (never remove from it), so a
-# mapping a caller holds never loses the jobs it was given for.
-_known: dict[int, int] = {}
+# (when it was started, time.monotonic() s; job id → tenant id). Threads only add to the mapping
+# or replace the pair whole (never remove from it), so a mapping a caller holds never loses the
+# jobs it was given for.
+_kept: tuple[float, dict[int, int]] = (-math.inf, {})
 
 
 def tenants_of(job_ids: Collection[int]) -> Mapping[int, int]:
     """``{job id: tenant id}`` holding every job of ``job_ids`` that exists (a job deleted since
     its id was read is missing), looked up in the database only for the jobs this process has
-    not seen (module docstring). May hold other jobs too; read it, do not change it."""
-    global _known
-    known = _known
+    not seen in the last :data:`KEPT_S` s (module docstring). May hold other jobs too; read it,
+    do not change it."""
+    global _kept
+    since, known = _kept
+    now = monotonic()
+    if now - since > KEPT_S:
+        since, known = now, {}
     missing = [j for j in job_ids if j not in known]
     if not missing:
         return known
@@ -49,7 +60,7 @@ def tenants_of(job_ids: Collection[int]) -> Mapping[int, int]:
         known = {j: known[j] for j in job_ids if j in known}
     for k in range(0, len(missing), LOOKUP_CHUNK):
         known.update(_looked_up(missing[k : k + LOOKUP_CHUNK]))
-    _known = known
+    _kept = (since, known)
     return known
 
 
@@ -79,5 +90,5 @@ def with_tenants(rows: Iterable[tuple], job_at: int = 0) -> list[tuple]:
 
 def forget() -> None:
     """Forget every job's tenant (for tests, whose databases give the same ids again)."""
-    global _known
-    _known = {}
+    global _kept
+    _kept = (-math.inf, {})

@@ -35,6 +35,22 @@ def test_each_job_is_looked_up_once_and_a_deleted_one_is_left_out(
         assert job_tenants.with_tenants(rows, 1) == [(7, a.pk, tenant_a.pk, 3), (9, c.pk, tenant_c.pk, 5)]
 
 
+def test_the_memory_is_dropped_after_its_lifetime(
+    cluster: list[Node], tenant_a: Tenant, tenant_c: Tenant, monkeypatch: Any
+) -> None:
+    # a database emptied and refilled under the process: the same id, another tenant's job now
+    # (simulated by moving the row, which nothing in the service does)
+    job = make_job(tenant_a, "a")
+    clock = [1000.0]
+    monkeypatch.setattr(job_tenants, "monotonic", lambda: clock[0])
+    assert job_tenants.tenants_of([job.pk])[job.pk] == tenant_a.pk
+    Job.objects.filter(pk=job.pk).update(tenant=tenant_c)
+    clock[0] += job_tenants.KEPT_S  # not yet past its lifetime: remembered
+    assert job_tenants.tenants_of([job.pk])[job.pk] == tenant_a.pk
+    clock[0] += 0.001
+    assert job_tenants.tenants_of([job.pk])[job.pk] == tenant_c.pk
+
+
 def test_many_jobs_are_looked_up_in_chunks(
     cluster: list[Node], tenant_a: Tenant, django_assert_num_queries: Any, monkeypatch: Any
 ) -> None:
