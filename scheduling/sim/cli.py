@@ -35,6 +35,7 @@ from common.shapes import (
 from scheduling.core.charge import running_charges
 from scheduling.core.fairness import GuaranteeMonitor
 from scheduling.core.gpu_types import cluster_of_groups
+from scheduling.core.profiles import UNKNOWN_FAMILY, TableProfile
 from scheduling.core.skip import NO_SKIP, SkipRule
 from scheduling.core.types import (
     FAIR_SWITCHES,
@@ -299,6 +300,27 @@ def read_quotas(text: str) -> dict[str, TenantQuota] | str:
         raise CliError(f"--quotas {text}: {exc}") from None
 
 
+def unknown_model_warning(jobs: Sequence[Job], profile: TableProfile) -> str | None:
+    """One line naming the trace's models that ``profile`` maps to no family
+    (:data:`~scheduling.core.profiles.UNKNOWN_FAMILY`), with their jobs, ``None`` when there are
+    none: those jobs run at the trace's iteration time, but no slowdown is known for them, so they
+    never share a GPU (the simulator's rounds do not share unknown pairs), and their memory is the
+    profile's fallback guess unless the trace gives it."""
+    counts: dict[str, int] = {}
+    for job in jobs:
+        if profile.family_of(job.model) == UNKNOWN_FAMILY:
+            counts[job.model] = counts.get(job.model, 0) + 1
+    if not counts:
+        return None
+    named = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    shown = ", ".join(f"{model} ({n})" for model, n in named[:5]) + (" …" if len(named) > 5 else "")
+    jobs_n = sum(counts.values())
+    return (
+        f"the profile knows no model of {jobs_n} job{'s' if jobs_n != 1 else ''}: {shown}; they never "
+        "share a GPU (no slowdown is known for them) and their memory is the profile's fallback guess"
+    )
+
+
 def quota_warnings(quotas: dict[str, TenantQuota], jobs: Sequence[Job], gpus: int) -> list[str]:
     """What looks wrong about ``quotas`` for this trace (one line each, nothing is refused): quota
     tenants with no job in the trace (a typo?), trace tenants with no quota (they only borrow), a
@@ -452,6 +474,9 @@ def run(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
         trace = load_traces(args.trace, max_gpus=cluster.healthy_gpus, throughput=profile.isolated_throughput)
     except TraceError as exc:
         raise CliError(str(exc)) from None
+    unknown = unknown_model_warning(trace.jobs, profile)
+    if unknown is not None:
+        print(f"warning: {unknown}", file=sys.stderr)
     quotas: dict[str, TenantQuota] = {}  # none: no quota gate, no fairness table
     if isinstance(requested, str):  # "demand", resolved now that the trace is loaded
         quotas = demand_quotas(trace.jobs, cluster.healthy_gpus)
