@@ -26,6 +26,8 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
+from cluster.renderers import compact_json
+
 log = logging.getLogger(__name__)
 
 #: The body of every 404: an unknown path under ``/api/`` or ``/dashboard/api/``, a missing row.
@@ -120,7 +122,7 @@ def api_not_found(request: HttpRequest) -> JsonResponse:
     """``404 {"error": "not found"}`` (:data:`NOT_FOUND`), any method, for any path that names
     nothing under ``/api/v1/`` (``cluster.urls``) or under ``/dashboard/api/`` (``frontend.urls``):
     a script reading JSON never gets Django's HTML page."""
-    return JsonResponse(NOT_FOUND, status=404)
+    return compact_json(NOT_FOUND, status=404)
 
 
 #: The longest Host header an error message quotes (a DNS name is at most 253 characters, a port 6).
@@ -165,4 +167,4 @@ def api_bad_request(request: HttpRequest, exception: Exception | None) -> JsonRe
         body = {"error": disallowed_host_message(request), "code": "disallowed_host"}
     else:
         body = {"error": "bad request"}
-    return JsonResponse(body, status=400)
+    return compact_json(body, status=400)

@@ -10,7 +10,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django.http import JsonResponse
 from rest_framework.renderers import JSONRenderer
+
+#: How DRF's renderer writes JSON (``COMPACT_JSON``): no space after ``,`` and ``:``.
+COMPACT_SEPARATORS = (",", ":")
 
 
 class SafeJSONRenderer(JSONRenderer):
@@ -26,3 +30,11 @@ class SafeJSONRenderer(JSONRenderer):
             return json.dumps(data, cls=self.encoder_class, ensure_ascii=True, allow_nan=False).encode(
                 "ascii"
             )
+
+
+def compact_json(body: Any, status: int = 200) -> JsonResponse:
+    """``body`` as a JSON response written as the API's renderer writes it (compact, no spaces),
+    for the answers made outside DRF — the 404 and 400 of paths naming nothing, ``/healthz``,
+    ``/readyz``, ``/metrics``' 403, the dashboard's errors — so that every JSON body of the
+    service reads alike."""
+    return JsonResponse(body, status=status, json_dumps_params={"separators": COMPACT_SEPARATORS})

@@ -36,6 +36,7 @@ from cluster.models import GPU, IdempotencyConflict, Job, Node, Placement, Quota
 from cluster.pending_count import pending_jobs
 from cluster.permissions import IsNodeAgent, IsTenantMember, tenant_of, token_node_mismatch
 from cluster.query_params import single_or_400
+from cluster.renderers import compact_json
 from cluster.serializers import (
     AdminQuotaSerializer,
     AdminTenantSerializer,
@@ -446,14 +447,14 @@ def bad_request(request: HttpRequest, exception: Exception | None = None) -> Htt
 
 def healthz(request: HttpRequest) -> JsonResponse:
     """Liveness: the process answers."""
-    return JsonResponse({"status": "ok"})
+    return compact_json({"status": "ok"})
 
 
 def readyz(request: HttpRequest) -> JsonResponse:
     """Readiness: the database answers, and so do the shared cache and the broker when they are
     configured (:func:`scheduling.service.readiness`); 503 with the reason otherwise."""
     ready, body = service.readiness()
-    return JsonResponse(body, status=200 if ready else 503)
+    return compact_json(body, status=200 if ready else 503)
 
 
 # ------------------------------------------------------------------ node agents (docs/AGENT.md)

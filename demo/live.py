@@ -210,6 +210,9 @@ def wait_until_ready(
 #: (wall s), and only when something changed: a pipe shows a line only once it ends, so a
 #: terminal's redrawn bar would stay silent there until the end.
 PROGRESS_LINE_EVERY_S = 5.0
+#: ... and when nothing changed for this long (wall s), the line again, its trace time moved on:
+#: a long last job kept a run silent for minutes, which read as a hang.
+PROGRESS_QUIET_S = 30.0
 
 
 @dataclass(slots=True)
@@ -218,6 +221,7 @@ class ProgressLines:
 
     total: int
     every_s: float = PROGRESS_LINE_EVERY_S
+    quiet_s: float = PROGRESS_QUIET_S
     _last: tuple[int, int] | None = None
     _at: float = -math.inf
 
@@ -225,9 +229,13 @@ class ProgressLines:
         self, done: int, submitted: int, trace_s: float, wall_s: float, *, final: bool = False
     ) -> str | None:
         """The line to print now (``None``: nothing new, or the last one is under ``every_s``
-        wall seconds old); ``final`` prints the state once more if it changed."""
+        wall seconds old, or nothing changed in the last ``quiet_s``); ``final`` prints the state
+        once more if it changed."""
         state = (done, submitted)
-        if state == self._last or (not final and wall_s - self._at < self.every_s):
+        since = wall_s - self._at
+        if state == self._last and (final or since < self.quiet_s):
+            return None
+        if state != self._last and not final and since < self.every_s:
             return None
         self._last, self._at = state, wall_s
         return (

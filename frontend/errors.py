@@ -13,10 +13,12 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 from django.views.csrf import csrf_failure as django_csrf_failure
 
+from cluster.renderers import compact_json
+
 
 def error(message: str, status: int) -> JsonResponse:
     """``{"error": message}`` with HTTP ``status``."""
-    return JsonResponse({"error": message}, status=status)
+    return compact_json({"error": message}, status=status)
 
 
 def get_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:

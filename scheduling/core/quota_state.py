@@ -45,15 +45,16 @@ OVER_EPS = 1e-6
 
 def quota_state(gpus_in_use: float, quota: TenantQuota) -> QuotaState:
     """How ``gpus_in_use`` GPUs (≥ 0) stand against ``quota``: borrowed and over-quota GPUs (module
-    docstring). Raises ``ValueError`` for a negative count."""
+    docstring); the three counts are floats whatever was given (a table of them reads ``0.0``
+    beside ``2.5``, not ``0``). Raises ``ValueError`` for a negative count."""
     if gpus_in_use < 0:
         raise ValueError(f"GPUs in use must be ≥ 0, got {gpus_in_use}")
-    g = quota.guaranteed_gpus
-    within_cap = gpus_in_use if quota.borrow_limit is None else min(gpus_in_use, g + quota.borrow_limit)
+    used, g = float(gpus_in_use), quota.guaranteed_gpus
+    within_cap = used if quota.borrow_limit is None else min(used, float(g + quota.borrow_limit))
     return QuotaState(
-        gpus_in_use=gpus_in_use,
+        gpus_in_use=used,
         guaranteed_gpus=g,
         borrow_limit=quota.borrow_limit,
-        gpus_borrowed=max(0, within_cap - g),
-        gpus_over_quota=gpus_in_use - within_cap,
+        gpus_borrowed=max(0.0, within_cap - g),
+        gpus_over_quota=used - within_cap,
     )

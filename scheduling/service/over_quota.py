@@ -105,9 +105,9 @@ def quota_use(
             if gpu_type:
                 n = mine.get(gpu_type, 0.0)
             else:
-                n = sum(k for t, k in mine.items() if t not in rows_of)
+                n = sum((k for t, k in mine.items() if t not in rows_of), 0.0)
             per_type[gpu_type] = quota_state(round(n, 6), quota)
-        total = quota_state(round(sum(mine.values()), 6), summed.get(tenant_id, NO_QUOTA))
+        total = quota_state(round(sum(mine.values(), 0.0), 6), summed.get(tenant_id, NO_QUOTA))
         out[tenant_id] = TenantQuotaUse(total, per_type)
     return out
 

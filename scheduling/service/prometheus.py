@@ -36,13 +36,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from django.db.models import Count, Sum
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric, SummaryMetricFamily
 from prometheus_client.registry import Collector
 
 from cluster.models import GPU, Job, Node, Placement, Tenant
+from cluster.renderers import compact_json
 from scheduling.models import Round
 from scheduling.service.gpu_hours import DEFAULT_WINDOWS_S, usage_windows
 from scheduling.service.metrics_access import metrics_allowed
@@ -207,7 +208,7 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     """``GET /metrics``: the Prometheus text exposition of :data:`registry`, for the scrapers
     :func:`~scheduling.service.metrics_access.metrics_allowed` lets in (403 for others)."""
     if not metrics_allowed(request):
-        return JsonResponse(
+        return compact_json(
             {"error": "metrics need 'Authorization: Bearer <SHAREWISE_METRICS_TOKEN>' or an allowed address"},
             status=403,
         )

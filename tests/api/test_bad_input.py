@@ -241,3 +241,13 @@ def test_a_duplicate_key_is_quoted_with_escapes(alice_api: APIClient) -> None:
     response = post_raw(alice_api, JOBS_URL, '{"a\\nb": 1, "a\\nb": 2}')
     assert response.status_code == 400
     assert response.json()["error"] == 'malformed JSON: key "a\\nb" given twice in one object; give it once'
+
+
+def test_a_404_outside_drf_is_written_as_drfs(alice_api: APIClient, cluster: Any) -> None:
+    # a path naming nothing (answered outside DRF) and a job id nobody has (DRF's own 404): the
+    # same bytes, compact as DRF writes JSON (the first had a space after ':' and ',')
+    outside = alice_api.get("/api/v1/jobs/99999999999999999999999/")
+    inside = alice_api.get("/api/v1/jobs/999999/")
+    assert outside.status_code == inside.status_code == 404
+    assert outside.content == inside.content == b'{"error":"not found"}'
+    assert alice_api.get("/healthz").content == b'{"status":"ok"}'

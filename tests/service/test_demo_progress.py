@@ -26,6 +26,16 @@ def test_progress_lines_say_what_changed_at_most_every_five_seconds() -> None:
     assert lines.line(4, 4, 7700.0, 200.0, final=True) is None  # said already
 
 
+def test_a_quiet_run_says_its_progress_again_every_thirty_seconds() -> None:
+    # a long last job: nothing changes for minutes; the line comes again with the trace time
+    lines = ProgressLines(total=2)
+    assert lines.line(1, 2, 100.0, 0.0) is not None
+    assert lines.line(1, 2, 400.0, 29.9) is None
+    assert lines.line(1, 2, 450.0, 30.0) == "finished 1/2 jobs (50%); submitted 2; trace time 450 s"
+    assert lines.line(1, 2, 500.0, 40.0) is None  # 10 s after that one
+    assert lines.line(1, 2, 900.0, 60.0) == "finished 1/2 jobs (50%); submitted 2; trace time 900 s"
+
+
 @pytest.mark.django_db
 def test_on_a_pipe_the_progress_is_lines_read_from_the_database() -> None:
     tenant, _ = Tenant.create_with_owner("team-a", quota_gpus=1)

@@ -31,3 +31,12 @@ def test_borrowed_is_within_the_limit_and_the_rest_is_over_quota(
 def test_negative_use_is_refused() -> None:
     with pytest.raises(ValueError, match="≥ 0"):
         quota_state(-1, TenantQuota(1))
+
+
+@pytest.mark.parametrize(("u", "g", "b"), [(0, 4, 2), (2, 4, 2), (7, 4, 2), (3, 1, None), (2.5, 1, 1)])
+def test_the_counts_are_floats_whatever_the_use_given(u: float, g: int, b: int | None) -> None:
+    # a dashboard table of them read 0 beside 2.0 (borrowed was max(0, …), an int, within the
+    # guarantee; an empty use summed to the int 0)
+    state = quota_state(u, TenantQuota(g, b))
+    counts = (state.gpus_in_use, state.gpus_borrowed, state.gpus_over_quota)
+    assert [type(c) for c in counts] == [float, float, float]
