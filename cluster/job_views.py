@@ -27,7 +27,14 @@ from cluster.job_serializers import AgentLogSerializer, JobEventSerializer, LogP
 from cluster.joblogs import OutputRefused, append_output, read_output
 from cluster.models import Job, JobEvent
 from cluster.permissions import IsNodeAgent, IsTenantMember, tenant_of
-from cluster.query_params import DECIMAL_WORDS, decimal_number, number_too_long, single_or_400, whole_number
+from cluster.query_params import (
+    DECIMAL_WORDS,
+    WHOLE,
+    decimal_number,
+    number_too_long,
+    single_or_400,
+    whole_number,
+)
 from cluster.visibility import JobNames, Viewer
 
 #: Seconds between two looks at the database while a log read waits for output **(ours)**.
@@ -84,7 +91,9 @@ def int_param(request: Request, name: str, default: int) -> int:
         raise ValidationError({name: [too_long]})
     value = whole_number(text, signed=True)  # ASCII digits only (cluster.query_params)
     if value is None:
-        raise ValidationError({name: [f"must be an integer, got {text[:40]!r}"]})
+        # an integer beyond the bound is one: say what is wrong with it
+        what = "an integer of absolute value below 2^63" if WHOLE.fullmatch(text) else "an integer"
+        raise ValidationError({name: [f"must be {what}, got {text[:40]!r}"]})
     return value
 
 

@@ -163,6 +163,12 @@ def test_job_queries_read_leading_zeros_and_refuse_a_number_too_long(
     [
         (f"offset={ONE}", "offset", f"must be an integer, got '{ONE}'"),
         ("offset=%20-1", "offset", "must be an integer, got ' -1'"),
+        # an integer, out of range: said so (was "must be an integer")
+        (
+            "offset=-99999999999999999999",
+            "offset",
+            "must be an integer of absolute value below 2^63, got '-99999999999999999999'",
+        ),
         (f"wait={ONE}", "wait", f"{LOG_WAIT}, got '{ONE}'"),
         ("wait=%201", "wait", f"{LOG_WAIT}, got ' 1'"),
         ("wait=inf", "wait", f"{LOG_WAIT}, got 'inf'"),
