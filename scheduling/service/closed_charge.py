@@ -119,17 +119,21 @@ def window_charge(start_s: float, now_s: float, *, use_cache: bool = True) -> Wi
         if entry is None or entry.cutoff_s != cutoff or entry.fingerprint != closed_fp:
             shared = cache.get(key)
             entry = shared if shared is not None else entry
-    dirty = False
+    # the shared cache is written only when the closed part changed: the entry is ~180 KB on the
+    # benchmark's cluster (every closed row, to advance it), its open part under 1 KB, and every
+    # poll after a round changes the open part; another process whose own copy is behind on the
+    # open part charges it afresh (it reads the shared entry only when its closed part is behind)
+    closed_dirty = False
     if entry is not None and (entry.floor_s - entry.cutoff_s != floor - cutoff or entry.cutoff_s > cutoff):
         entry = None  # another window geometry, or another process's clock ahead
     if entry is not None and entry.cutoff_s < cutoff:
-        entry, dirty = _advanced(entry, cutoff, floor), True
+        entry, closed_dirty = _advanced(entry, cutoff, floor), True
     if entry is None or entry.fingerprint != closed_fp:
-        entry, dirty = _built(cutoff, floor), True
+        entry, closed_dirty = _built(cutoff, floor), True
     if entry.open_curves is None or entry.open_fingerprint != open_fp:
         fresh = _rows_open_at(cutoff)
         if any(r[6] is not None and _pair(r) in entry.pairs for r in fresh):
-            entry = _built(cutoff, floor)  # a pair charged as closed is sharing again
+            entry, closed_dirty = _built(cutoff, floor), True  # a pair charged as closed shares again
         rows = sorted(entry.tainted + fresh, key=lambda r: (r[4], r[0]))
         # only the GPUs whose rows changed charged again (open_charge); this process's parts of
         # the last open charge of this window length, whichever entry they were charged for:
@@ -139,10 +143,10 @@ def window_charge(start_s: float, now_s: float, *, use_cache: bool = True) -> Wi
             keep(_open_parts, key, parts)
         # a new entry, not the old one changed: another thread of this process may be reading
         # the old one (its curves and fingerprint must stay a pair)
-        entry, dirty = replace(entry, open_curves=curves, open_fingerprint=open_fp), True
+        entry = replace(entry, open_curves=curves, open_fingerprint=open_fp)
     if use_cache:
         keep(_local, key, entry)
-        if dirty:
+        if closed_dirty:
             cache.set(key, entry, timeout=int(4 * GRID_S + steps * GRID_S))
     return WindowCharge(entry.curves, entry.open_curves)
 

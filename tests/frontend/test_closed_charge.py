@@ -256,3 +256,29 @@ def test_two_threads_charging_the_open_part_at_once_keep_curves_and_fingerprint_
     kept = closed_charge._local[key]  # noqa: SLF001
     assert kept.open_curves is not None
     assert set(kept.open_curves) == tenants_of[kept.open_fingerprint]
+
+
+def test_the_shared_cache_is_written_when_the_closed_part_changes_not_the_open(
+    world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the entry holds every closed row (~180 KB on the benchmark's cluster), its open part a few
+    # curves: a poll after a round (the open rows changed) kept storing the whole entry again
+    w = world
+    writes: list[str] = []
+    real_set = closed_charge.cache.set
+    monkeypatch.setattr(
+        closed_charge.cache, "set", lambda key, *a, **k: writes.append(key) or real_set(key, *a, **k)
+    )
+    place(w, "A", 0, 100, 1000)  # closed at the cutoff of now = 3000
+    b = place(w, "B", 1, 2000)  # open
+    same(3000)
+    assert len(writes) == 1  # built: the closed part is new
+    b.active, b.ended_at = False, at(2950)
+    b.save()  # the open part changes (B ended after the cutoff), the closed one does not
+    place(w, "C", 2, 2900)
+    same(3000)
+    assert len(writes) == 1  # charged afresh here, nothing stored
+    kept = closed_charge._local[writes[0]]  # noqa: SLF001 - this process's copy
+    assert set(kept.open_curves or {}) == {w["tenants"][0].pk, w["tenants"][1].pk}
+    same(3120)  # two steps later: B's end is now in the closed past, the entry advanced
+    assert len(writes) == 2
