@@ -65,8 +65,9 @@ def tenants_of(job_ids: Collection[int]) -> Mapping[int, int]:
 
 
 def _looked_up(job_ids: Sequence[int]) -> list[tuple[int, int]]:
-    """``(job id, tenant id)`` of the jobs of ``job_ids`` that exist: one plain statement (the
-    ORM took longer to compile it than the database to answer, after every round)."""
+    """``(job id, tenant id)`` of the jobs of ``job_ids`` that exist: one plain statement, not
+    compiled by the ORM on every poll (as the dashboard's other per-poll reads,
+    :mod:`cluster.compiled`)."""
     quote, options = connection.ops.quote_name, meta(Job)
     key = quote(options.pk.column)  # type: ignore[union-attr]
     tenant = quote(options.get_field("tenant").column)  # type: ignore[union-attr]

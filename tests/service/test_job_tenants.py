@@ -61,7 +61,7 @@ def test_many_jobs_are_looked_up_in_chunks(
 
 
 def test_a_saved_jobs_tenant_is_read_only_in_the_admin(cluster: list[Node], tenant_a: Tenant) -> None:
-    job_admin = site._registry[Job]  # the admin site's registry of model → ModelAdmin
+    job_admin = site.get_model_admin(Job)
     assert "tenant" not in job_admin.get_readonly_fields(None, None)
     assert "tenant" in job_admin.get_readonly_fields(None, make_job(tenant_a, "a"))
 
