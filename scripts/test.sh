@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Set up (virtual environment, pinned requirements) and run the whole test suite.
+# Set up (virtual environment, pinned requirements) and run the checks, then the whole test
+# suite: ruff (lint and format), mypy, the import contracts, the migrations check, then pytest
+# (its -q output prints a "u" per subtest, beside the "." per test).
 # Usage: scripts/test.sh [pytest arguments], e.g. scripts/test.sh tests/unit -x
 # Uses SQLite unless DATABASE_URL is set; tests that need PostgreSQL, Redis or a browser skip with
 # a reason unless SHAREWISE_REQUIRE_SERVICES=1 (as in .ci/run), where they must run.
