@@ -186,10 +186,10 @@ def test_failed_event_write_leaves_no_job(alice_api: APIClient, monkeypatch: pyt
     if job_insert.supported():
         prepared = job_insert.prepared
 
-        def broken_event(instance: Any, fields: list[Any]) -> list[Any]:
-            values = prepared(instance, fields)
+        def broken_event(instance: Any, plan: tuple[Any, ...]) -> list[Any]:
+            values = prepared(instance, plan)
             if isinstance(instance, JobEvent):
-                values[[f.attname for f in fields].index("at")] = "not a time"
+                values[[f.attname for f, *_ in plan].index("at")] = "not a time"
             return values
 
         monkeypatch.setattr(job_insert, "prepared", broken_event)
