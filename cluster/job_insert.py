@@ -117,12 +117,12 @@ def prepared(instance: Model, plan: tuple[Column, ...]) -> list[Any]:
     values: list[Any] = []
     for f, unchanged, internal in plan:
         value = f.pre_save(instance, True)
-        if unchanged is None or (type(value) is not unchanged and value is not None):
-            values.append(f.get_db_prep_save(value, connection))
-        elif unchanged is int and value is not None:
-            values.append(adapt(value, internal))
+        if value is None and unchanged is not None:
+            values.append(None)
+        elif type(value) is unchanged:  # never for None: every other field is prepared
+            values.append(adapt(value, internal) if unchanged is int else value)
         else:
-            values.append(value)
+            values.append(f.get_db_prep_save(value, connection))
     return values
 
 

@@ -12,6 +12,7 @@ from django.db import connection
 from django.db.models import Model
 from django.utils import timezone
 from django.utils.functional import lazy
+from psycopg.types.json import Jsonb
 
 from cluster import job_insert
 from cluster.models import Job, JobEvent, Tenant
@@ -24,7 +25,7 @@ def orm_values(instance: Model, plan: tuple[Any, ...]) -> list[Any]:
 
 def comparable(value: Any) -> Any:
     """``value``, or for psycopg's ``Jsonb`` wrapper (no ``==`` of its own) what it wraps."""
-    return ("wrapped", value.obj) if type(value).__name__ == "Jsonb" else value
+    return ("wrapped", value.obj) if isinstance(value, Jsonb) else value
 
 
 def same(got: list[Any], want: list[Any]) -> None:
