@@ -24,9 +24,13 @@ Not a test: nothing is asserted. Target: p95 < 50 ms per endpoint on this machin
 
 Python's garbage collector adds pauses of 20-50 ms to a few percent of the requests (full
 collections walk every object of the process); ``--gc-freeze`` measures what happens when the
-start-up objects are frozen first (``gc.freeze()``, e.g. in gunicorn's ``post_fork``).
+start-up objects are frozen first (``gc.freeze()``, e.g. in gunicorn's ``post_fork``), and
+``--gc-between-requests`` what a gunicorn worker of ours does (``gunicorn.conf.py``,
+``config/web_gc.py``): frozen start-up objects, no automatic full collection, and one run after a
+request when due. The ``full gc`` column counts the full collections that began inside the timed
+requests.
 
-Run: ``python benchmarks/bench_dashboard.py [--requests 40] [--gc-freeze] [--churn]
+Run: ``python benchmarks/bench_dashboard.py [--requests 40] [--gc-freeze | --gc-between-requests] [--churn]
 [--no-analyze] [--endpoints fairness,timeline] [--database-url postgres://postgres@127.0.0.1:5432/sharewise_bench_dashboard]``
 """
 
@@ -39,6 +43,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -302,16 +307,27 @@ def measure(
     requests: int,
     endpoints: tuple[str, ...] = ENDPOINTS,
     churn: Churn | None = None,
+    between: Callable[[], object] | None = None,
 ) -> None:
     """Print median and p95 latency per endpoint and viewer: wall clock, and this process's CPU
     time (which, with SQLite in-process, includes the database's work, and does not count time
     lost to other programs on a busy machine); on a local PostgreSQL also the mean CPU time of
-    its backend per request (``db cpu``: wall ≈ cpu + db cpu on an idle machine)."""
+    its backend per request (``db cpu``: wall ≈ cpu + db cpu on an idle machine); and how many
+    full garbage collections ran inside the timed requests (``full gc``). ``between`` runs after
+    each timed request, outside the timing (a server hook's work after the response)."""
     from django.test import Client
 
+    inside = [0]
+    timing = [False]
+
+    def count_full(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and info["generation"] == 2 and timing[0]:
+            inside[0] += 1
+
+    gc.callbacks.append(count_full)
     print(
         f"{'endpoint':<14}{'viewer':<15}{'wall p50':>9}{'p95':>7}{'cpu p50':>9}{'p95':>7}"
-        f"{'db cpu':>8}{'KB':>6}   (ms)"
+        f"{'db cpu':>8}{'KB':>6}{'full gc':>8}   (ms)"
     )
     for name in endpoints:
         for who, user in users.items():
@@ -322,19 +338,26 @@ def measure(
             assert response.status_code == 200, response.content[:200]
             wall, cpu = [], []
             db0 = fresh_db.backend_cpu_s()
+            inside[0] = 0
             for _ in range(requests):
                 if churn is not None:
                     db0 = None if db0 is None else db0 + _churn_db_cpu(churn)
+                timing[0] = True
                 t0, c0 = time.perf_counter(), time.process_time()
                 response = client.get(url)
                 wall.append((time.perf_counter() - t0) * 1000)
                 cpu.append((time.process_time() - c0) * 1000)
+                timing[0] = False
+                if between is not None:
+                    between()
             db1 = fresh_db.backend_cpu_s()
             db = "" if db0 is None or db1 is None else f"{(db1 - db0) * 1000 / requests:.1f}"
             print(
                 f"{name:<14}{who:<15}{statistics.median(wall):>9.1f}{_p95(wall):>7.1f}"
                 f"{statistics.median(cpu):>9.1f}{_p95(cpu):>7.1f}{db:>8}{len(response.content) / 1024:>6.0f}"
+                f"{inside[0]:>8}"
             )
+    gc.callbacks.remove(count_full)
 
 
 def main() -> None:
@@ -353,6 +376,12 @@ def main() -> None:
         action="store_true",
         help="gc.freeze() after setup, as a web worker can after start-up: full garbage "
         "collections then skip the start-up objects (no 20-50 ms pauses)",
+    )
+    parser.add_argument(
+        "--gc-between-requests",
+        action="store_true",
+        help="as a gunicorn worker (gunicorn.conf.py, config/web_gc.py): start-up objects frozen, "
+        "no automatic full collections, one run after a request when due (implies --gc-freeze)",
     )
     parser.add_argument(
         "--churn",
@@ -389,13 +418,23 @@ def main() -> None:
             f"database: {connection.vendor}; populated in {time.perf_counter() - t0:.1f} s "
             "(1,024 GPUs, 10,000 jobs, 30 rounds of 6,050 decisions)"
         )
-        if args.gc_freeze:
+        between = None
+        if args.gc_between_requests:
+            from config import web_gc
+
+            web_gc.after_start()
+            between = web_gc.collect_between_requests
+            collector = "start-up objects frozen, full collections between requests (config/web_gc.py)"
+        elif args.gc_freeze:
             gc.collect()
             gc.freeze()
+            collector = "start-up objects frozen"
+        else:
+            collector = "default"
         print(f"planner statistics: {'none (--no-analyze)' if args.no_analyze else 'ANALYZE after loading'}")
-        print(f"garbage collector: {'start-up objects frozen' if args.gc_freeze else 'default'}")
+        print(f"garbage collector: {collector}")
         print("between requests: " + ("a round's changes (--churn)" if args.churn else "nothing changes"))
-        measure(users, args.requests, endpoints, Churn() if args.churn else None)
+        measure(users, args.requests, endpoints, Churn() if args.churn else None, between)
 
 
 if __name__ == "__main__":
