@@ -37,7 +37,7 @@ def cluster_map_payload(viewer: Viewer) -> Mapping[str, Any]:
             "(manage.py add_node, or start a node agent) and its GPUs appear here.",
         )
     placed = _active_placements()
-    rounds = latest_rounds(1)
+    rounds = latest_rounds(1, waits=False)  # only its shares' ξ are shown
     tenants = visible_tenants(viewer)
     # the body depends on these rows alone (a round's record never changes): built again only
     # when one of them differs (frontend.payloads.memo)

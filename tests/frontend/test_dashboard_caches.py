@@ -288,3 +288,56 @@ def test_a_members_kept_waits_of_a_round_follow_its_jobs() -> None:
     assert decisions.own_waits(r, frozenset({3, 7}), 5) == [(3, "no GPU")]  # job 1 no longer the member's
     assert decisions.own_waits(r, frozenset({2}), 6) == [(2, "behind job 1")]
     assert decisions.own_waits(r, frozenset(), 5) == []
+
+
+def test_the_cluster_map_reads_a_round_without_its_waits_and_the_queue_then_reads_them(
+    shared_cluster: dict[str, Job], admin_web: Client
+) -> None:
+    """``latest_rounds(waits=False)`` (the cluster map's) reads a new round without its packed
+    ``waits`` column; the first caller that needs them reads the round whole and keeps that view,
+    equal to one built from the row; a view without waits never replaces a whole one."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from frontend.payloads.rounds import RoundView, latest_rounds
+    from scheduling.round_waits import pack_waits
+
+    jobs = shared_cluster
+    starts = [d for d in record_round(jobs, []).decisions if d["action"] != "wait"]
+    waits = [
+        (jobs["c-wait"].pk, "needs 4 GPUs, 2 idle"),
+        (jobs["a-wait"].pk, f"waits behind job {jobs['c-wait'].pk}"),
+    ]
+    row = Round.objects.create(
+        policy="sjf-bsbf",
+        duration_ms=3.0,
+        n_started=2,
+        n_waiting=2,
+        n_preempted=0,
+        decisions=starts,
+        waits=pack_waits(waits),
+        finished_at=timezone.now(),
+    )
+
+    def round_reads(queries: CaptureQueriesContext) -> list[str]:
+        return [q["sql"] for q in queries.captured_queries if '"decisions"' in q["sql"]]
+
+    with CaptureQueriesContext(connection) as queries:
+        light = latest_rounds(1, waits=False)[0]
+    assert light.pk == row.pk and not light.waits_read and light.waits == () and light.wait_order == ()
+    assert light.slowdowns == {jobs["a-train"].pk: 1.3, jobs["c-train"].pk: 1.6}
+    (read,) = round_reads(queries)
+    assert '"waits"' not in read
+    with CaptureQueriesContext(connection) as queries:
+        whole = latest_rounds(1)[0]
+    (read,) = round_reads(queries)
+    assert '"waits"' in read
+    meta = (row.pk, row.started_at, row.policy, row.duration_ms, 2, 2, 0)
+    assert whole == RoundView.of(meta, starts, pack_waits(waits))
+    assert whole.waits == tuple(waits) and whole.wait_order == (jobs["c-wait"].pk, jobs["a-wait"].pk)
+    with CaptureQueriesContext(connection) as queries:
+        again = latest_rounds(1, waits=False)[0]
+    assert again is whole and round_reads(queries) == []  # the whole view, kept, serves it too
+    # through the endpoints: the map first, then the queue shows the round's reasons
+    assert get(admin_web, "cluster-map")
+    assert f"waits behind job {jobs['c-wait'].pk}" in str(get(admin_web, "queue"))
