@@ -22,6 +22,7 @@ from django.db.models.signals import post_delete, post_save
 
 from cluster import models, runnable
 from cluster.cache_forget import forget_keys
+from cluster.cache_reads import Getter
 from scheduling.service.health import CACHE_ERRORS
 
 #: Cache key of the facts.
@@ -39,22 +40,30 @@ def lifetime_s() -> float:
     return float(getattr(settings, "SHAREWISE_CLUSTER_FACTS_CACHE_S", 5.0))
 
 
-def current() -> dict[str, Any]:
+def cache_key() -> str | None:
+    """The facts' cache key (:data:`KEY`), or ``None`` when they are not cached (:func:`lifetime_s`
+    0: :func:`current` reads them every time)."""
+    return KEY if lifetime_s() > 0 else None
+
+
+def current(get: Getter | None = None) -> dict[str, Any]:
     """The facts of :data:`READERS`: ``{"largest_gang": GPUs, "missing_command_refusal": text or
     None, "largest_gpu_memory_mb:": MB}``, from the cache (no query) or read now (3 queries) and
-    cached. An unreachable cache is skipped."""
-    lifetime = lifetime_s()
-    if lifetime > 0:
+    cached. An unreachable cache is skipped. ``get``: what reads the cache in place of
+    ``cache.get``, the :func:`cluster.cache_reads.read_together` of the request's entries with
+    :func:`cache_key` among them (one round trip for them all)."""
+    key = cache_key()
+    if key is not None:
         try:
-            facts = cache.get(KEY)
+            facts = (get or cache.get)(key)
         except CACHE_ERRORS:
-            facts, lifetime = None, 0.0
+            facts, key = None, None
         if facts is not None:
             return dict(facts)
     facts = {name: read() for name, read in READERS.items()}
-    if lifetime > 0:
+    if key is not None:
         try:
-            cache.set(KEY, facts, timeout=lifetime)
+            cache.set(key, facts, timeout=lifetime_s())
         except CACHE_ERRORS:
             pass
     return facts

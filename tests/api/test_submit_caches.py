@@ -1,5 +1,6 @@
 """The submission path's caches (issue 16): a token's row and the cluster's bounds are kept between
-requests, and every change that makes them wrong is seen by the very next request."""
+requests (both read by one round trip), and every change that makes them wrong is seen by the
+very next request."""
 
 from __future__ import annotations
 
@@ -7,14 +8,17 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+import redis
 from django.contrib.auth import get_user_model
+from django.core.cache import cache, caches
 from django.db import connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from cluster import token_cache
+from cluster import cluster_facts, token_cache
+from cluster.cache_reads import read_together
 from cluster.models import Job, Membership, Node, Tenant
 from scheduling.service import check_heartbeats
 from tests.api.conftest import JOBS_URL, api_token, job_body, redis_caches
@@ -181,3 +185,135 @@ def test_with_redis_a_rotated_token_is_refused_at_once(alice: Any, cluster: Any)
             assert client.keys(f"{prefix}:*api-token:*") == []
             assert submit(client_with(old), name="refused").status_code == 401
             assert submit(client_with(new), name="accepted").status_code == 201
+
+
+@pytest.fixture
+def cache_reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
+    """The reads the requests make of the default cache, as ``(method, keys)``: ``get`` and
+    ``get_many`` called by the code (a ``get`` that the process-local cache's ``get_many`` makes
+    for each of its keys is part of that one read)."""
+    backend = caches["default"]
+    calls: list[tuple[str, Any]] = []
+    inside = [0]
+    get, get_many = backend.get, backend.get_many
+
+    def counted_get(key: str, *args: Any, **kwargs: Any) -> Any:
+        if not inside[0]:
+            calls.append(("get", key))
+        return get(key, *args, **kwargs)
+
+    def counted_get_many(keys: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(("get_many", sorted(keys)))
+        inside[0] += 1
+        try:
+            return get_many(keys, *args, **kwargs)
+        finally:
+            inside[0] -= 1
+
+    monkeypatch.setattr(backend, "get", counted_get)
+    monkeypatch.setattr(backend, "get_many", counted_get_many)
+    return calls
+
+
+@token_cache_on
+def test_the_token_and_the_cluster_facts_are_one_cache_read(
+    alice_api: APIClient, alice: Any, cache_reads: list[tuple[str, Any]]
+) -> None:
+    """Both cached: one ``get_many`` of the two keys (one ``MGET`` on Redis), no ``get``, no query of
+    either; the code before made two ``get`` calls."""
+    assert submit(alice_api).status_code == 201  # fills both entries
+    cache_reads.clear()
+    with CaptureQueriesContext(connection) as queries:
+        assert submit(alice_api, name="second").status_code == 201
+    token_key = token_cache.cache_key(api_token(alice))
+    assert cache_reads == [("get_many", sorted([token_key, cluster_facts.KEY]))]
+    assert not any("cluster_apitoken" in s or "cluster_gpu" in s for s in statements(queries))
+
+
+@token_cache_on
+def test_a_missing_entry_is_read_from_the_database_and_cached_again(
+    alice_api: APIClient, alice: Any, cache_reads: list[tuple[str, Any]]
+) -> None:
+    """The facts forgotten (a node changed), the token's row still cached: the facts are read (and
+    cached), the token is not; then the token's row forgotten: the token is read, the facts not."""
+    assert submit(alice_api).status_code == 201
+    cache_reads.clear()
+    for forget, read, kept in (
+        (cluster_facts.forget, "cluster_gpu", "cluster_apitoken"),
+        (lambda: token_cache.forget_users([alice.pk]), "cluster_apitoken", "cluster_gpu"),
+    ):
+        forget()
+        with CaptureQueriesContext(connection) as queries:
+            assert submit(alice_api, name="again").status_code == 201
+        sql = statements(queries)
+        assert any(read in s for s in sql) and not any(kept in s for s in sql), sql
+        assert [method for method, _ in cache_reads] == ["get_many"]  # one read, whatever it found
+        assert len(cache.get_many([cluster_facts.KEY, token_cache.cache_key(api_token(alice))])) == 2
+        cache_reads.clear()
+
+
+@token_cache_on
+def test_a_cache_that_does_not_answer_leaves_both_to_the_database(
+    alice_api: APIClient, alice: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one read failing (Redis unreachable) is each entry's own outage: the token and the facts
+    are read from the database, not written back, and the submission is answered."""
+    assert submit(alice_api).status_code == 201
+
+    def unreachable(*args: Any, **kwargs: Any) -> Any:
+        raise redis.exceptions.ConnectionError("no route to the cache")
+
+    stored: list[str] = []
+    monkeypatch.setattr(caches["default"], "get_many", unreachable)
+    monkeypatch.setattr(caches["default"], "set", lambda key, *args, **kwargs: stored.append(key))
+    with CaptureQueriesContext(connection) as queries:
+        assert submit(alice_api, name="without-cache").status_code == 201
+    sql = statements(queries)
+    assert any("cluster_apitoken" in s for s in sql) and any("cluster_gpu" in s for s in sql), sql
+    assert stored == []  # no write to a cache that did not answer (each would wait its timeout)
+
+
+def test_with_the_token_cache_off_only_the_facts_are_read(
+    alice_api: APIClient, cache_reads: list[tuple[str, Any]]
+) -> None:
+    """A process-local cache without ``SHAREWISE_TOKEN_CACHE_S`` (the embedded default): the token
+    is the database's, the facts one ``get`` as before; with the facts off too, no read at all."""
+    assert token_cache.lifetime_s() == 0
+    assert submit(alice_api).status_code == 201
+    assert cache_reads == [("get", cluster_facts.KEY)]
+    with override_settings(SHAREWISE_CLUSTER_FACTS_CACHE_S=0):
+        assert submit(alice_api, name="no-cache").status_code == 201
+    assert cache_reads == [("get", cluster_facts.KEY)]
+
+
+@pytest.mark.redis
+def test_with_redis_a_submission_reads_the_cache_once(
+    alice: Any, cluster: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Production's cache: one ``MGET`` for the token's row and the facts, no ``GET``."""
+    with redis_caches("config.redis_cache.ReusedClientRedisCache") as (caches_, client, prefix):
+        with override_settings(CACHES=caches_):
+            sent: list[str] = []
+            execute = redis.Redis.execute_command
+
+            def counted(self: Any, *args: Any, **options: Any) -> Any:
+                sent.append(str(args[0]).upper())
+                return execute(self, *args, **options)
+
+            monkeypatch.setattr(redis.Redis, "execute_command", counted)
+            token = api_token(alice)
+            assert submit(client_with(token)).status_code == 201
+            sent.clear()
+            assert submit(client_with(token), name="second").status_code == 201
+            assert [c for c in sent if c in ("GET", "MGET")] == ["MGET"], sent
+
+
+def test_read_together_answers_as_cache_get_would() -> None:
+    """Keys read ahead answer from the one read (a key set since is not seen: it was read before);
+    another key is read when asked; one key or none is ``cache.get`` itself."""
+    cache.set("a", 1)
+    get = read_together(["a", None, "b"])
+    cache.set("b", 2)
+    cache.set("c", 3)
+    assert (get("a"), get("b"), get("c")) == (1, None, 3)
+    assert read_together(["a", None]) == cache.get
