@@ -408,6 +408,10 @@ SHAREWISE_TOKEN_CACHE_S = env_values.number("SHAREWISE_TOKEN_CACHE_S", None, min
 # Seconds the cluster's bounds a submission is checked against stay cached (cluster/cluster_facts.py);
 # forgotten at once on a node or GPU change; 0 reads them for every submission.
 SHAREWISE_CLUSTER_FACTS_CACHE_S = env_values.seconds("SHAREWISE_CLUSTER_FACTS_CACHE_S", 5.0, minimum=0)
+# Seconds a web process keeps a model's learned classes for the estimate in a submission's answer
+# (scheduling/service/knowledge.py); a class the process learns is forgotten at once, one learned
+# in another process is seen within this; 0 reads them for every submission.
+SHAREWISE_CLASS_CACHE_S = env_values.seconds("SHAREWISE_CLASS_CACHE_S", 1.0, minimum=0)
 # Single job submissions answered by a plain Django view where it answers as DRF's view would
 # (cluster/fast_submit.py); false sends every submission through DRF.
 SHAREWISE_FAST_SUBMIT = env_values.boolean("SHAREWISE_FAST_SUBMIT", default=True)

@@ -8,3 +8,9 @@ class SchedulingConfig(AppConfig):
 
     name = "scheduling"
     verbose_name = "Scheduling"
+
+    def ready(self) -> None:
+        """Connect the per-process memory of the learned classes to the changes of their rows."""
+        from scheduling.service import knowledge
+
+        knowledge.connect()

@@ -47,6 +47,15 @@ def _forget_job_tenants() -> None:
     job_tenants.forget()
 
 
+@pytest.fixture(autouse=True)
+def _forget_learned_classes() -> None:
+    """Each test starts with no learned class kept (``knowledge.recent_class_records``): a class a
+    rolled-back test learned must not be in the next test's answers."""
+    from scheduling.service import knowledge
+
+    knowledge.forget_class_records()
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on now (the OS picks it), for a server a test
     starts."""

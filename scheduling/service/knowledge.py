@@ -6,7 +6,10 @@ service").
   table with the :class:`~scheduling.core.learning.Knowledge` of the ``LearnedSlowdown`` and
   ``IncompatiblePair`` rows. Kept per process while those tables do not change
   (:func:`knowledge_version`), so the policies' memos, kept per profile object, stay warm.
-- :func:`class_records` / :func:`job_stats`: the pooled and per-job exclusive iteration times.
+- :func:`class_records` / :func:`job_stats`: the pooled and per-job exclusive iteration times;
+  :func:`recent_class_records`: the classes of a submission's answer, kept per process for
+  ``SHAREWISE_CLASS_CACHE_S`` (1 s) and forgotten at once when this process learns a class
+  (:func:`forget_class_records`).
 - :func:`iteration_estimate`: the order of trust of ``choose_iter_time`` (measured for this job >
   learned for its class > declared > the profile's estimate).
 - :func:`memory_estimate`: the job's memory per GPU at the full batch: measured for this job >
@@ -22,10 +25,13 @@ import math
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
+from time import monotonic
 from typing import Any
 
-from django.db import connection
+from django.conf import settings
+from django.db import connection, transaction
 from django.db.models import Count, F, Max, Sum
+from django.db.models.signals import post_delete, post_save
 
 from cluster.expressions import AnyOf
 from cluster.models import Job
@@ -151,6 +157,93 @@ def class_records(keys: Iterable[IterKey] | None = None) -> dict[IterKey, ClassR
     }
 
 
+#: Models whose classes :func:`recent_class_records` keeps at most: the names are the
+#: submitters' to choose, so past it the memory starts again (the next reads fill it).
+KEPT_CLASS_MODELS = 1024
+
+# Guards the three below. Normalised model → (monotonic() before its read, its classes' records).
+_classes_lock = threading.Lock()
+_classes: dict[str, tuple[float, dict[IterKey, ClassRecord]]] = {}
+# Bumped by forget_class_records: a read that began before a forget does not store what it read.
+_classes_generation = 0
+
+
+def class_cache_s() -> float:
+    """Seconds a model's learned classes stay kept per process for a submission's answer
+    (setting ``SHAREWISE_CLASS_CACHE_S``, default 1; 0: read for every submission)."""
+    return float(getattr(settings, "SHAREWISE_CLASS_CACHE_S", 1.0))
+
+
+def recent_class_records(keys: Iterable[IterKey]) -> dict[IterKey, ClassRecord]:
+    """:func:`class_records` of ``keys`` (every learned class of their models), each model's
+    read by this process at most :func:`class_cache_s` seconds ago taken from memory (no query),
+    the others read (1 query) and kept.
+
+    Why: every submission's answer asks for its model's classes (issue 16: about 7 % of a POST's
+    CPU), which change only when an agent's report teaches one. What this process learns it
+    forgets at once (:func:`forget_class_records`, called by every writer of ``LearnedIterTime``
+    in :mod:`scheduling.service.observations` and by the model's save and delete signals), so a
+    sample learned here is in the next answer; what another process learns is in this
+    process's answers within the lifetime. Only the answer uses it: rounds read the database.
+    Thread-safe."""
+    lifetime = class_cache_s()
+    keys = list(keys)
+    if lifetime <= 0:
+        return class_records(keys)
+    models = {k[0] for k in keys}
+    found: dict[IterKey, ClassRecord] = {}
+    now = monotonic()
+    with _classes_lock:
+        generation = _classes_generation
+        missing = []
+        for model in models:
+            kept = _classes.get(model)
+            if kept is not None and now - kept[0] < lifetime:
+                found.update(kept[1])
+            else:
+                missing.append(model)
+    if not missing:
+        return found
+    read: dict[str, dict[IterKey, ClassRecord]] = {model: {} for model in missing}
+    for key, record in class_records((model, 0, 0) for model in missing).items():  # by model only
+        read.setdefault(key[0], {})[key] = record
+        found[key] = record
+    with _classes_lock:
+        if generation == _classes_generation:  # no class learned here since the read began
+            if len(_classes) + len(read) > KEPT_CLASS_MODELS:
+                _classes.clear()
+            _classes.update((model, (now, records)) for model, records in read.items())
+    return found
+
+
+def forget_class_records() -> None:
+    """Drop the classes :func:`recent_class_records` keeps, now and again when the current
+    transaction commits (a read between the write and its commit still sees the old rows and may
+    keep them: the second drop removes them). For every writer of ``LearnedIterTime``."""
+
+    def forget() -> None:
+        global _classes_generation
+        with _classes_lock:
+            _classes.clear()
+            _classes_generation += 1
+
+    forget()
+    if connection.in_atomic_block:  # outside one the write is committed: once is enough
+        transaction.on_commit(forget, robust=True)
+
+
+def _class_changed(sender: Any, **kwargs: Any) -> None:
+    forget_class_records()
+
+
+def connect() -> None:
+    """Forget the kept classes whenever a ``LearnedIterTime`` row is saved or deleted through
+    the ORM (the admin, a test's rows; ``SchedulingConfig.ready``). The service's own writes
+    (plain statements and ``update()``, which send no signal) call :func:`forget_class_records`."""
+    post_save.connect(_class_changed, sender=LearnedIterTime, dispatch_uid="knowledge.class_saved")
+    post_delete.connect(_class_changed, sender=LearnedIterTime, dispatch_uid="knowledge.class_deleted")
+
+
 def job_stats(job_ids: Iterable[int]) -> dict[int, SampleStats]:
     """Each job's exclusive samples (``JobIterTime``), for the jobs of ``job_ids`` (primary keys)
     that have some (1 query; none for no ids).
@@ -203,10 +296,12 @@ def job_estimates(jobs: Iterable[Job], *, new: bool = False) -> dict[int, Estima
     """:func:`iteration_estimate` of each of ``jobs`` (rows), by primary key (2 queries): what the
     job API shows as ``scheduler_iteration_time_s`` and ``iteration_time_source``. ``new``: the
     jobs were created by this request, so none has samples of its own yet (only an agent running
-    a job reports them): 1 query, for the classes."""
+    a job reports them): 1 query for the classes, none while this process has read them in the
+    last ``SHAREWISE_CLASS_CACHE_S`` (:func:`recent_class_records`)."""
     jobs = list(jobs)
     own = {} if new else job_stats(j.pk for j in jobs)
-    records = class_records(class_key(j.model, j.batch_size, j.gpus) for j in jobs)
+    read = recent_class_records if new else class_records
+    records = read(class_key(j.model, j.batch_size, j.gpus) for j in jobs)
     table = load_default_profile()
     profile_s: dict[IterKey, float] = {}
     answer = {}

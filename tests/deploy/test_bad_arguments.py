@@ -33,6 +33,8 @@ REPO = Path(__file__).resolve().parents[2]
         (["gains_table.py", "--traces", "nonexistent"], "--traces: each item is NAME:NODESxGPUS"),
         (["derive_launch_overhead.py", "/nonexistent"], "error: cannot read Muri's testbed results under"),
         (["bench_cache.py", "--cache-url", "foo"], "argument --cache-url: expected redis://host:port/db"),
+        (["bench_post.py", "--compare", "bogus"], "argument --compare: invalid choice: 'bogus'"),
+        (["bench_post.py", "--compare", "one-read", "--database-url", "x"], "--database-url: expected"),
     ],
 )
 def test_a_bad_benchmark_argument_is_one_line(argv: list[str], said: str, tmp_path: Path) -> None:
