@@ -216,15 +216,23 @@ def recent_class_records(keys: Iterable[IterKey]) -> dict[IterKey, ClassRecord]:
     return found
 
 
-def forget_class_records() -> None:
-    """Drop the classes :func:`recent_class_records` keeps, now and again when the current
-    transaction commits (a read between the write and its commit still sees the old rows and may
-    keep them: the second drop removes them). For every writer of ``LearnedIterTime``."""
+def forget_class_records(models: Iterable[str] | None = None) -> None:
+    """Drop the classes :func:`recent_class_records` keeps of ``models`` (normalised model names,
+    as ``LearnedIterTime.model`` holds them; ``None``: of every model), now and again when the
+    current transaction commits (a read between the write and its commit still sees the old rows
+    and may keep them: the second drop removes them). For every writer of ``LearnedIterTime``:
+    a report teaches one class, and the other models' kept classes stay valid. A read of any
+    model under way meanwhile is not kept (one generation count for all)."""
+    dropped = None if models is None else set(models)
 
     def forget() -> None:
         global _classes_generation
         with _classes_lock:
-            _classes.clear()
+            if dropped is None:
+                _classes.clear()
+            else:
+                for model in dropped:
+                    _classes.pop(model, None)
             _classes_generation += 1
 
     forget()
@@ -233,7 +241,7 @@ def forget_class_records() -> None:
 
 
 def _class_changed(sender: Any, **kwargs: Any) -> None:
-    forget_class_records()
+    forget_class_records()  # every model: an edit through the ORM (the admin) may rename the row's
 
 
 def connect() -> None:

@@ -123,7 +123,7 @@ def observe_memory(job: Job, memory_mb: float, placements: JobPlacements | None 
         LearnedIterTime.objects.get_or_create(**key)  # a concurrent insert of the class: it wins
     grows = Q(memory_mb__isnull=True) | Q(memory_mb__lt=full)
     LearnedIterTime.objects.filter(grows, **key).update(memory_mb=full)
-    forget_class_records()  # the kept records hold the class's memory too
+    forget_class_records([model])  # the kept records hold the class's memory too
 
 
 #: A sample for a summary row that many jobs share (a class's iteration time, a pair's slowdown):
@@ -139,8 +139,9 @@ def fold_shared(samples: list[SharedSample]) -> None:
     Rows are locked in one order (table, then key), so two events never wait on each other."""
     for table, key, value in sorted(samples, key=lambda s: (meta(s[0]).label, sorted(s[1].items()))):
         add_sample(locked(table, **key), value)
-    if any(table is LearnedIterTime for table, _, _ in samples):
-        forget_class_records()  # this process's next submission answers see the class learned
+    learned = {key["model"] for table, key, _ in samples if table is LearnedIterTime}
+    if learned:
+        forget_class_records(learned)  # this process's next submission answers see the class learned
 
 
 def observe_progress(

@@ -165,3 +165,22 @@ def test_a_read_between_a_write_and_its_commit_is_forgotten_at_the_commit(
     with CaptureQueriesContext(connection) as queries:
         knowledge.recent_class_records([KEY])
     assert class_reads(queries) == 1
+
+
+@pytest.mark.django_db
+def test_a_class_learned_for_another_model_keeps_this_models_kept_classes(clock: list[float]) -> None:
+    """A report teaches one class (a sample folded into its row, an ``UPDATE`` without signal): the
+    kept classes of the other models stay (no read again), the taught model's are read again.
+    (A class's first row is made through the ORM, whose signal forgets every model.)"""
+    vgg = knowledge.class_key("vgg16", 128, 2)
+    vgg_class = dict(zip(("model", "batch_size", "gpus"), vgg, strict=True))
+    fold_shared([(LearnedIterTime, vgg_class, 0.5)])  # the row made, every model forgotten
+    knowledge.recent_class_records([KEY])
+    knowledge.recent_class_records([vgg])
+    fold_shared([(LearnedIterTime, vgg_class, 0.5)])
+    with CaptureQueriesContext(connection) as queries:
+        knowledge.recent_class_records([KEY])
+    assert class_reads(queries) == 0
+    with CaptureQueriesContext(connection) as queries:
+        found = knowledge.recent_class_records([vgg])
+    assert class_reads(queries) == 1 and found[vgg].stats is not None and found[vgg].stats.count == 2
