@@ -47,7 +47,14 @@ def test_jobs_submitted_over_rest_get_placed(nodes: list[Node], workers: Workers
     assert_invariants()
     record = Round.objects.get(n_started=3)
     assert {d["job_id"] for d in record.decision_list() if d["action"] == "start"} == set(ids)
-    sent = [m for node in nodes for m in node_messages(redis_client, node.name)]
+
+    def all_sent() -> list[dict[str, Any]] | None:
+        sent = [m for node in nodes for m in node_messages(redis_client, node.name)]
+        return sent if {m["job_id"] for m in sent} == set(ids) else None
+
+    # The worker sends the messages after its round commits, so the jobs can be seen running a
+    # moment before their messages reach Redis (all in one pipeline): wait for them too.
+    sent = wait_for(all_sent, 30, f"the start messages of jobs {ids}\n{workers.logs()}")
     placed = {
         (p.job_id, p.gpu.node.name, p.gpu.index)
         for p in Placement.objects.filter(active=True).select_related("gpu__node")
