@@ -10,6 +10,15 @@ from operator import attrgetter
 
 from scheduling.core.types import Job, Profile
 
+ANSWER_FIELDS = ("model", "batch_size", "memory_mb")
+"""The job fields a :class:`~scheduling.core.types.Profile`'s answers depend on (its contract),
+besides ``iter_time_s`` for iteration times: not the job's gang size, id, tenant or progress."""
+
+answer_key = attrgetter(*ANSWER_FIELDS)
+"""``job → (model, batch_size, memory_mb)``, the :data:`ANSWER_FIELDS` as one tuple (built in C).
+Two jobs with the same key get the same memory, sub-batches, slowdowns and pair verdicts from
+every profile, whatever their gang sizes."""
+
 FIT_FIELDS = ("model", "batch_size", "gpus", "memory_mb", "gpu_types")
 """The job fields whether a job can ever start depends on: its shape (:meth:`CachedProfile.shape`,
 which fixes its memory per GPU at every sub-batch) and the GPU types it accepts."""
@@ -22,10 +31,11 @@ fit_key = attrgetter(*FIT_FIELDS)
 class CachedProfile:
     """A memoising wrapper around a :class:`~scheduling.core.types.Profile` for one round.
 
-    Answers are cached by the job fields a profile may depend on: ``(model, batch_size, gpus,
-    memory_mb)`` for memory, sub-batches and slowdowns, plus ``iter_time_s`` for iteration times.
-    A profile whose answers depend on anything else of a job (its id, tenant, progress) must not be
-    wrapped. Raises whatever the wrapped profile raises.
+    Answers are cached by the job fields a profile may depend on (:data:`ANSWER_FIELDS`:
+    ``(model, batch_size, memory_mb)``) for memory, sub-batches and slowdowns, plus ``iter_time_s``
+    for iteration times. A profile whose answers depend on anything else of a job (its gang size,
+    id, tenant, progress) breaks the Profile contract and must not be wrapped. Raises whatever the
+    wrapped profile raises.
     """
 
     __slots__ = ("_inner", "_iter", "_mem", "_subs", "_xi", "_known", "_pairs")
@@ -41,7 +51,8 @@ class CachedProfile:
 
     @staticmethod
     def shape(job: Job) -> tuple:
-        """The key of everything but speed: ``(model, batch_size, gpus, memory_mb)``."""
+        """The key of whether a job fits some GPUs: ``(model, batch_size, gpus, memory_mb)`` (its
+        gang size too; the profile's answers alone: :data:`answer_key`)."""
         return (job.model, job.batch_size, job.gpus, job.memory_mb)
 
     @property
@@ -51,7 +62,7 @@ class CachedProfile:
 
     def iter_time_s(self, job: Job, sub_batch: int) -> float:
         """``t_j(b)`` (s), memoised."""
-        key = (job.model, job.batch_size, job.gpus, job.memory_mb, job.iter_time_s, sub_batch)
+        key = (job.model, job.batch_size, job.memory_mb, job.iter_time_s, sub_batch)
         value = self._iter.get(key)
         if value is None:
             value = self._iter[key] = self._inner.iter_time_s(job, sub_batch)
@@ -59,7 +70,7 @@ class CachedProfile:
 
     def memory_mb(self, job: Job, sub_batch: int) -> float:
         """``mem_j(b)`` (MB per GPU), memoised."""
-        key = (job.model, job.batch_size, job.gpus, job.memory_mb, sub_batch)
+        key = (job.model, job.batch_size, job.memory_mb, sub_batch)
         value = self._mem.get(key)
         if value is None:
             value = self._mem[key] = self._inner.memory_mb(job, sub_batch)
@@ -67,7 +78,7 @@ class CachedProfile:
 
     def sub_batches(self, job: Job, min_sub_batch: int = 1) -> tuple[int, ...]:
         """Feasible sub-batch sizes, largest first, memoised."""
-        key = (job.model, job.batch_size, job.gpus, job.memory_mb, min_sub_batch)
+        key = (job.model, job.batch_size, job.memory_mb, min_sub_batch)
         value = self._subs.get(key)
         if value is None:
             value = self._subs[key] = tuple(self._inner.sub_batches(job, min_sub_batch))
@@ -78,12 +89,10 @@ class CachedProfile:
         key = (
             a.model,
             a.batch_size,
-            a.gpus,
             a.memory_mb,
             sub_a,
             b.model,
             b.batch_size,
-            b.gpus,
             b.memory_mb,
             sub_b,
         )
@@ -94,8 +103,8 @@ class CachedProfile:
         return value
 
     def memory_known(self, job: Job) -> bool:
-        """Whether the job's memory is known, memoised by shape."""
-        key = (job.model, job.batch_size, job.gpus, job.memory_mb)
+        """Whether the job's memory is known, memoised by :data:`answer_key`."""
+        key = (job.model, job.batch_size, job.memory_mb)
         value = self._known.get(key)
         if value is None:
             value = self._known[key] = self._inner.memory_known(job)

@@ -479,6 +479,11 @@ class Profile(Protocol):
 
     Implemented by ``scheduling.core.profiles.TableProfile``. All times are for the whole
     global batch of one iteration, on the job's own GPUs.
+
+    Contract: every answer about a job depends on its ``model``, ``batch_size`` and ``memory_mb``
+    only (iteration times also on its ``iter_time_s``), never on its gang size (``gpus``), id,
+    tenant or progress. Policies memoise the answers by those fields and treat jobs that differ
+    in gang size alone as one (``scheduling.core.profile_cache.answer_key``).
     """
 
     def iter_time_s(self, job: Job, sub_batch: int) -> float:

@@ -11,7 +11,7 @@ import math
 from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass, field
 
-from scheduling.core.profile_cache import CachedProfile, cached
+from scheduling.core.profile_cache import answer_key, cached
 from scheduling.core.ranking import PendingRanking
 from scheduling.core.round_state import Resident, RoundState
 from scheduling.core.rounds import SharePlan, sharing_round, sjf_key
@@ -48,10 +48,11 @@ B/2 + μ·A)``)."""
 
 @dataclass(slots=True)
 class _Group:
-    """Residents that look alike to every waiting job: same shape (model, batch size, GPUs,
-    memory), same sub-batch and same memory room — so memory fit and ``ξ`` are shared, and only
-    ``B`` differs. ``entries`` are ``(B, submit_time, id)``, sorted; ``number`` is the key's id in
-    the policy's :class:`BestBenefitMemo`."""
+    """Residents that look alike to every waiting job: same profile answers (model, batch size,
+    memory: :data:`~scheduling.core.profile_cache.answer_key`, whatever their gang sizes), same
+    sub-batch and same memory room — so memory fit and ``ξ`` are shared, and only ``B`` differs.
+    ``entries`` are ``(B, submit_time, id)``, sorted; ``number`` is the key's id in the policy's
+    :class:`BestBenefitMemo`."""
 
     key: tuple
     number: int
@@ -62,8 +63,10 @@ class _Group:
 
 
 class BestBenefitMemo:
-    """What a policy object remembers between rounds for one profile: its :class:`CachedProfile`,
-    small integer ids of job shapes and group keys, the options of each (shape, group) pair, a
+    """What a policy object remembers between rounds for one profile: its
+    :class:`~scheduling.core.profile_cache.CachedProfile`, small integer ids of job shapes (the
+    profile's answer keys, :data:`~scheduling.core.profile_cache.answer_key`: gang sizes apart)
+    and group keys, the options of each (shape, group) pair, a
     waiting job's exclusive times ``A`` per sub-batch (fixed while it waits) and, per such job and
     group, its smallest benefit threshold and options with ``A`` (so a job that waits round after
     round is not re-derived against the same groups). Pure caches — decisions never depend on
@@ -160,7 +163,8 @@ class BestBenefitFinder:
     def added(self, resident: Resident) -> None:
         """Index a new resident."""
         job = resident.job
-        key = (CachedProfile.shape(job), resident.sub_batch, resident.room_mb)
+        # by answer key, not shape: a 1-GPU and an 8-GPU resident of one model are one group
+        key = (answer_key(job), resident.sub_batch, resident.room_mb)
         b_s = resident_remaining_s(self._profile, job, resident.sub_batch)
         group = self._groups.get(key)
         if group is None:
@@ -268,7 +272,8 @@ class BestBenefitFinder:
         shape_ids = self._memo.shape_ids
         # the options also depend on the sub-batch floor and on whether unknown pairs may share,
         # which may change between rounds
-        shape_key = (CachedProfile.shape(job), self._min_sub, self._unknown_ok)
+        # (the "shape" of this memo is the profile's answer key: the gang size changes no option)
+        shape_key = (answer_key(job), self._min_sub, self._unknown_ok)
         shape_id = shape_ids.setdefault(shape_key, len(shape_ids))
         remaining = job.remaining_iterations
         times_key = (shape_id, job.iter_time_s, remaining)
