@@ -204,7 +204,7 @@ def test_round_invariants(name: str, case: tuple[Snapshot, FakeProfile]) -> None
 
 class BruteForceFinder(BestBenefitFinder):
     """Reference partner choice with none of the speed-ups: every resident judged with
-    :func:`plan_pair`, the beneficial ones sorted by ``(T_con, submit_time, id)``."""
+    :func:`plan_pair`, the beneficial ones sorted by ``(T_con, B, submit_time, id)``."""
 
     def __init__(self, state: RoundState, profile: CachedProfile) -> None:
         super().__init__(state, BestBenefitMemo(profile))
@@ -217,9 +217,16 @@ class BruteForceFinder(BestBenefitFinder):
                 self._profile, job, resident.job, resident.sub_batch, resident.room_mb, self._min_sub
             )
             if plan is not None and plan.beneficial:
-                row = (plan.t_con_s, resident.job.submit_time, resident.job.id, plan.sub_batch, resident)
+                row = (
+                    plan.t_con_s,
+                    plan.b_s,
+                    resident.job.submit_time,
+                    resident.job.id,
+                    plan.sub_batch,
+                    resident,
+                )
                 judged.append(row)
-        judged.sort(key=lambda row: row[:3])
+        judged.sort(key=lambda row: row[:4])
         partners, subs, got = [], [], 0
         for *_, sub, resident in judged:
             if got == need:

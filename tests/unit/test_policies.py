@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 
@@ -447,6 +448,25 @@ def test_bsbf_picks_the_cheapest_paying_resident_near_the_threshold() -> None:
     assert start.gpu_ids == (1,)
     (share,) = start.shares
     assert (share.partner_id, share.t_con_s, share.t_seq_s) == (101, pytest.approx(255), pytest.approx(260))
+
+
+@pytest.mark.parametrize("other_model", ["m", "m2"])
+def test_bsbf_equal_t_con_goes_to_the_resident_that_ends_sooner(other_model: str) -> None:
+    # ξ = 1.3 for every pair and 1,000 MB for every model (PLAIN's defaults): κ = (1 − 1/2.6)·1.3
+    # = 0.8 < 1, so every B pays. J: A = 1,000 s ≥ B → T_con = 500 + 0.8·B. R1 (submitted at 5)
+    # has B = 100 s; R2 (submitted at 1) has B one ulp above 100 s, which 500 + 0.8·B rounds away:
+    # both T_con are 580.0 to the bit. The tie goes to the smaller B (R1: it ends sooner) whether
+    # R2 runs the same model as R1 (one group of residents, searched in B order) or another (two
+    # groups, merged by the heap); before, the first case chose R1 and the second R2.
+    r1 = job(100, iterations=200, done=100.0, submit=5.0)
+    r2 = job(101, model=other_model, iterations=200, done=math.nextafter(100.0, 0.0), submit=1.0)
+    assert r2.remaining_iterations > r1.remaining_iterations
+    assert 500 + 0.8 * (r2.remaining_iterations * 1.0) == 500 + 0.8 * 100.0 == 580.0
+    run = [running(r1, (0,)), running(r2, (1,))]
+    d = decide("sjf-bsbf", snap(Cluster.uniform(1, 2), [job(1, iterations=1000)], run))
+    (start,) = d.starts
+    (share,) = start.shares
+    assert (start.gpu_ids, share.partner_id, share.t_con_s) == ((0,), 100, 580.0)
 
 
 @pytest.mark.parametrize("name", POLICY_NAMES)

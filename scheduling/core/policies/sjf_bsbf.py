@@ -126,8 +126,11 @@ class BestBenefitFinder:
 
     Every resident is judged with the pairwise rule (:mod:`scheduling.core.sharing`): the waiting
     job's sub-batch minimising ``T_con`` among those that fit the resident's memory room, then
-    ``T_con < T_seq``. Beneficial residents are visited in ascending ``T_con`` (ties: submit time,
-    id) and their GPUs added until the job has ``need`` GPUs.
+    ``T_con < T_seq``. Beneficial residents are visited in ascending ``T_con`` (ties: the smaller
+    ``B``, the resident that ends sooner; then submit time, id) and their GPUs added until the job
+    has ``need`` GPUs. The ``B`` before the submit time is ours: ``T_con`` grows with ``B``, but two
+    ``B`` an ulp apart can round to the same ``T_con``, and a group of residents is searched in
+    ``B`` order, so only this tie rule gives the same choice however residents are grouped.
 
     Speed, without changing any decision (a test compares with a brute-force search):
 
@@ -387,7 +390,7 @@ class BestBenefitFinder:
                 best = heap[0][0] if heap else math.inf
             if not heap:
                 break
-            _, _, job_id, index, group, pair, sub = heapq.heappop(heap)
+            _, _, _, job_id, index, group, pair, sub = heapq.heappop(heap)
             resident, _, b_s = self._where[job_id]
             take = resident.gpu_ids[: need - got]
             partners.append((resident, take))
@@ -507,7 +510,7 @@ class SjfBsbfPolicy:
 
 def _push_next(heap: list, group: _Group, pair: _Pair, index: int, gaps_after: int) -> None:
     """Push the group's first resident at or after ``index`` with whom sharing pays, as
-    ``(T_con, submit_time, id, index, group, pair, sub_batch)``. Residents whose ``B`` lies in one
+    ``(T_con, B, submit_time, id, index, group, pair, sub_batch)``. Residents whose ``B`` lies in one
     of the pair's gaps (:func:`~scheduling.core.sharing.losing_gaps`: sharing provably does not
     pay there) are skipped by bisection; every other one is judged exactly. A pair's gaps are
     computed the first time a scan judged more than ``gaps_after`` residents in vain."""
@@ -527,7 +530,7 @@ def _push_next(heap: list, group: _Group, pair: _Pair, index: int, gaps_after: i
                 continue
         best = best_prepared(options, b_s)
         if best is not None and best[0] < best[1]:
-            heapq.heappush(heap, (best[0], submit, job_id, i, group, pair, options[best[2]][0]))
+            heapq.heappush(heap, (best[0], b_s, submit, job_id, i, group, pair, options[best[2]][0]))
             return
         i += 1
         vain += 1
