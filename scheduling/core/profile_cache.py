@@ -32,10 +32,10 @@ class CachedProfile:
     """A memoising wrapper around a :class:`~scheduling.core.types.Profile` for one round.
 
     Answers are cached by the job fields a profile may depend on (:data:`ANSWER_FIELDS`:
-    ``(model, batch_size, memory_mb)``) for memory, sub-batches and slowdowns, plus ``iter_time_s``
-    for iteration times. A profile whose answers depend on anything else of a job (its gang size,
-    id, tenant, progress) breaks the Profile contract and must not be wrapped. Raises whatever the
-    wrapped profile raises.
+    ``(model, batch_size, memory_mb)``, written out in each key for speed) for memory, sub-batches
+    and slowdowns, plus ``iter_time_s`` for iteration times. A profile whose answers depend on
+    anything else of a job (its gang size, id, tenant, progress) breaks the Profile contract and
+    must not be wrapped. Raises whatever the wrapped profile raises.
     """
 
     __slots__ = ("_inner", "_iter", "_mem", "_subs", "_xi", "_known", "_pairs")
@@ -104,7 +104,7 @@ class CachedProfile:
 
     def memory_known(self, job: Job) -> bool:
         """Whether the job's memory is known, memoised by :data:`answer_key`."""
-        key = (job.model, job.batch_size, job.memory_mb)
+        key = answer_key(job)
         value = self._known.get(key)
         if value is None:
             value = self._known[key] = self._inner.memory_known(job)

@@ -273,9 +273,9 @@ class BestBenefitFinder:
         dropped, its smallest ``A`` and its pairs (group number → :data:`_Pair`), memoised."""
         p = self._profile
         shape_ids = self._memo.shape_ids
-        # the options also depend on the sub-batch floor and on whether unknown pairs may share,
+        # the memo's "shape" is the profile's answer key (the gang size changes no option); the
+        # options also depend on the sub-batch floor and on whether unknown pairs may share,
         # which may change between rounds
-        # (the "shape" of this memo is the profile's answer key: the gang size changes no option)
         shape_key = (answer_key(job), self._min_sub, self._unknown_ok)
         shape_id = shape_ids.setdefault(shape_key, len(shape_ids))
         remaining = job.remaining_iterations
