@@ -21,7 +21,11 @@ Victims, each time: whole gangs; the fewest GPUs that meet the need — a single
 suffices (the smallest such gang), else borrowed jobs in candidate order with those not needed
 spared again, largest first. Candidate order: jobs borrowed in start order first
 (:func:`borrowed_jobs`), then the most remaining exclusive time ``P`` first, as SRTF would (a
-borrowed job near its end is left to finish; docs/FAIRNESS.md §5), ties latest start.
+borrowed job near its end is left to finish; docs/FAIRNESS.md §5), ties latest start. The walk
+passes over a job that could free no GPU whatever else went: one whose every GPU also holds a job
+that cannot go (it alone would take its tenant below its guarantee, or it is not eligible), since
+taking it would only use up its tenant's room above the guarantee. The walk stays greedy: it can
+still miss a set of victims that exists.
 
 A running job is *borrowed* if it is part of its tenant's usage above the guarantee, counting the
 tenant's jobs in start order (the latest-started jobs are the borrowed ones, :func:`borrowed_jobs`)
@@ -161,10 +165,20 @@ class ReclaimPass:
         ]
         if fits:
             return [min(fits, key=lambda r: r.job.gpus)]  # stable: the first in candidate order
+        # a job none of whose GPUs the jobs that could go at all (each alone above its floor, and
+        # the victims so far) could empty frees nothing, whatever else goes: taking it would only
+        # use up its tenant's room above the guarantee and block a victim that does free GPUs
+        could_go = gone | {
+            rj.job.id
+            for rj in self.candidates
+            if rj.job.id not in self.victims and eligible(rj) and self.above_floor(rj, {})
+        }
         chosen: list[RunningJob] = []
         loss: dict[str, float] = {}
         for rj in self.candidates:
             if rj.job.id in self.victims or not eligible(rj) or not self.above_floor(rj, loss):
+                continue
+            if not any(g in self.healthy and self.on_gpu[g] <= could_go for g in self.gpus_of[rj.job.id]):
                 continue
             chosen.append(rj)
             gone.add(rj.job.id)

@@ -70,6 +70,32 @@ def test_victims_are_the_fewest_gpus_that_meet_the_need() -> None:
     assert [p.job_id for p in preempt] == [2] and claimed == (4,)
 
 
+def test_a_victim_that_frees_no_gpu_does_not_use_up_its_tenants_room() -> None:
+    # The Chronus defect (docs/FAIRNESS.md §5): c (guarantee 1) borrows x and y, 2 GPUs each;
+    # x shares GPUs 4-5 with d1, which d (guarantee 5, 6 held) cannot give up. e (guarantee 0)
+    # borrows z beside y on GPUs 2-3. An owner of b needs 2 GPUs. c can lose one job, not both
+    # (4 - 2 - 2 < 1). The greedy walk took x first (most remaining time): it frees nothing, as
+    # d1 stays, and used up c's room, so y could not follow and z alone frees nothing either:
+    # no preemption at all. y and z together free GPUs 2-3
+    quotas = {"b": TenantQuota(2), "c": TenantQuota(1), "d": TenantQuota(5), "e": TenantQuota(0)}
+    x = job(1, gpus=2, tenant="c", iterations=100_000)
+    y = job(2, gpus=2, tenant="c", iterations=50_000)
+    z = job(3, gpus=2, tenant="e", iterations=10_000)
+    d1 = job(4, gpus=2, tenant="d", iterations=100_000)
+    d2 = job(5, gpus=4, tenant="d", iterations=100_000)
+    owner = job(6, gpus=2, tenant="b", submit=900.0)
+    run = [
+        running(x, (4, 5), 10.0),
+        running(y, (2, 3), 20.0),
+        running(z, (2, 3), 30.0),
+        running(d1, (4, 5), 0.0),
+        running(d2, (0, 1, 6, 7), 1.0),
+    ]
+    for memo in (True, False):
+        preempt, claimed = reclaim_preemptions(snap([owner], run, quotas), [owner], "p", memo=memo)
+        assert [p.job_id for p in preempt] == [2, 3] and claimed == (6,)
+
+
 def test_a_job_preempted_this_round_counts_as_waiting_for_the_colocation_guard() -> None:
     # 2 GPUs, each held alone by a job of c (guarantee 1: usage 2, 1 borrowed). a (guarantee 0)
     # submits job 3 (priority 1, 1 GPU) and job 4 (priority 0, 2 GPUs). Priority walk: no idle
