@@ -119,11 +119,15 @@ class ReclaimPass:
     def guarantee(self, tenant: str) -> int:
         return self.quotas.get(tenant, NO_QUOTA).guaranteed_gpus
 
+    def empties(self, gpu: int, gone: set[JobId]) -> bool:
+        """Whether ``gpu`` is healthy and every job on it is in ``gone``."""
+        return gpu in self.healthy and self.on_gpu[gpu] <= gone
+
     def freed_by(self, gone: set[JobId]) -> int:
         """Healthy GPUs emptied by ``gone`` beyond those the victims so far emptied."""
         # a GPU emptied only by earlier victims holds no newly gone job, so only theirs can count
         new = {g for jid in gone if jid not in self.victims for g in self.gpus_of[jid]}
-        return sum(1 for g in new if g in self.healthy and self.on_gpu[g] <= gone)
+        return sum(1 for g in new if self.empties(g, gone))
 
     def above_floor(self, rj: RunningJob, loss: Mapping[str, float]) -> bool:
         """Whether ``rj``'s tenant stays at or above its guarantee without it (and ``loss``)."""
@@ -155,30 +159,25 @@ class ReclaimPass:
             return below_priority is None or rj.job.priority < below_priority
 
         gone = set(self.victims)
-        fits = [
+        # the jobs that could go at all: each alone keeps its tenant at or above its guarantee
+        free = [
             rj
             for rj in self.candidates
-            if rj.job.id not in self.victims
-            and eligible(rj)
-            and self.above_floor(rj, {})
-            and self.available + self.freed_by(gone | {rj.job.id}) >= need
+            if rj.job.id not in self.victims and eligible(rj) and self.above_floor(rj, {})
         ]
+        fits = [rj for rj in free if self.available + self.freed_by(gone | {rj.job.id}) >= need]
         if fits:
             return [min(fits, key=lambda r: r.job.gpus)]  # stable: the first in candidate order
-        # a job none of whose GPUs the jobs that could go at all (each alone above its floor, and
-        # the victims so far) could empty frees nothing, whatever else goes: taking it would only
-        # use up its tenant's room above the guarantee and block a victim that does free GPUs
-        could_go = gone | {
-            rj.job.id
-            for rj in self.candidates
-            if rj.job.id not in self.victims and eligible(rj) and self.above_floor(rj, {})
-        }
+        # a job none of whose GPUs the jobs that could go at all (and the victims so far) could
+        # empty frees nothing, whatever else goes: taking it would only use up its tenant's room
+        # above the guarantee and block a victim that does free GPUs
+        could_go = gone | {rj.job.id for rj in free}
         chosen: list[RunningJob] = []
         loss: dict[str, float] = {}
         for rj in self.candidates:
             if rj.job.id in self.victims or not eligible(rj) or not self.above_floor(rj, loss):
                 continue
-            if not any(g in self.healthy and self.on_gpu[g] <= could_go for g in self.gpus_of[rj.job.id]):
+            if not any(self.empties(g, could_go) for g in self.gpus_of[rj.job.id]):
                 continue
             chosen.append(rj)
             gone.add(rj.job.id)
